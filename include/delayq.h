@@ -1,0 +1,417 @@
+/*
+ * delayq.h - libdelayq, a delayed-job queue over Redis.
+ *
+ * A producer pushes a payload "to run in N ms"; when it comes due, exactly one
+ * consumer at a time receives it under a lease.  All state lives in Redis and
+ * every state change is one Lua script timed by the Redis server's clock.
+ *
+ * Conventions (the same for every function in this header):
+ *
+ *  - Every function that can fail returns int: 0 (DQ_OK) or a positive count
+ *    on success, a negative DQ_E* code on failure.  dq_strerror(code) gives a
+ *    static text; dq_errmsg(client) gives the detailed message of the last
+ *    failed call on that client (it names the bad argument, or carries Redis's
+ *    own error text) and stays valid until the next call on the client.
+ *  - Arguments are checked before any I/O: a call that fails with DQ_ENULL,
+ *    DQ_EINVAL, DQ_EQUEUE, DQ_EID, DQ_EDELAY, DQ_ELEASE or DQ_ETOOBIG sent
+ *    nothing to Redis and changed nothing.
+ *  - Times are int64_t milliseconds.  Durations (delay, lease) are relative
+ *    and measured by the Redis server's clock; absolute times (run-at, due
+ *    time) are Unix epoch milliseconds as the Redis server's clock sees them.
+ *  - Payloads are binary-safe (pointer + size_t length, may contain NUL).
+ *    Queue names, job ids and tokens are NUL-terminated strings.
+ *  - No public struct, no varargs, no callback in this header: every function
+ *    can be called through an FFI (ctypes, cgo, bindgen) without a C shim.
+ *  - Every *_free / dq_close accepts NULL and does nothing.
+ *  - No function prints, exits or aborts.
+ *
+ * Thread safety: a dq_client is not thread-safe.  Use one client per thread,
+ * or serialize calls on it; a client may move between threads between calls.
+ * dq_jobs / dq_job objects are independent of the client once returned.
+ * Functions without a client argument are thread-safe.
+ */
+#ifndef DELAYQ_H
+#define DELAYQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define DQ_EXTERN __declspec(dllimport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define DQ_EXTERN __attribute__((visibility("default")))
+#else
+#define DQ_EXTERN
+#endif
+
+/* ---- Versions --------------------------------------------------------- */
+
+#define DQ_VERSION_MAJOR 0
+#define DQ_VERSION_MINOR 1
+#define DQ_VERSION_PATCH 0
+#define DQ_VERSION_STRING "0.1.0"
+/* MAJOR*10000 + MINOR*100 + PATCH, comparable with dq_version_number(). */
+#define DQ_VERSION_NUMBER \
+    (DQ_VERSION_MAJOR * 10000 + DQ_VERSION_MINOR * 100 + DQ_VERSION_PATCH)
+#define DQ_AT_LEAST_VERSION(maj, min, pat) \
+    (DQ_VERSION_NUMBER >= ((maj) * 10000 + (min) * 100 + (pat)))
+
+/* Version of the library actually loaded at run time. */
+DQ_EXTERN int dq_version_number(void);
+DQ_EXTERN const char *dq_version_string(void);
+
+/* ---- Errors ----------------------------------------------------------- */
+
+/* One table: XX(name, value, message).  Numbers are never reused. */
+#define DQ_ERRNO_MAP(XX)                                                     \
+    XX(ENULL, -1, "a required pointer argument is NULL")                     \
+    XX(EINVAL, -2, "invalid argument")                                       \
+    XX(EQUEUE, -3, "invalid queue name")                                     \
+    XX(EID, -4, "invalid job id")                                            \
+    XX(EDELAY, -5, "delay or time out of range")                             \
+    XX(ELEASE, -6, "lease duration out of range")                            \
+    XX(ETOOBIG, -7, "payload larger than the configured limit")              \
+    XX(ENOMEM, -8, "out of memory")                                          \
+    XX(EURI, -9, "malformed or unsupported Redis URI")                       \
+    XX(EIO, -10, "connection to Redis failed or was lost")                   \
+    XX(ETIMEDOUT, -11, "Redis did not answer in time")                       \
+    XX(EAUTH, -12, "Redis refused the credentials")                          \
+    XX(EREDIS, -13, "Redis returned an error")                               \
+    XX(EPROTO, -14, "unexpected reply from Redis")                           \
+    XX(EOOM, -15, "Redis is out of memory (maxmemory reached)")              \
+    XX(ESTALE, -16, "lease token is stale: the job is no longer yours")      \
+    XX(ENOTFOUND, -17, "no such job")                                        \
+    XX(ENOTSUP, -18, "not supported by this build or server")                \
+    XX(ECLOSED, -19, "client is closed or closing")                          \
+    XX(ECANCELED, -20, "operation canceled")                                 \
+    XX(EREPLICAS, -21, "not enough replicas acknowledged the write")
+
+enum dq_error {
+    DQ_OK = 0,
+#define DQ_XX_ENUM(name, value, msg) DQ_##name = (value),
+    DQ_ERRNO_MAP(DQ_XX_ENUM)
+#undef DQ_XX_ENUM
+    DQ_ERRNO_MIN = -21 /* lowest code in use; for range checks */
+};
+
+/* Static English text for a code ("unknown error" for unknown codes). */
+DQ_EXTERN const char *dq_strerror(int code);
+/* The code's name without prefix, e.g. "ESTALE"; "UNKNOWN" if unknown. */
+DQ_EXTERN const char *dq_errname(int code);
+
+/* ---- Limits ----------------------------------------------------------- */
+
+#define DQ_QUEUE_MAX 200        /* bytes in a queue name (1..200) */
+#define DQ_ID_MAX 128           /* bytes in a job id (1..128) */
+#define DQ_ID_BUF (DQ_ID_MAX + 1)  /* buffer size that holds any id + NUL */
+#define DQ_TOKEN_BUF 24         /* buffer size that holds any lease token */
+#define DQ_DELAY_MAX INT64_C(3153600000000) /* 100 years, in ms */
+#define DQ_LEASE_MIN 1          /* ms */
+#define DQ_LEASE_MAX INT64_C(604800000)     /* 7 days, in ms */
+#define DQ_BATCH_MAX 100000     /* jobs in one batch call */
+#define DQ_POLL_MAX 1000        /* jobs in one poll */
+#define DQ_DEFAULT_MAX_PAYLOAD (1024 * 1024) /* bytes; see DQ_OPT_MAX_PAYLOAD */
+
+/* ---- Options ---------------------------------------------------------- */
+
+typedef struct dq_options dq_options;
+
+/* Option keys.  Integer options are set with dq_options_set_int, string
+ * options with dq_options_set_str.  Values given in the URI override nothing:
+ * options set here override the URI. */
+enum dq_option {
+    DQ_OPT_CONNECT_TIMEOUT_MS = 1, /* int, default 2000; 0 = none */
+    DQ_OPT_COMMAND_TIMEOUT_MS = 2, /* int, default 5000; 0 = none */
+    DQ_OPT_MAX_PAYLOAD = 3,        /* int, bytes, default 1 MiB, max 512 MiB */
+    DQ_OPT_MAX_ATTEMPTS = 4,       /* int, default 0 = unlimited: after this
+                                      many deliveries a job whose lease runs
+                                      out or that is nacked goes to dead */
+    DQ_OPT_WAIT_CAP_MS = 5,        /* int, default 1000 (10..60000): longest
+                                      single sleep of dq_poll_wait before it
+                                      checks the connection and polls again */
+    DQ_OPT_WAIT_REPLICAS = 6,      /* int, default 0: push/push_batch wait
+                                      (WAIT) until this many replicas have
+                                      the jobs before returning success */
+    DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS = 7, /* int, default 1000 */
+    DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
+                                      [A-Za-z0-9._:-] */
+    DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
+    DQ_OPT_PASSWORD = 102,         /* str: password (overrides the URI's) */
+    DQ_OPT_TLS_CA_FILE = 103,      /* str: CA bundle; setting any TLS option
+                                      or using rediss:// enables TLS */
+    DQ_OPT_TLS_CERT_FILE = 104,    /* str: client certificate (PEM) */
+    DQ_OPT_TLS_KEY_FILE = 105,     /* str: client private key (PEM) */
+    DQ_OPT_TLS_SERVER_NAME = 106   /* str: SNI / name to verify */
+};
+
+/* Returns a new option set with defaults, or NULL if out of memory. */
+DQ_EXTERN dq_options *dq_options_new(void);
+/* Frees an option set (NULL is a no-op).  Clients copy what they need, so
+ * options may be freed right after dq_open. */
+DQ_EXTERN void dq_options_free(dq_options *opts);
+/* Sets an integer option.  Returns 0, DQ_ENULL, or DQ_EINVAL (unknown key,
+ * string key, or value out of range; the set is left unchanged). */
+DQ_EXTERN int dq_options_set_int(dq_options *opts, int option, int64_t value);
+/* Sets a string option (copied; NULL resets it).  Returns 0, DQ_ENULL,
+ * DQ_ENOMEM or DQ_EINVAL. */
+DQ_EXTERN int dq_options_set_str(dq_options *opts, int option,
+                                 const char *value);
+
+/* ---- Client ----------------------------------------------------------- */
+
+typedef struct dq_client dq_client;
+
+/*
+ * Opens a client and connects it to Redis.
+ *
+ * uri:  redis://[[user][:password]@]host[:port][/db]
+ *       rediss://...                (TLS; needs a build with TLS)
+ *       unix:///path/to/socket[?db=N][&user=U][&password=P]
+ *       User and password are percent-decoded.  Port defaults to 6379.
+ * opts: may be NULL for defaults; copied.
+ * out:  receives the client.  Even when the call fails, *out is set to a
+ *       client that holds the error message (dq_errmsg) and must be passed to
+ *       dq_close; *out is NULL only when out is NULL or memory ran out.
+ *
+ * Returns 0, DQ_EURI, DQ_EIO, DQ_ETIMEDOUT, DQ_EAUTH, DQ_EREDIS (e.g. SELECT
+ * refused), DQ_ENOTSUP (TLS without TLS support), DQ_ENULL or DQ_ENOMEM.
+ *
+ * A client whose connection breaks later reconnects by itself on its next
+ * call; the call that saw the break fails with DQ_EIO or DQ_ETIMEDOUT (and
+ * may or may not have taken effect: pushes with a caller-chosen id and
+ * DQ_PUSH_KEEP/REPLACE are safe to retry).
+ */
+DQ_EXTERN int dq_open(const char *uri, const dq_options *opts,
+                      dq_client **out);
+/* Closes the connection(s) and frees the client.  NULL is a no-op. */
+DQ_EXTERN void dq_close(dq_client *c);
+/* Detailed message of the last failed call on c ("" after a success);
+ * valid until the next call on c.  dq_errmsg(NULL) returns a static text. */
+DQ_EXTERN const char *dq_errmsg(const dq_client *c);
+/* Code of the last failed call on c (0 after a success). */
+DQ_EXTERN int dq_errcode(const dq_client *c);
+/* Non-fatal findings about the server made at connect time, e.g. that its
+ * maxmemory-policy can evict queue keys; "" when there are none.  Valid
+ * until the next call on c. */
+DQ_EXTERN const char *dq_warnings(const dq_client *c);
+
+/* ---- Jobs ------------------------------------------------------------- */
+
+typedef struct dq_job dq_job;   /* one job: id, payload, attempt, ... */
+typedef struct dq_jobs dq_jobs; /* a list of jobs returned by a call */
+
+/* Number of jobs in the list (0 for NULL). */
+DQ_EXTERN size_t dq_jobs_count(const dq_jobs *jobs);
+/* The i-th job, owned by the list (NULL if out of range). */
+DQ_EXTERN const dq_job *dq_jobs_at(const dq_jobs *jobs, size_t i);
+/* Frees the list and every job in it.  NULL is a no-op. */
+DQ_EXTERN void dq_jobs_free(dq_jobs *jobs);
+
+/* Accessors: pointers stay valid as long as the list (or copy) lives.
+ * All of them accept NULL and then return NULL / 0. */
+DQ_EXTERN const char *dq_job_id(const dq_job *job);
+/* Payload bytes (not NUL-terminated for binary payloads, but one NUL byte
+ * always follows the last byte, so text payloads can be used as C strings);
+ * *len (if len is not NULL) receives the length. */
+DQ_EXTERN const void *dq_job_payload(const dq_job *job, size_t *len);
+/* Delivery number, 1 on first delivery.  For dead jobs: deliveries made. */
+DQ_EXTERN int64_t dq_job_attempt(const dq_job *job);
+/* Due time, server epoch ms.  For dead jobs: the time it was dead-lettered. */
+DQ_EXTERN int64_t dq_job_due_ms(const dq_job *job);
+/* Lease deadline, server epoch ms (0 for jobs not leased to you). */
+DQ_EXTERN int64_t dq_job_lease_deadline_ms(const dq_job *job);
+/* Lease token to pass to dq_ack/dq_nack/dq_extend ("" if not leased). */
+DQ_EXTERN const char *dq_job_token(const dq_job *job);
+/* A deep copy that outlives its list; free it with dq_job_free.  NULL if out
+ * of memory or job is NULL. */
+DQ_EXTERN dq_job *dq_job_dup(const dq_job *job);
+/* Frees a copy made by dq_job_dup.  NULL is a no-op.  Never call it on a
+ * job that belongs to a dq_jobs list. */
+DQ_EXTERN void dq_job_free(dq_job *job);
+
+/* ---- Producing -------------------------------------------------------- */
+
+/* Push flags: what happens when a job with the same id already exists
+ * (pending, in flight or dead). */
+#define DQ_PUSH_KEEP 0    /* keep the existing job untouched (default) */
+#define DQ_PUSH_REPLACE 1 /* replace payload and due time; attempts reset to
+                             0; an in-flight holder's token goes stale; a
+                             dead job with that id is revived */
+
+/* Push outcomes, written to *outcome. */
+#define DQ_PUSHED 1   /* a new job was created */
+#define DQ_KEPT 2     /* the id existed and DQ_PUSH_KEEP left it alone */
+#define DQ_REPLACED 3 /* the id existed and was replaced/rescheduled */
+
+/*
+ * Pushes one job to run delay_ms from now (server clock).
+ *
+ * queue:    1..DQ_QUEUE_MAX bytes, any bytes but NUL.
+ * payload:  len bytes (len 0 allowed; payload may be NULL only if len is 0),
+ *           at most DQ_OPT_MAX_PAYLOAD bytes.
+ * delay_ms: 0..DQ_DELAY_MAX.
+ * id:       NULL to let the library generate a unique id (22 characters of
+ *           [0-9A-Za-z]), or 1..DQ_ID_MAX bytes chosen by the caller.
+ * flags:    DQ_PUSH_KEEP or DQ_PUSH_REPLACE.
+ * id_out:   NULL, or a buffer of id_out_size bytes (DQ_ID_BUF always fits)
+ *           that receives the job id, NUL-terminated.
+ * outcome:  NULL, or receives DQ_PUSHED, DQ_KEPT or DQ_REPLACED.
+ *
+ * Returns 0 or a negative code (DQ_EINVAL if id_out_size is too small).
+ */
+DQ_EXTERN int dq_push(dq_client *c, const char *queue, const void *payload,
+                      size_t len, int64_t delay_ms, const char *id, int flags,
+                      char *id_out, size_t id_out_size, int *outcome);
+
+/* As dq_push, but due at an absolute time: at_ms is Unix epoch ms as the
+ * Redis server's clock counts them (0..now+DQ_DELAY_MAX); a time in the past
+ * makes the job due at once. */
+DQ_EXTERN int dq_push_at(dq_client *c, const char *queue, const void *payload,
+                         size_t len, int64_t at_ms, const char *id, int flags,
+                         char *id_out, size_t id_out_size, int *outcome);
+
+/*
+ * Pushes n jobs (1..DQ_BATCH_MAX) in one round trip.  Arrays are indexed
+ * 0..n-1:
+ *   payloads[i], lens[i]   payload of job i (payloads[i] may be NULL if
+ *                          lens[i] is 0)
+ *   delays_ms              NULL for all 0, else delay of job i
+ *   ids                    NULL to generate every id, else ids[i] (NULL
+ *                          entries are generated)
+ *   ids_out                NULL, or n * DQ_ID_BUF bytes: id of job i at
+ *                          ids_out + i * DQ_ID_BUF
+ *   outcomes               NULL, or n ints (DQ_PUSHED / DQ_KEPT / DQ_REPLACED)
+ * Every argument is checked before anything is sent.  Jobs are written in
+ * chunks of up to 1000, each chunk atomic; on an I/O error some chunks may
+ * have been written (retrying with the same ids and DQ_PUSH_KEEP is safe).
+ * Returns the number of jobs newly created or replaced (>= 0), or an error.
+ */
+DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
+                            const void *const *payloads, const size_t *lens,
+                            const int64_t *delays_ms, const char *const *ids,
+                            int flags, char *ids_out, int *outcomes);
+
+/*
+ * Cancels a job that has not been delivered yet.
+ * flags: 0, or DQ_CANCEL_INFLIGHT to also remove a job that is in flight
+ *        (its holder's ack/nack/extend then fail with DQ_ESTALE and it is
+ *        never delivered again).  Without it, an in-flight job is left alone
+ *        and reported as DQ_CANCEL_BUSY, because its handler is already
+ *        running and only its holder can finish it.
+ * Returns DQ_CANCELED_PENDING (1) if a pending job was removed,
+ * DQ_CANCEL_BUSY (2) if the job is in flight and was left alone,
+ * DQ_CANCELED_INFLIGHT (3) if an in-flight job was removed (with the flag),
+ * 0 if there is no pending or in-flight job with that id (dead jobs are
+ * untouched: see dq_dead_purge), or a negative code.
+ */
+#define DQ_CANCEL_INFLIGHT 1
+#define DQ_CANCELED_PENDING 1
+#define DQ_CANCEL_BUSY 2
+#define DQ_CANCELED_INFLIGHT 3
+DQ_EXTERN int dq_cancel(dq_client *c, const char *queue, const char *id,
+                        int flags);
+
+/* ---- Consuming -------------------------------------------------------- */
+
+/*
+ * Atomically claims up to max (1..DQ_POLL_MAX) jobs whose due time has
+ * passed, oldest due first, and leases each to the caller for lease_ms
+ * (DQ_LEASE_MIN..DQ_LEASE_MAX).  Jobs whose lease ran out without an ack are
+ * due again at their lease deadline and are delivered with attempt + 1.
+ * With DQ_OPT_MAX_ATTEMPTS = M > 0, a job that already had M deliveries goes
+ * to the dead set instead of being delivered again.
+ *
+ * out:         receives a list (NULL when no job was claimed); free it with
+ *              dq_jobs_free.
+ * next_due_ms: NULL, or receives how long (ms, server clock, rounded up)
+ *              until the next job is due when none was claimed: 0 if
+ *              jobs were claimed or something is due now, -1 if the queue has
+ *              nothing pending or in flight.  Sleep that long, then poll.
+ *
+ * Returns the number of jobs claimed (0..max) or a negative code.
+ */
+DQ_EXTERN int dq_poll(dq_client *c, const char *queue, int max,
+                      int64_t lease_ms, dq_jobs **out, int64_t *next_due_ms);
+
+/*
+ * As dq_poll, but when nothing is due, waits up to timeout_ms (0..
+ * DQ_DELAY_MAX) for a job to come due, without busy polling: it sleeps on
+ * its own clock until the next due time (fed by the server's offsets) and is
+ * woken early, on a second connection opened on first use, when any client
+ * pushes a job due earlier.  While idle it sends Redis at most two commands
+ * per DQ_OPT_WAIT_CAP_MS (default 1 s): one poll and one PING.
+ * Returns the number of jobs claimed, 0 on timeout, or a negative code.
+ */
+DQ_EXTERN int dq_poll_wait(dq_client *c, const char *queue, int max,
+                           int64_t lease_ms, int64_t timeout_ms,
+                           dq_jobs **out);
+
+/* Finishes a job and deletes all its data.  Returns 0, DQ_ESTALE if token
+ * is not the job's current lease token (lease ran out and the job was
+ * claimed again, nacked, replaced or cancelled; nothing changes), or
+ * DQ_ENOTFOUND if there is no such job.  An ack after the lease deadline
+ * still succeeds while no other consumer has claimed the job. */
+DQ_EXTERN int dq_ack(dq_client *c, const char *queue, const char *id,
+                     const char *token);
+
+/* Acks n jobs (1..DQ_BATCH_MAX) in one round trip.  results: NULL or n ints
+ * receiving 0, DQ_ESTALE or DQ_ENOTFOUND per job.  Returns the number acked,
+ * or a negative code for the call as a whole. */
+DQ_EXTERN int dq_ack_batch(dq_client *c, const char *queue, size_t n,
+                           const char *const *ids, const char *const *tokens,
+                           int *results);
+
+/* Nack flags. */
+#define DQ_NACK_DEAD 1 /* give up: move the job to the dead set now */
+
+/* Releases a leased job: due again after delay_ms (0..DQ_DELAY_MAX), with
+ * its attempt count kept; or, with DQ_NACK_DEAD or when it has had
+ * DQ_OPT_MAX_ATTEMPTS deliveries, moved to the dead set.  Returns 0 when
+ * requeued, 1 when dead-lettered, DQ_ESTALE, DQ_ENOTFOUND or another code. */
+DQ_EXTERN int dq_nack(dq_client *c, const char *queue, const char *id,
+                      const char *token, int64_t delay_ms, int flags);
+
+/* Sets the lease of a job you hold to lease_ms from now (server clock).
+ * deadline_ms: NULL or receives the new deadline (server epoch ms).
+ * Returns 0, DQ_ESTALE (lease lost), DQ_ENOTFOUND or another code. */
+DQ_EXTERN int dq_extend(dq_client *c, const char *queue, const char *id,
+                        const char *token, int64_t lease_ms,
+                        int64_t *deadline_ms);
+
+/* ---- Dead letters ------------------------------------------------------ */
+
+/* Lists dead jobs, oldest first: up to count (1..DQ_POLL_MAX) from offset.
+ * Returns the number listed; *out as for dq_poll (attempt = deliveries made,
+ * due = time of death, no token). */
+DQ_EXTERN int dq_dead_list(dq_client *c, const char *queue, int64_t offset,
+                           int count, dq_jobs **out);
+/* Moves dead jobs back to pending, due after delay_ms, attempts reset to 0.
+ * id: one job, or NULL for the oldest up to 1000 dead jobs per call (call
+ * again until it returns 0).  Returns the number requeued. */
+DQ_EXTERN int dq_dead_requeue(dq_client *c, const char *queue, const char *id,
+                              int64_t delay_ms);
+/* Deletes dead jobs: id, or NULL for the oldest up to 1000 per call.
+ * Returns the number deleted. */
+DQ_EXTERN int dq_dead_purge(dq_client *c, const char *queue, const char *id);
+
+/* ---- Stats ------------------------------------------------------------- */
+
+/* Counts for one queue, read atomically.  Each out pointer may be NULL.
+ *   scheduled:   pending jobs not yet due
+ *   due:         pending jobs due now (including expired leases)
+ *   inflight:    jobs leased to a consumer (lease not yet expired)
+ *   dead:        dead-lettered jobs
+ *   next_due_ms: ms until the earliest pending job is due (0 if one is due,
+ *                -1 if none is pending) */
+DQ_EXTERN int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
+                       int64_t *due, int64_t *inflight, int64_t *dead,
+                       int64_t *next_due_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DELAYQ_H */

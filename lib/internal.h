@@ -1,0 +1,82 @@
+/*
+ * internal.h - types shared by the library's units.  Not installed.
+ */
+#ifndef DQ_INTERNAL_H
+#define DQ_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "delayq.h"
+
+#if defined(__GNUC__)
+#define DQ_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DQ_PRINTF(a, b)
+#endif
+
+/* The error of the last call: a code and a message that names what failed. */
+typedef struct dq_err {
+    int code;       /* DQ_OK or a DQ_E* code */
+    char msg[512];  /* NUL-terminated detail, "" when code is DQ_OK */
+} dq_err;
+
+/* Sets err (if not NULL) to code with a printf-style message; returns code.
+ * Internal only: the public API has no varargs. */
+int dq_err_set(dq_err *err, int code, const char *fmt, ...) DQ_PRINTF(3, 4);
+/* Clears err to DQ_OK / "". */
+void dq_err_clear(dq_err *err);
+
+/* Option set (public opaque type dq_options). */
+struct dq_options {
+    int64_t connect_timeout_ms;       /* 0 = none */
+    int64_t command_timeout_ms;       /* 0 = none */
+    int64_t max_payload;              /* bytes */
+    int64_t max_attempts;             /* 0 = unlimited */
+    int64_t wait_cap_ms;              /* longest single wait in poll_wait */
+    int64_t wait_replicas;            /* WAIT after push when > 0 */
+    int64_t wait_replicas_timeout_ms; /* WAIT timeout */
+    char *ns;                         /* key namespace, NULL = "dq" */
+    char *user;                       /* ACL user override */
+    char *password;                   /* password override */
+    char *tls_ca;                     /* CA bundle */
+    char *tls_cert;                   /* client certificate */
+    char *tls_key;                    /* client key */
+    char *tls_sni;                    /* server name */
+};
+
+/* Fills o with defaults (no allocation). */
+void dq_options_defaults(dq_options *o);
+/* Deep-copies src (NULL = defaults) into dst; DQ_OK or DQ_ENOMEM. */
+int dq_options_copy(dq_options *dst, const dq_options *src);
+/* Frees the strings of an option set held by value. */
+void dq_options_clear(dq_options *o);
+
+/* One job.  id and payload live in one allocation (buf). */
+struct dq_job {
+    char *id;                  /* NUL-terminated, points into buf */
+    char *payload;             /* len bytes + NUL, points into buf */
+    size_t len;                /* payload length */
+    int64_t attempt;           /* deliveries so far */
+    int64_t due_ms;            /* due time (or death time), server ms */
+    int64_t lease_deadline_ms; /* 0 if not leased */
+    char token[DQ_TOKEN_BUF];  /* lease token, "" if none */
+    char *buf;                 /* the allocation behind id and payload */
+};
+
+/* A list of jobs returned by one call. */
+struct dq_jobs {
+    size_t count;  /* jobs in use */
+    dq_job *jobs;  /* count jobs */
+};
+
+/* Allocates a list with room for n jobs (count 0).  NULL on ENOMEM. */
+dq_jobs *dq_jobs_new(size_t n);
+/* Appends a job with copies of id/payload; returns it, NULL on ENOMEM. */
+dq_job *dq_jobs_add(dq_jobs *list, const char *id, size_t idlen,
+                    const char *payload, size_t len);
+
+/* Monotonic clock in microseconds. */
+int64_t dq_mono_us(void);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * jobs.c - job lists returned by poll and dead-list, and their accessors.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+dq_jobs *dq_jobs_new(size_t n) {
+    dq_jobs *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return NULL;
+    if (n > 0 && (l->jobs = calloc(n, sizeof(dq_job))) == NULL) {
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+/* Fills j with one allocation holding "id\0payload\0". */
+static int job_fill(dq_job *j, const char *id, size_t idlen,
+                    const char *payload, size_t len) {
+    char *buf = malloc(idlen + 1 + len + 1);
+    if (buf == NULL)
+        return -1;
+    memcpy(buf, id, idlen);
+    buf[idlen] = '\0';
+    if (len > 0)
+        memcpy(buf + idlen + 1, payload, len);
+    buf[idlen + 1 + len] = '\0';
+    j->buf = buf;
+    j->id = buf;
+    j->payload = buf + idlen + 1;
+    j->len = len;
+    return 0;
+}
+
+dq_job *dq_jobs_add(dq_jobs *l, const char *id, size_t idlen,
+                    const char *payload, size_t len) {
+    dq_job *j = &l->jobs[l->count];
+    memset(j, 0, sizeof(*j));
+    if (job_fill(j, id, idlen, payload, len) != 0)
+        return NULL;
+    l->count++;
+    return j;
+}
+
+size_t dq_jobs_count(const dq_jobs *l) { return l == NULL ? 0 : l->count; }
+
+const dq_job *dq_jobs_at(const dq_jobs *l, size_t i) {
+    if (l == NULL || i >= l->count)
+        return NULL;
+    return &l->jobs[i];
+}
+
+void dq_jobs_free(dq_jobs *l) {
+    if (l == NULL)
+        return;
+    for (size_t i = 0; i < l->count; i++)
+        free(l->jobs[i].buf);
+    free(l->jobs);
+    free(l);
+}
+
+const char *dq_job_id(const dq_job *j) { return j == NULL ? NULL : j->id; }
+
+const void *dq_job_payload(const dq_job *j, size_t *len) {
+    if (len != NULL)
+        *len = j == NULL ? 0 : j->len;
+    return j == NULL ? NULL : j->payload;
+}
+
+int64_t dq_job_attempt(const dq_job *j) { return j == NULL ? 0 : j->attempt; }
+int64_t dq_job_due_ms(const dq_job *j) { return j == NULL ? 0 : j->due_ms; }
+
+int64_t dq_job_lease_deadline_ms(const dq_job *j) {
+    return j == NULL ? 0 : j->lease_deadline_ms;
+}
+
+const char *dq_job_token(const dq_job *j) {
+    return j == NULL ? NULL : j->token;
+}
+
+dq_job *dq_job_dup(const dq_job *j) {
+    if (j == NULL)
+        return NULL;
+    dq_job *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    *c = *j;
+    if (job_fill(c, j->id, strlen(j->id), j->payload, j->len) != 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void dq_job_free(dq_job *j) {
+    if (j == NULL)
+        return;
+    free(j->buf);
+    free(j);
+}
+
+int64_t dq_mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}

@@ -1,0 +1,55 @@
+-- dead.lua: lists, requeues or purges dead-lettered jobs.
+-- ARGV[1] action: 'list' | 'requeue' | 'purge'
+--   list:    ARGV[2] offset, ARGV[3] count
+--            -> { id, payload, attempts, died_ms, ... } oldest first
+--   requeue: ARGV[2] id ('' = the oldest up to ARGV[4]), ARGV[3] delay ms,
+--            ARGV[4] limit -> number requeued (attempts reset to 0)
+--   purge:   ARGV[2] id ('' = the oldest up to ARGV[4]), ARGV[4] limit
+--            -> number deleted
+local action = ARGV[1]
+if action == 'list' then
+    local offset, count = tonumber(ARGV[2]), tonumber(ARGV[3])
+    local ids = redis.call('ZRANGE', K_DEAD, offset, offset + count - 1,
+                           'WITHSCORES')
+    local out = {}
+    for i = 1, #ids, 2 do
+        local id = ids[i]
+        out[#out + 1] = id
+        out[#out + 1] = redis.call('HGET', K_JOBS, id) or ''
+        out[#out + 1] = dq_meta(id)
+        out[#out + 1] = ids[i + 1]
+    end
+    return out
+end
+
+local ids
+if ARGV[2] ~= '' then
+    ids = { ARGV[2] }
+else
+    ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[4]) - 1)
+end
+local now = dq_now()
+local n = 0
+if action == 'requeue' then
+    local at = now + tonumber(ARGV[3])
+    local before = dq_first_due()
+    for _, id in ipairs(ids) do
+        if redis.call('ZREM', K_DEAD, id) == 1 then
+            redis.call('HDEL', K_META, id)
+            redis.call('ZADD', K_DUE, at, id)
+            n = n + 1
+        end
+    end
+    if n > 0 then dq_wake(at, before) end
+elseif action == 'purge' then
+    for _, id in ipairs(ids) do
+        if redis.call('ZREM', K_DEAD, id) == 1 then
+            redis.call('HDEL', K_JOBS, id)
+            redis.call('HDEL', K_META, id)
+            n = n + 1
+        end
+    end
+else
+    return redis.error_reply('ERR delayq: unknown dead action')
+end
+return n

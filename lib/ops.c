@@ -1,0 +1,608 @@
+/*
+ * ops.c - argument checks, EVALSHA argv building and reply decoding.
+ * Pure: no I/O (apart from seeding the id generator from getrandom).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ops.h"
+
+/* ---- Core ---- */
+
+static uint64_t xs_next(uint64_t s[2]) {
+    uint64_t x = s[0], y = s[1];
+    s[0] = y;
+    x ^= x << 23;
+    s[1] = x ^ y ^ (x >> 17) ^ (y >> 26);
+    return s[1] + y;
+}
+
+/* Seeds the id generator; called again after a fork (pid changed), so a
+ * child never repeats its parent's ids. */
+static void rng_seed(dq_core *core) {
+    uint64_t seed[2] = {0, 0};
+    if (getrandom(seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed[0] = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ULL ^
+                  (uint64_t)(uintptr_t)core;
+        seed[1] = ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+    }
+    core->rng[0] = seed[0] | 1;
+    core->rng[1] = seed[1] ^ 0xD1B54A32D192ED03ULL;
+    core->rng_pid = (uint64_t)getpid();
+}
+
+int dq_core_init(dq_core *core, const dq_options *opts) {
+    memset(core, 0, sizeof(*core));
+    if (dq_options_copy(&core->opts, opts) != DQ_OK)
+        return DQ_ENOMEM;
+    rng_seed(core);
+    return DQ_OK;
+}
+
+void dq_core_clear(dq_core *core) { dq_options_clear(&core->opts); }
+
+/* Writes a new 22-character id ([0-9A-Za-z], ~131 random bits) to out. */
+static void gen_id(dq_core *core, char *out) {
+    static const char abc[] =
+        "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    if (core->rng_pid != (uint64_t)getpid())
+        rng_seed(core);
+    for (int i = 0; i < 22; i++)
+        out[i] = abc[xs_next(core->rng) % 62];
+    out[22] = '\0';
+}
+
+/* ---- Keys ---- */
+
+static const char *const key_suffix[DQ_NKEYS] = {"due",  "lease", "jobs",
+                                                  "meta", "dead",  "seq"};
+
+/* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
+ * close the hash tag ({ }) nor forge the ':' separator, and two different
+ * names never map to the same keys. */
+static size_t encode_queue(const char *q, char *out) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)q; *p; p++) {
+        unsigned char ch = *p;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-') {
+            out[o++] = (char)ch;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[ch >> 4];
+            out[o++] = hex[ch & 15];
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+void dq_core_keys(dq_core *core, const char *queue) {
+    dq_keys *k = &core->keys;
+    const char *ns = core->opts.ns ? core->opts.ns : "dq";
+    if (k->len[0] != 0 && strcmp(k->queue, queue) == 0 &&
+        strcmp(k->ns, ns) == 0)
+        return;
+    char enc[DQ_ENC_QUEUE_MAX + 1];
+    encode_queue(queue, enc);
+    snprintf(k->queue, sizeof(k->queue), "%s", queue);
+    snprintf(k->ns, sizeof(k->ns), "%s", ns);
+    for (int i = 0; i < DQ_NKEYS; i++) {
+        int n = snprintf(k->key[i], sizeof(k->key[i]), "%s:{%s}:%s", ns, enc,
+                         key_suffix[i]);
+        k->len[i] = (size_t)n;
+    }
+}
+
+/* ---- Commands ---- */
+
+int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
+    int cap = 3 + DQ_NKEYS + nargs;
+    c->script = script;
+    c->argc = 0;
+    c->nums_used = 0;
+    if (cap <= DQ_CMD_INLINE) {
+        c->cap = DQ_CMD_INLINE;
+        c->argv = c->inline_argv;
+        c->lens = c->inline_lens;
+        c->nums = c->inline_nums;
+        c->nums_cap = sizeof(c->inline_nums);
+    } else {
+        c->cap = cap;
+        c->nums_cap = (size_t)cap * 21;
+        c->argv = malloc(sizeof(*c->argv) * (size_t)cap);
+        c->lens = malloc(sizeof(*c->lens) * (size_t)cap);
+        c->nums = malloc(c->nums_cap);
+        if (c->argv == NULL || c->lens == NULL || c->nums == NULL) {
+            dq_cmd_free(c);
+            return DQ_ENOMEM;
+        }
+    }
+    c->argv[0] = "EVALSHA";
+    c->lens[0] = 7;
+    c->argv[1] = dq_scripts[script].sha;
+    c->lens[1] = 40;
+    c->argv[2] = "6";
+    c->lens[2] = 1;
+    for (int i = 0; i < DQ_NKEYS; i++) {
+        c->argv[3 + i] = k->key[i];
+        c->lens[3 + i] = k->len[i];
+    }
+    c->argc = 3 + DQ_NKEYS;
+    return DQ_OK;
+}
+
+void dq_cmd_free(dq_cmd *c) {
+    if (c->argv != c->inline_argv) {
+        free((void *)c->argv);
+        free(c->lens);
+        free(c->nums);
+    }
+    c->argv = NULL;
+    c->lens = NULL;
+    c->nums = NULL;
+}
+
+void dq_cmd_use_eval(dq_cmd *c) {
+    c->argv[0] = "EVAL";
+    c->lens[0] = 4;
+    c->argv[1] = dq_scripts[c->script].body;
+    c->lens[1] = dq_scripts[c->script].len;
+}
+
+void dq_cmd_use_evalsha(dq_cmd *c) {
+    c->argv[0] = "EVALSHA";
+    c->lens[0] = 7;
+    c->argv[1] = dq_scripts[c->script].sha;
+    c->lens[1] = 40;
+}
+
+static void cmd_str(dq_cmd *c, const char *s, size_t len) {
+    c->argv[c->argc] = s;
+    c->lens[c->argc] = len;
+    c->argc++;
+}
+
+static void cmd_cstr(dq_cmd *c, const char *s) { cmd_str(c, s, strlen(s)); }
+
+static void cmd_int(dq_cmd *c, int64_t v) {
+    char *p = c->nums + c->nums_used;
+    int n = snprintf(p, 21, "%" PRId64, v);
+    c->nums_used += (size_t)n + 1;
+    cmd_str(c, p, (size_t)n);
+}
+
+/* ---- Checks ---- */
+
+int dq_check_queue(const char *queue, dq_err *err) {
+    if (queue == NULL)
+        return dq_err_set(err, DQ_ENULL, "queue is NULL");
+    size_t n = strlen(queue);
+    if (n == 0)
+        return dq_err_set(err, DQ_EQUEUE, "queue name is empty");
+    if (n > DQ_QUEUE_MAX)
+        return dq_err_set(err, DQ_EQUEUE,
+                          "queue name is %zu bytes; the limit is %d", n,
+                          DQ_QUEUE_MAX);
+    return DQ_OK;
+}
+
+int dq_check_id(const char *id, const char *what, dq_err *err) {
+    if (id == NULL)
+        return dq_err_set(err, DQ_ENULL, "%s is NULL", what);
+    size_t n = strlen(id);
+    if (n == 0)
+        return dq_err_set(err, DQ_EID, "%s is empty", what);
+    if (n > DQ_ID_MAX)
+        return dq_err_set(err, DQ_EID, "%s is %zu bytes; the limit is %d",
+                          what, n, DQ_ID_MAX);
+    return DQ_OK;
+}
+
+int dq_check_token_arg(const char *token, dq_err *err) {
+    if (token == NULL)
+        return dq_err_set(err, DQ_ENULL, "token is NULL");
+    size_t n = strlen(token);
+    if (n == 0 || n >= DQ_TOKEN_BUF)
+        return dq_err_set(err, DQ_EINVAL,
+                          "token must be 1..%d bytes (as dq_job_token "
+                          "returned it)",
+                          DQ_TOKEN_BUF - 1);
+    for (size_t i = 0; i < n; i++)
+        if (token[i] < '0' || token[i] > '9')
+            return dq_err_set(err, DQ_EINVAL,
+                              "token must be decimal digits (as "
+                              "dq_job_token returned it)");
+    return DQ_OK;
+}
+
+int dq_check_delay(int64_t v, const char *what, dq_err *err) {
+    if (v < 0 || v > DQ_DELAY_MAX)
+        return dq_err_set(err, DQ_EDELAY,
+                          "%s is %" PRId64 " ms; it must be 0..%" PRId64,
+                          what, v, (int64_t)DQ_DELAY_MAX);
+    return DQ_OK;
+}
+
+/* Absolute run-at times: epoch ms up to the year 9999. */
+#define DQ_AT_MAX INT64_C(253402300799999)
+
+int dq_check_lease(int64_t v, dq_err *err) {
+    if (v < DQ_LEASE_MIN || v > DQ_LEASE_MAX)
+        return dq_err_set(err, DQ_ELEASE,
+                          "lease_ms is %" PRId64 " ms; it must be %d..%" PRId64,
+                          v, DQ_LEASE_MIN, (int64_t)DQ_LEASE_MAX);
+    return DQ_OK;
+}
+
+int dq_check_max(int max, int limit, const char *what, dq_err *err) {
+    if (max < 1 || max > limit)
+        return dq_err_set(err, DQ_EINVAL, "%s is %d; it must be 1..%d", what,
+                          max, limit);
+    return DQ_OK;
+}
+
+/* ---- Push ---- */
+
+void dq_push_plan_free(dq_push_plan *p) {
+    if (p->cmds != NULL)
+        for (size_t i = 0; i < p->nchunks; i++)
+            dq_cmd_free(&p->cmds[i]);
+    free(p->cmds);
+    free(p->ids);
+    free(p->outcomes);
+    memset(p, 0, sizeof(*p));
+}
+
+static int check_push_args(dq_core *core, size_t n,
+                           const void *const *payloads, const size_t *lens,
+                           const int64_t *times, int absolute,
+                           const char *const *ids, int flags, dq_err *err) {
+    if (n == 0 || n > DQ_BATCH_MAX)
+        return dq_err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
+                          DQ_BATCH_MAX);
+    if (payloads == NULL || lens == NULL)
+        return dq_err_set(err, DQ_ENULL, "%s is NULL",
+                          payloads == NULL ? "payloads" : "lens");
+    if (flags != DQ_PUSH_KEEP && flags != DQ_PUSH_REPLACE)
+        return dq_err_set(err, DQ_EINVAL,
+                          "flags is %d; use DQ_PUSH_KEEP or DQ_PUSH_REPLACE",
+                          flags);
+    int rc;
+    for (size_t i = 0; i < n; i++) {
+        char what[64];
+        if (payloads[i] == NULL && lens[i] != 0)
+            return dq_err_set(err, DQ_ENULL,
+                              "payload of job %zu is NULL with length %zu",
+                              i, lens[i]);
+        if ((int64_t)lens[i] > core->opts.max_payload || lens[i] > INT32_MAX)
+            return dq_err_set(err, DQ_ETOOBIG,
+                              "payload of job %zu is %zu bytes; the limit "
+                              "(DQ_OPT_MAX_PAYLOAD) is %" PRId64,
+                              i, lens[i], core->opts.max_payload);
+        if (times != NULL) {
+            if (absolute) {
+                if (times[i] < 0 || times[i] > DQ_AT_MAX)
+                    return dq_err_set(err, DQ_EDELAY,
+                                      "at_ms of job %zu is %" PRId64
+                                      "; it must be 0..%" PRId64,
+                                      i, times[i], (int64_t)DQ_AT_MAX);
+            } else {
+                snprintf(what, sizeof(what), "delay_ms of job %zu", i);
+                if ((rc = dq_check_delay(times[i], what, err)) != DQ_OK)
+                    return rc;
+            }
+        }
+        if (ids != NULL && ids[i] != NULL) {
+            snprintf(what, sizeof(what), n == 1 ? "id" : "id of job %zu", i);
+            if ((rc = dq_check_id(ids[i], what, err)) != DQ_OK)
+                return rc;
+        }
+    }
+    return DQ_OK;
+}
+
+int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
+                      size_t n, const void *const *payloads,
+                      const size_t *lens, const int64_t *times, int absolute,
+                      const char *const *ids, int flags, dq_err *err) {
+    memset(p, 0, sizeof(*p));
+    int rc = dq_check_queue(queue, err);
+    if (rc == DQ_OK)
+        rc = check_push_args(core, n, payloads, lens, times, absolute, ids,
+                             flags, err);
+    if (rc != DQ_OK)
+        return rc;
+    dq_core_keys(core, queue);
+    p->n = n;
+    p->nchunks = (n + DQ_PUSH_CHUNK - 1) / DQ_PUSH_CHUNK;
+    p->cmds = calloc(p->nchunks, sizeof(dq_cmd));
+    p->ids = malloc(n * DQ_ID_BUF);
+    p->outcomes = calloc(n, sizeof(int));
+    if (p->cmds == NULL || p->ids == NULL || p->outcomes == NULL)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        char *id = p->ids + i * DQ_ID_BUF;
+        if (ids != NULL && ids[i] != NULL)
+            memcpy(id, ids[i], strlen(ids[i]) + 1);
+        else
+            gen_id(core, id);
+    }
+    for (size_t ch = 0; ch < p->nchunks; ch++) {
+        size_t lo = ch * DQ_PUSH_CHUNK;
+        size_t hi = lo + DQ_PUSH_CHUNK < n ? lo + DQ_PUSH_CHUNK : n;
+        dq_cmd *c = &p->cmds[ch];
+        if (dq_cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
+                         2 + 3 * (int)(hi - lo)) != DQ_OK)
+            goto oom;
+        cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
+        cmd_cstr(c, absolute ? "1" : "0");
+        for (size_t i = lo; i < hi; i++) {
+            cmd_cstr(c, p->ids + i * DQ_ID_BUF);
+            cmd_int(c, times ? times[i] : 0);
+            cmd_str(c, lens[i] ? (const char *)payloads[i] : "", lens[i]);
+        }
+    }
+    return DQ_OK;
+oom:
+    dq_push_plan_free(p);
+    return dq_err_set(err, DQ_ENOMEM, "out of memory building the push");
+}
+
+int dq_push_plan_decode(dq_push_plan *p, size_t i, const dq_reply *r,
+                        dq_err *err) {
+    size_t lo = i * DQ_PUSH_CHUNK;
+    size_t cnt = (p->n - lo) < DQ_PUSH_CHUNK ? p->n - lo : DQ_PUSH_CHUNK;
+    if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != cnt)
+        return dq_err_set(err, DQ_EPROTO, "push: unexpected reply");
+    for (size_t j = 0; j < cnt; j++) {
+        const dq_reply *e = dq_reply_at(r, j);
+        if (dq_reply_type(e) != DQ_R_INTEGER)
+            return dq_err_set(err, DQ_EPROTO, "push: unexpected reply");
+        p->outcomes[lo + j] = (int)dq_reply_int(e);
+    }
+    return DQ_OK;
+}
+
+int dq_push_plan_count(const dq_push_plan *p) {
+    int n = 0;
+    for (size_t i = 0; i < p->n; i++)
+        n += p->outcomes[i] == DQ_PUSHED || p->outcomes[i] == DQ_REPLACED;
+    return n;
+}
+
+/* ---- Other builders ---- */
+
+int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 3);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_int(c, max);
+    cmd_int(c, lease_ms);
+    cmd_int(c, core->opts.max_attempts);
+    return DQ_OK;
+}
+
+int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
+                 const char *const *tokens) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_ACK, &core->keys, 2 * (int)n);
+    if (rc != DQ_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        cmd_cstr(c, ids[i]);
+        cmd_cstr(c, tokens[i]);
+    }
+    return DQ_OK;
+}
+
+int dq_build_nack(dq_cmd *c, dq_core *core, const char *id,
+                  const char *token, int64_t delay_ms, int flags) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_NACK, &core->keys, 5);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, id);
+    cmd_cstr(c, token);
+    cmd_int(c, delay_ms);
+    cmd_cstr(c, (flags & DQ_NACK_DEAD) ? "1" : "0");
+    cmd_int(c, core->opts.max_attempts);
+    return DQ_OK;
+}
+
+int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
+                    const char *token, int64_t lease_ms) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_EXTEND, &core->keys, 3);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, id);
+    cmd_cstr(c, token);
+    cmd_int(c, lease_ms);
+    return DQ_OK;
+}
+
+int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_CANCEL, &core->keys, 2);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, id);
+    cmd_cstr(c, (flags & DQ_CANCEL_INFLIGHT) ? "1" : "0");
+    return DQ_OK;
+}
+
+int dq_build_stats(dq_cmd *c, dq_core *core) {
+    return dq_cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
+}
+
+int dq_build_dead_list(dq_cmd *c, dq_core *core, int64_t offset, int count) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 3);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, "list");
+    cmd_int(c, offset);
+    cmd_int(c, count);
+    return DQ_OK;
+}
+
+int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
+                         const char *id, int64_t delay_ms) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 4);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, action);
+    cmd_cstr(c, id ? id : "");
+    cmd_int(c, delay_ms);
+    cmd_int(c, 1000);
+    return DQ_OK;
+}
+
+/* ---- Decoders ---- */
+
+/* Parses a decimal integer from a string or integer reply element. */
+static int elem_i64(const dq_reply *e, int64_t *v) {
+    if (dq_reply_type(e) == DQ_R_INTEGER) {
+        *v = dq_reply_int(e);
+        return 0;
+    }
+    if (dq_reply_type(e) != DQ_R_STRING)
+        return -1;
+    size_t len;
+    const char *s = dq_reply_str(e, &len);
+    char buf[32];
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    double d = strtod(buf, &end); /* scores may come as "1.7e12" */
+    if (*end != '\0')
+        return -1;
+    *v = (int64_t)d;
+    return 0;
+}
+
+int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
+                   int64_t *next_us, dq_err *err) {
+    *jobs = NULL;
+    size_t n = dq_reply_len(r);
+    int64_t now, next;
+    if (dq_reply_type(r) != DQ_R_ARRAY || n < 2 || (n - 2) % 5 != 0 ||
+        elem_i64(dq_reply_at(r, 0), &now) || elem_i64(dq_reply_at(r, 1), &next))
+        return dq_err_set(err, DQ_EPROTO, "poll: unexpected reply");
+    *next_us = next;
+    size_t cnt = (n - 2) / 5;
+    if (cnt == 0)
+        return 0;
+    dq_jobs *l = dq_jobs_new(cnt);
+    if (l == NULL)
+        return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+    for (size_t i = 0; i < cnt; i++) {
+        const dq_reply *eid = dq_reply_at(r, 2 + i * 5);
+        const dq_reply *epl = dq_reply_at(r, 3 + i * 5);
+        size_t idlen, plen;
+        const char *id = dq_reply_str(eid, &idlen);
+        const char *pl = dq_reply_str(epl, &plen);
+        int64_t att, due, tok;
+        if (dq_reply_type(eid) != DQ_R_STRING ||
+            dq_reply_type(epl) != DQ_R_STRING ||
+            elem_i64(dq_reply_at(r, 4 + i * 5), &att) ||
+            elem_i64(dq_reply_at(r, 5 + i * 5), &due) ||
+            elem_i64(dq_reply_at(r, 6 + i * 5), &tok)) {
+            dq_jobs_free(l);
+            return dq_err_set(err, DQ_EPROTO, "poll: unexpected job entry");
+        }
+        dq_job *j = dq_jobs_add(l, id, idlen, pl, plen);
+        if (j == NULL) {
+            dq_jobs_free(l);
+            return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+        }
+        j->attempt = att;
+        j->due_ms = due;
+        j->lease_deadline_ms = now + lease_ms;
+        snprintf(j->token, sizeof(j->token), "%" PRId64, tok);
+    }
+    *jobs = l;
+    return (int)cnt;
+}
+
+int dq_result_code(long long v, const char *what, const char *id,
+                   dq_err *err) {
+    if (v == DQ_ESTALE)
+        return dq_err_set(err, DQ_ESTALE,
+                          "%s of job '%.200s': the lease token is stale (the "
+                          "lease ran out and the job was claimed again, or "
+                          "it was nacked, replaced or cancelled)",
+                          what, id);
+    if (v == DQ_ENOTFOUND)
+        return dq_err_set(err, DQ_ENOTFOUND, "%s: no job '%.200s'", what,
+                          id);
+    return dq_err_set(err, DQ_EPROTO, "%s: unexpected result %lld", what, v);
+}
+
+int dq_decode_ack(const dq_reply *r, size_t n, int *results, dq_err *err) {
+    if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != n)
+        return dq_err_set(err, DQ_EPROTO, "ack: unexpected reply");
+    int acked = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dq_reply *e = dq_reply_at(r, i);
+        if (dq_reply_type(e) != DQ_R_INTEGER)
+            return dq_err_set(err, DQ_EPROTO, "ack: unexpected reply");
+        int v = (int)dq_reply_int(e);
+        if (results != NULL)
+            results[i] = v;
+        acked += v == 0;
+    }
+    return acked;
+}
+
+int dq_decode_int(const dq_reply *r, long long *v, dq_err *err) {
+    if (dq_reply_type(r) != DQ_R_INTEGER)
+        return dq_err_set(err, DQ_EPROTO, "unexpected non-integer reply");
+    *v = dq_reply_int(r);
+    return DQ_OK;
+}
+
+int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err) {
+    if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != 5)
+        return dq_err_set(err, DQ_EPROTO, "stats: unexpected reply");
+    for (size_t i = 0; i < 5; i++)
+        if (elem_i64(dq_reply_at(r, i), &out[i]))
+            return dq_err_set(err, DQ_EPROTO, "stats: unexpected reply");
+    return DQ_OK;
+}
+
+int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err) {
+    *jobs = NULL;
+    size_t n = dq_reply_len(r);
+    if (dq_reply_type(r) != DQ_R_ARRAY || n % 4 != 0)
+        return dq_err_set(err, DQ_EPROTO, "dead list: unexpected reply");
+    size_t cnt = n / 4;
+    if (cnt == 0)
+        return 0;
+    dq_jobs *l = dq_jobs_new(cnt);
+    if (l == NULL)
+        return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+    for (size_t i = 0; i < cnt; i++) {
+        size_t idlen, plen;
+        const char *id = dq_reply_str(dq_reply_at(r, i * 4), &idlen);
+        const char *pl = dq_reply_str(dq_reply_at(r, i * 4 + 1), &plen);
+        int64_t att, died;
+        dq_job *j = NULL;
+        if (elem_i64(dq_reply_at(r, i * 4 + 2), &att) ||
+            elem_i64(dq_reply_at(r, i * 4 + 3), &died) ||
+            (j = dq_jobs_add(l, id, idlen, pl, plen)) == NULL) {
+            dq_jobs_free(l);
+            return dq_err_set(err, DQ_EPROTO, "dead list: bad entry");
+        }
+        j->attempt = att;
+        j->due_ms = died;
+    }
+    *jobs = l;
+    return (int)cnt;
+}

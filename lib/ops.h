@@ -1,0 +1,129 @@
+/*
+ * ops.h - per operation: check arguments, build the EVALSHA argv, decode
+ * the reply.  Pure: no I/O.  The sync client (client.c) and the async
+ * client run exactly these, so the two cannot drift apart.
+ */
+#ifndef DQ_OPS_H
+#define DQ_OPS_H
+
+#include "conn.h"
+#include "internal.h"
+#include "scripts.h"
+
+#define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
+#define DQ_PUSH_CHUNK 1000  /* jobs per push script call */
+#define DQ_ENC_QUEUE_MAX (DQ_QUEUE_MAX * 3) /* percent-encoded name */
+#define DQ_KEY_MAX (64 + 2 + DQ_ENC_QUEUE_MAX + 8)
+
+/* The keys of one queue, cached for the last queue used. */
+typedef struct dq_keys {
+    char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
+    char ns[65];                  /* namespace they were built with */
+    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, meta, dead, seq */
+    size_t len[DQ_NKEYS];         /* lengths of key[] */
+} dq_keys;
+
+/* What both clients share: options, key cache, id generator. */
+typedef struct dq_core {
+    dq_options opts;   /* private copy of the caller's options */
+    dq_keys keys;      /* keys of the last queue used */
+    uint64_t rng[2];   /* id generator state (xorshift128+) */
+    uint64_t rng_pid;  /* pid the generator was seeded in */
+} dq_core;
+
+/* Initializes core from opts (copied); DQ_OK or DQ_ENOMEM. */
+int dq_core_init(dq_core *core, const dq_options *opts);
+void dq_core_clear(dq_core *core);
+
+/* One script call being built: "EVALSHA sha 6 k1..k6 argv...". */
+#define DQ_CMD_INLINE 40
+typedef struct dq_cmd {
+    int script;          /* DQ_SCRIPT_* */
+    int argc;            /* arguments so far */
+    int cap;             /* room in argv/lens */
+    const char **argv;   /* inline_argv or heap */
+    size_t *lens;        /* inline_lens or heap */
+    char *nums;          /* storage for formatted integers */
+    size_t nums_used, nums_cap;
+    const char *inline_argv[DQ_CMD_INLINE];
+    size_t inline_lens[DQ_CMD_INLINE];
+    char inline_nums[DQ_CMD_INLINE * 21];
+} dq_cmd;
+
+/* Starts a call of script with room for nargs script arguments. */
+int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs);
+void dq_cmd_free(dq_cmd *c);
+/* Switches the call from EVALSHA sha to EVAL body (after NOSCRIPT). */
+void dq_cmd_use_eval(dq_cmd *c);
+void dq_cmd_use_evalsha(dq_cmd *c);
+
+/* ---- Argument checks: each returns DQ_OK or its code with err set. ---- */
+int dq_check_queue(const char *queue, dq_err *err);
+int dq_check_id(const char *id, const char *what, dq_err *err);
+int dq_check_token_arg(const char *token, dq_err *err);
+int dq_check_delay(int64_t v, const char *what, dq_err *err);
+int dq_check_lease(int64_t v, dq_err *err);
+int dq_check_max(int max, int limit, const char *what, dq_err *err);
+
+/* Builds (or reuses) the keys of queue under core's namespace. */
+void dq_core_keys(dq_core *core, const char *queue);
+
+/* ---- Push ---- */
+
+/* A push of n jobs, split into chunks of DQ_PUSH_CHUNK, one cmd each. */
+typedef struct dq_push_plan {
+    size_t n;        /* jobs */
+    size_t nchunks;  /* cmds */
+    dq_cmd *cmds;    /* one per chunk */
+    char *ids;       /* n * DQ_ID_BUF: the id of every job */
+    int *outcomes;   /* n: DQ_PUSHED / DQ_KEPT / DQ_REPLACED */
+} dq_push_plan;
+
+/* Checks every argument (nothing is sent when this fails), generates the
+ * missing ids and builds the chunks.  times[i] is a delay, or an absolute
+ * epoch ms when absolute is 1; times may be NULL (all 0). */
+int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
+                      size_t n, const void *const *payloads,
+                      const size_t *lens, const int64_t *times, int absolute,
+                      const char *const *ids, int flags, dq_err *err);
+/* Decodes the reply of chunk i into p->outcomes. */
+int dq_push_plan_decode(dq_push_plan *p, size_t i, const dq_reply *r,
+                        dq_err *err);
+/* Number of jobs created or replaced (after all chunks decoded). */
+int dq_push_plan_count(const dq_push_plan *p);
+void dq_push_plan_free(dq_push_plan *p);
+
+/* ---- Builders for the other scripts (arguments already checked) ---- */
+int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms);
+int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
+                 const char *const *tokens);
+int dq_build_nack(dq_cmd *c, dq_core *core, const char *id,
+                  const char *token, int64_t delay_ms, int flags);
+int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
+                    const char *token, int64_t lease_ms);
+int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags);
+int dq_build_stats(dq_cmd *c, dq_core *core);
+int dq_build_dead_list(dq_cmd *c, dq_core *core, int64_t offset, int count);
+/* action: "requeue" or "purge"; id NULL for a bounded batch. */
+int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
+                         const char *id, int64_t delay_ms);
+
+/* ---- Decoders: r is a non-error reply of the matching script ---- */
+
+/* Poll: *jobs (NULL if none), *next_us; returns count or a code. */
+int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
+                   int64_t *next_us, dq_err *err);
+/* Ack: results[i] per job (may be NULL); returns number acked. */
+int dq_decode_ack(const dq_reply *r, size_t n, int *results, dq_err *err);
+/* Integer reply of nack/extend/cancel/dead_change: *v; DQ_OK or code. */
+int dq_decode_int(const dq_reply *r, long long *v, dq_err *err);
+/* Stats: out[5] = scheduled, due, inflight, dead, next_ms. */
+int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err);
+/* Dead list: jobs with attempt and death time. */
+int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err);
+
+/* Converts a script's negative result (-16, -17) into its code and message. */
+int dq_result_code(long long v, const char *what, const char *id,
+                   dq_err *err);
+
+#endif

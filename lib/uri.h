@@ -1,0 +1,34 @@
+/*
+ * uri.h - parsing of Redis URIs (a fuzz target: no I/O, no globals).
+ */
+#ifndef DQ_URI_H
+#define DQ_URI_H
+
+#include "internal.h"
+
+enum dq_uri_kind { DQ_URI_TCP = 1, DQ_URI_UNIX = 2 };
+
+typedef struct dq_uri {
+    int kind;       /* DQ_URI_TCP or DQ_URI_UNIX */
+    int tls;        /* 1 for rediss:// */
+    char *host;     /* TCP host (brackets of an IPv6 literal removed) */
+    int port;       /* TCP port, default 6379 */
+    char *path;     /* unix socket path */
+    int db;         /* database number, default 0 */
+    char *user;     /* ACL user, NULL if none (percent-decoded) */
+    char *password; /* password, NULL if none (percent-decoded) */
+} dq_uri;
+
+/*
+ * Parses
+ *   redis://[[user][:password]@]host[:port][/db]
+ *   rediss://... (TLS)
+ *   unix://path[?db=N][&user=U][&password=P]
+ * into u (zeroed first).  Returns DQ_OK, or DQ_EURI / DQ_ENOMEM with err set;
+ * on failure u holds nothing to free.
+ */
+int dq_uri_parse(const char *s, dq_uri *u, dq_err *err);
+/* Frees what dq_uri_parse allocated; u may be zeroed or parsed. */
+void dq_uri_clear(dq_uri *u);
+
+#endif

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# tools/test.sh: THE command that runs the whole test suite.
+#
+#   bash tools/test.sh           deps, then three builds, each built and tested:
+#                                  build            system hiredis 0.14, -Dwerror=true
+#                                  build-asan       AddressSanitizer + UBSan
+#                                  build-hiredis12  hiredis 1.2 from Debian trixie (+ TLS)
+#   bash tools/test.sh --quick   only the first build (no deps step)
+#
+# Environment: DQ_TEST_JOBS=N  number of tests meson runs at once (default 2).
+# Existing build directories are reused (incremental); they are only
+# reconfigured when their options differ from the ones below.
+set -euo pipefail
+
+cd "$(dirname -- "$0")/.."
+
+usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+
+QUICK=0
+for arg in "$@"; do
+    case $arg in
+        --quick) QUICK=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) printf 'test.sh: unknown argument: %s\n' "$arg" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+JOBS=${DQ_TEST_JOBS:-2}
+if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
+    printf 'test.sh: DQ_TEST_JOBS must be a positive integer, got "%s"\n' "$JOBS" >&2
+    exit 2
+fi
+
+# ---- bookkeeping for the summary printed at exit ---------------------------
+declare -A RESULT=()
+BUILDS=(build)
+[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12)
+for b in "${BUILDS[@]}"; do RESULT[$b]="not run"; done
+PASSED=0 FAILED=0 SKIPPED=0
+CURRENT=""
+
+summary() {
+    local rc=$? b line=""
+    if [[ -n $CURRENT && ${RESULT[$CURRENT]} == running ]]; then
+        RESULT[$CURRENT]=FAILED
+    fi
+    for b in "${BUILDS[@]}"; do line+=" $b=${RESULT[$b]// /-}"; done
+    echo
+    echo "== summary:$line"
+    # Plain closing line understood by CI (counts are meson tests, all builds).
+    echo "tests: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+    if [[ $rc -ne 0 ]]; then
+        echo "test.sh: FAILED (exit $rc)" >&2
+    fi
+}
+trap summary EXIT
+
+banner() { printf '\n== %s\n' "$*"; }
+
+# Adds the results of the last `meson test` in build dir $1 to the totals.
+count_results() {
+    local log=$1/meson-logs/testlog.json counts p f s
+    [[ -f $log ]] || return 0
+    counts=$(python3 - "$log" <<'EOF'
+import json, sys
+p = f = s = 0
+with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:
+    for line in fh:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            r = json.loads(line).get("result", "")
+        except ValueError:
+            continue
+        if r in ("OK", "EXPECTEDFAIL"):
+            p += 1
+        elif r == "SKIP":
+            s += 1
+        else:
+            f += 1
+print(p, f, s)
+EOF
+    ) || return 0
+    read -r p f s <<<"$counts"
+    PASSED=$((PASSED + p)) FAILED=$((FAILED + f)) SKIPPED=$((SKIPPED + s))
+    echo "$1: $p passed, $f failed, $s skipped (meson tests)"
+}
+
+# Prints the names of options (NAME=VALUE args) whose value in build dir $1
+# differs from the wanted one, or "?" if the build dir cannot be introspected.
+options_differ() {
+    local dir=$1
+    shift
+    meson introspect "$dir" --buildoptions 2>/dev/null | python3 -c '
+import json, sys
+try:
+    opts = {o["name"]: o["value"] for o in json.load(sys.stdin)}
+except ValueError:
+    print("?"); sys.exit(0)
+def norm(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return str(v)
+for arg in sys.argv[1:]:
+    name, _, want = arg.partition("=")
+    if name not in opts or norm(opts[name]) != want:
+        print(name)
+' "$@" || echo "?"
+}
+
+# setup_build DIR NAME=VALUE...: creates DIR, or reconfigures it only when one
+# of the wanted options differs (an incremental `meson compile` follows).
+setup_build() {
+    local dir=$1 args=() opt differ
+    shift
+    for opt in "$@"; do args+=("-D$opt"); done
+    if [[ ! -f $dir/meson-private/coredata.dat ]]; then
+        meson setup "$dir" "${args[@]}"
+        return
+    fi
+    differ=$(options_differ "$dir" "$@")
+    if [[ -z $differ ]]; then
+        echo "$dir: configured, options unchanged"
+    elif [[ $differ == "?" ]]; then
+        echo "$dir: cannot read its configuration: wiping it"
+        meson setup --wipe "$dir" "${args[@]}"
+    else
+        echo "$dir: reconfiguring ($(echo "$differ" | tr '\n' ' '))"
+        meson setup --reconfigure "$dir" "${args[@]}"
+    fi
+}
+
+# Defines a meson option named $1 in meson_options.txt / meson.options?
+has_option() {
+    local f
+    for f in meson_options.txt meson.options; do
+        [[ -f $f ]] && grep -Eq "option\([[:space:]]*['\"]$1['\"]" "$f" && return 0
+    done
+    return 1
+}
+
+# Prints the path of the shared libdelayq in build dir $1 (empty if none).
+find_lib() {
+    find "$1" -path "$1/meson-private" -prune -o \
+        -type f -name 'libdelayq.so*' -print 2>/dev/null | sort | head -n 1
+}
+
+# ---- a. dependencies --------------------------------------------------------
+if [[ $QUICK -eq 0 ]]; then
+    banner "deps"
+    bash tools/deps.sh
+fi
+
+# ---- b. build: system hiredis 0.14, warnings are errors ---------------------
+CURRENT=build
+RESULT[build]=running
+banner "build: setup (system hiredis $(pkg-config --modversion hiredis 2>/dev/null || echo '?'))"
+setup_build build buildtype=debugoptimized werror=true
+banner "build: compile"
+meson compile -C build
+banner "build: test"
+rc=0
+rm -f build/meson-logs/testlog.json
+meson test -C build --print-errorlogs --num-processes "$JOBS" || rc=$?
+count_results build
+[[ $rc -eq 0 ]] || exit "$rc"
+RESULT[build]=ok
+
+if [[ $QUICK -eq 1 ]]; then
+    exit 0
+fi
+
+# ---- c. build-asan: AddressSanitizer + UndefinedBehaviorSanitizer -----------
+CURRENT=build-asan
+RESULT[build-asan]=running
+banner "build-asan: setup"
+setup_build build-asan buildtype=debug b_sanitize=address,undefined b_lundef=false
+banner "build-asan: compile"
+meson compile -C build-asan
+banner "build-asan: test (without suites slow, bench)"
+rc=0
+rm -f build-asan/meson-logs/testlog.json
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C build-asan --print-errorlogs --num-processes "$JOBS" \
+    --timeout-multiplier 3 --no-suite slow --no-suite bench || rc=$?
+count_results build-asan
+[[ $rc -eq 0 ]] || exit "$rc"
+RESULT[build-asan]=ok
+
+# ---- d. build-hiredis12: hiredis 1.2 (Debian trixie), TLS on ----------------
+CURRENT=build-hiredis12
+RESULT[build-hiredis12]=running
+banner "build-hiredis12: fetch hiredis 1.2"
+H12_PC=$(bash tools/hiredis12.sh "$PWD/.deps/hiredis12" | tail -n 1)
+H12_LIBDIR=$(PKG_CONFIG_PATH=$H12_PC pkg-config --variable=libdir hiredis)
+echo "hiredis $(PKG_CONFIG_PATH=$H12_PC pkg-config --modversion hiredis) in $H12_LIBDIR"
+H12_OPTS=("pkg_config_path=$H12_PC")
+if has_option tls; then
+    H12_OPTS+=(tls=enabled)
+else
+    echo "(meson_options.txt has no 'tls' option yet: building without -Dtls=enabled)"
+fi
+banner "build-hiredis12: setup"
+PKG_CONFIG_PATH=$H12_PC setup_build build-hiredis12 "${H12_OPTS[@]}"
+banner "build-hiredis12: compile"
+PKG_CONFIG_PATH=$H12_PC meson compile -C build-hiredis12
+LIB=$(find_lib build-hiredis12)
+if [[ -n $LIB ]]; then
+    echo "ldd $LIB | grep hiredis:"
+    LD_LIBRARY_PATH=$H12_LIBDIR ldd "$LIB" | grep hiredis || true
+    if ! LD_LIBRARY_PATH=$H12_LIBDIR ldd "$LIB" | grep -q 'libhiredis\.so\.1\.'; then
+        echo "test.sh: $LIB does not link hiredis 1.x" >&2
+        exit 1
+    fi
+else
+    echo "(no libdelayq.so* under build-hiredis12: ldd check skipped)"
+fi
+banner "build-hiredis12: test"
+rc=0
+rm -f build-hiredis12/meson-logs/testlog.json
+LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" || rc=$?
+count_results build-hiredis12
+[[ $rc -eq 0 ]] || exit "$rc"
+RESULT[build-hiredis12]=ok
