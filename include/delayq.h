@@ -110,6 +110,7 @@ DQ_EXTERN const char *dq_errname(int code);
 #define DQ_ID_BUF (DQ_ID_MAX + 1)  /* buffer size that holds any id + NUL */
 #define DQ_TOKEN_BUF 24         /* buffer size that holds any lease token */
 #define DQ_DELAY_MAX INT64_C(3153600000000) /* 100 years, in ms */
+#define DQ_AT_MAX INT64_C(253402300799999)  /* latest run-at: year 9999 */
 #define DQ_LEASE_MIN 1          /* ms */
 #define DQ_LEASE_MAX INT64_C(604800000)     /* 7 days, in ms */
 #define DQ_BATCH_MAX 100000     /* jobs in one batch call */
@@ -268,8 +269,8 @@ DQ_EXTERN int dq_push(dq_client *c, const char *queue, const void *payload,
                       char *id_out, size_t id_out_size, int *outcome);
 
 /* As dq_push, but due at an absolute time: at_ms is Unix epoch ms as the
- * Redis server's clock counts them (0..now+DQ_DELAY_MAX); a time in the past
- * makes the job due at once. */
+ * Redis server's clock counts them (0..DQ_AT_MAX); a time in the past makes
+ * the job due at once. */
 DQ_EXTERN int dq_push_at(dq_client *c, const char *queue, const void *payload,
                          size_t len, int64_t at_ms, const char *id, int flags,
                          char *id_out, size_t id_out_size, int *outcome);

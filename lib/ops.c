@@ -232,8 +232,6 @@ int dq_check_delay(int64_t v, const char *what, dq_err *err) {
     return DQ_OK;
 }
 
-/* Absolute run-at times: epoch ms up to the year 9999. */
-#define DQ_AT_MAX INT64_C(253402300799999)
 
 int dq_check_lease(int64_t v, dq_err *err) {
     if (v < DQ_LEASE_MIN || v > DQ_LEASE_MAX)

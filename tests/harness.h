@@ -11,7 +11,13 @@
  * started it exits, so a crashing test never leaves it running.  With Check's
  * fork mode, start it in an unchecked fixture (the srunner process, shared by
  * the tests) or in a checked fixture / the test itself (one per test; Check
- * also kills the test's process group when the test ends).
+ * also kills the test's process group when the test ends).  A test that
+ * crashes leaves its temp dir behind (the server itself dies).
+ *
+ * th_redis_kill/th_redis_restart in a forked Check test on a server that an
+ * unchecked fixture started: the restarted server is the test process's child
+ * and dies with it, so later tests of that fixture find no server.  Simulate
+ * crashes on a per-test server (checked fixture or the test body) instead.
  *
  * Messages go to stderr, prefixed "th_redis: ".  Works with hiredis 0.14 and 1.x.
  */

@@ -1,18 +1,27 @@
 -- ack.lua: finishes jobs and deletes all their data.
 -- ARGV pairs: id, token.  Returns one result per job:
 --   0 acked, -16 stale token (nothing changed), -17 no such job.
-local out = {}
+local ids, toks = {}, {}
 for i = 1, #ARGV, 2 do
-    local id = ARGV[i]
-    local attempts, err = dq_check_token(id, ARGV[i + 1])
-    if attempts then
-        redis.call('ZREM', K_LEASE, id)
-        redis.call('ZREM', K_DUE, id)
-        redis.call('HDEL', K_JOBS, id)
-        redis.call('HDEL', K_META, id)
-        out[#out + 1] = 0
+    ids[#ids + 1] = ARGV[i]
+    toks[#toks + 1] = ARGV[i + 1]
+end
+local res = check_tokens(ids, toks)
+local ok, out = {}, {}
+for i, id in ipairs(ids) do
+    if res[i] >= 0 then
+        ok[#ok + 1] = id
+        out[i] = 0
     else
-        out[#out + 1] = err
+        out[i] = res[i]
     end
+end
+if #ok > 0 then
+    redis.call('ZREM', K_LEASE, unpack(ok))
+    -- A lease that ran out puts the job back in due; while nobody claimed
+    -- it again the holder's token is still valid and the ack counts.
+    redis.call('ZREM', K_DUE, unpack(ok))
+    redis.call('HDEL', K_JOBS, unpack(ok))
+    redis.call('HDEL', K_META, unpack(ok))
 end
 return out

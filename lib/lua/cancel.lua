@@ -1,7 +1,7 @@
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV: id, flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
--- flight, 0 no pending or in-flight job with that id.
+-- flight, 0 no pending or in-flight job with that id (dead jobs untouched).
 local id = ARGV[1]
 local function forget()
     redis.call('HDEL', K_JOBS, id)

@@ -1,15 +1,21 @@
 -- common.lua: prelude that the build prepends to every libdelayq script.
 --
 -- Every script gets the same six keys of one queue, all under one hash tag
--- so that a queue lives in one Redis Cluster slot:
---   KEYS[1] due    ZSET  id -> due time (ms, server clock)
---   KEYS[2] lease  ZSET  id -> lease deadline (ms)
---   KEYS[3] jobs   HASH  id -> payload
---   KEYS[4] meta   HASH  id -> "attempts:token" (only for jobs delivered at
---                        least once; token "0" = no valid lease)
+-- ({<queue>}, the name percent-encoded) so a queue lives in one Redis
+-- Cluster slot:
+--   KEYS[1] due    ZSET  id -> due time (ms, server clock): pending jobs
+--   KEYS[2] lease  ZSET  id -> lease deadline (ms): jobs in flight
+--   KEYS[3] jobs   HASH  id -> payload (pending, in flight and dead jobs)
+--   KEYS[4] meta   HASH  id -> "attempts:token" for jobs delivered at least
+--                        once (token "0" = no valid lease)
 --   KEYS[5] dead   ZSET  id -> time it was dead-lettered (ms)
 --   KEYS[6] seq    STRING  counter that hands out lease tokens
 -- The wake-up channel is the due key with "due" replaced by "wake".
+-- A job id is in at most one of due, lease and dead.
+--
+-- One key per kind (not one per job) lets a script touch a whole batch with
+-- one command per kind (HMGET, HSET, ZADD, ZREM with many members), which
+-- is what makes batches cheap.  Every range read has a LIMIT.
 --
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
@@ -24,40 +30,65 @@ local function dq_now()
     return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
--- "attempts:token" -> attempts (number), token (string).  Absent -> 0, "0".
-local function dq_meta(id)
-    local v = redis.call('HGET', K_META, id)
+-- "attempts:token" (or false) -> attempts (number), token (string).
+local function parse_meta(v)
     if not v then return 0, '0' end
     local c = string.find(v, ':', 1, true)
     return tonumber(string.sub(v, 1, c - 1)), string.sub(v, c + 1)
 end
 
-local function dq_set_meta(id, attempts, token)
-    redis.call('HSET', K_META, id, string.format('%d:%s', attempts, token))
+local function fmt_meta(attempts, token)
+    return string.format('%d:%s', attempts, token)
 end
 
 -- Earliest due score, or nil when nothing is pending.
-local function dq_first_due()
+local function first_due()
     local f = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
     if f[2] then return tonumber(f[2]) end
     return nil
 end
 
+-- Earliest of the first due time and the first lease deadline, or nil.
+local function next_event()
+    local first = first_due()
+    local l = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
+    if l[2] and (not first or tonumber(l[2]) < first) then
+        first = tonumber(l[2])
+    end
+    return first
+end
+
 -- Tells blocked consumers that a job due at `at` was added, if it is now the
 -- earliest pending job (`before` = earliest due time before the change).
-local function dq_wake(at, before)
+local function wake(at, before)
     if at and (not before or at < before) then
-        redis.call('PUBLISH', string.sub(K_DUE, 1, -4) .. 'wake', at)
+        redis.call('PUBLISH', string.sub(K_DUE, 1, -4) .. 'wake',
+                   string.format('%d', at))
     end
 end
 
--- Checks a lease token.  Returns attempts, or nil plus an error code:
--- -17 (no such job) or -16 (stale token).  Error codes match delayq.h.
-local function dq_check_token(id, token)
-    local attempts, current = dq_meta(id)
-    if current == '0' or current ~= token then
-        if redis.call('HEXISTS', K_JOBS, id) == 0 then return nil, -17 end
-        return nil, -16
+-- Checks the lease tokens of ids (a list) against toks.  Returns the
+-- attempts of each id (a number when the token is the current one) or an
+-- error code: -16 stale token, -17 no such job.  Codes match delayq.h.
+local function check_tokens(ids, toks)
+    local metas = redis.call('HMGET', K_META, unpack(ids))
+    local res = {}
+    for i, id in ipairs(ids) do
+        local attempts, current = parse_meta(metas[i])
+        if current ~= '0' and current == toks[i] then
+            res[i] = attempts
+        elseif redis.call('HEXISTS', K_JOBS, id) == 0 then
+            res[i] = -17
+        else
+            res[i] = -16
+        end
     end
-    return attempts
+    return res
+end
+
+-- Holder of a single-id check: attempts, or nil and the error code.
+local function check_token(id, tok)
+    local r = check_tokens({ id }, { tok })[1]
+    if r < 0 then return nil, r end
+    return r
 end

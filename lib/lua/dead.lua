@@ -16,7 +16,7 @@ if action == 'list' then
         local id = ids[i]
         out[#out + 1] = id
         out[#out + 1] = redis.call('HGET', K_JOBS, id) or ''
-        out[#out + 1] = dq_meta(id)
+        out[#out + 1] = parse_meta(redis.call('HGET', K_META, id))
         out[#out + 1] = ids[i + 1]
     end
     return out
@@ -28,11 +28,10 @@ if ARGV[2] ~= '' then
 else
     ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[4]) - 1)
 end
-local now = dq_now()
 local n = 0
 if action == 'requeue' then
-    local at = now + tonumber(ARGV[3])
-    local before = dq_first_due()
+    local at = dq_now() + tonumber(ARGV[3])
+    local before = first_due()
     for _, id in ipairs(ids) do
         if redis.call('ZREM', K_DEAD, id) == 1 then
             redis.call('HDEL', K_META, id)
@@ -40,7 +39,7 @@ if action == 'requeue' then
             n = n + 1
         end
     end
-    if n > 0 then dq_wake(at, before) end
+    if n > 0 then wake(at, before) end
 elseif action == 'purge' then
     for _, id in ipairs(ids) do
         if redis.call('ZREM', K_DEAD, id) == 1 then

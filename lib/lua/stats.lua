@@ -1,16 +1,14 @@
--- stats.lua: counts of one queue, read atomically.
--- Returns { scheduled, due, inflight, dead, next_ms } where due counts
--- expired leases too (the next poll delivers them) and next_ms is the time
--- until the earliest pending job is due (0 if due now, -1 if none).
+-- stats.lua: counts of one queue, read atomically (each O(log n)).
+-- Returns { scheduled, due, inflight, dead, next_ms }: due counts expired
+-- leases too (the next poll delivers them); next_ms is the time until the
+-- earliest pending job is due (0 if one is due now, -1 if none).
 local now = dq_now()
 local pending = redis.call('ZCARD', K_DUE)
 local due_now = redis.call('ZCOUNT', K_DUE, '-inf', now)
 local leased = redis.call('ZCARD', K_LEASE)
 local expired = redis.call('ZCOUNT', K_LEASE, '-inf', now)
 local dead = redis.call('ZCARD', K_DEAD)
-local first = dq_first_due()
-local l = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
-if l[2] and (not first or tonumber(l[2]) < first) then first = tonumber(l[2]) end
+local first = next_event()
 local next_ms = -1
 if first then next_ms = math.max(first - now, 0) end
 return { pending - due_now, due_now + expired, leased - expired, dead, next_ms }
