@@ -3,7 +3,9 @@
 
 usage: embed_lua.py OUT.c OUT.h common.lua op1.lua op2.lua ...
 
-Each script's body is common.lua followed by the op's file.  The C side gets
+Each script's body is common.lua followed by the op's file.  An op file that
+starts with a Redis 7 shebang line ("#!lua" or "#!lua flags=no-writes") has
+that line moved to the very top, where Redis looks for it.  The C side gets
 one table, dq_scripts[], indexed by DQ_SCRIPT_<NAME>, with the body, its
 length and its SHA1 (what EVALSHA needs), so no SHA1 is computed at run time.
 """
@@ -38,7 +40,12 @@ def main() -> int:
     for path in ops:
         name = os.path.splitext(os.path.basename(path))[0]
         with open(path, "rb") as f:
-            body = prelude + b"\n" + f.read()
+            op = f.read()
+        shebang = b""
+        if op.startswith(b"#!"):
+            shebang, _, op = op.partition(b"\n")
+            shebang += b"\n"
+        body = shebang + prelude + b"\n" + op
         sha = hashlib.sha1(body).hexdigest()
         names.append(name)
         entries.append((name, body, sha))

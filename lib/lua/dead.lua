@@ -1,3 +1,4 @@
+#!lua
 -- dead.lua: lists, requeues or purges dead-lettered jobs.
 -- ARGV[1] action: 'list' | 'requeue' | 'purge'
 --   list:    ARGV[2] offset, ARGV[3] count

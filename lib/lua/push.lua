@@ -1,3 +1,4 @@
+#!lua
 -- push.lua: adds or replaces jobs.
 -- ARGV[1] mode: 0 = keep an existing job with the same id, 1 = replace it
 -- ARGV[2] time: 0 = values are delays (ms from now), 1 = absolute epoch ms

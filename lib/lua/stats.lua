@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- stats.lua: counts of one queue, read atomically (each O(log n)).
 -- Returns { scheduled, due, inflight, dead, next_ms }: due counts expired
 -- leases too (the next poll delivers them); next_ms is the time until the
