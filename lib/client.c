@@ -171,35 +171,55 @@ static int wait_replicas(dq_client *c) {
     return rc;
 }
 
-/* Sends every chunk of a push in one pipeline, then reads the replies. */
+/* Decodes one chunk's reply; the first failure is kept in *first_err. */
+static void push_chunk_done(dq_client *c, dq_push_plan *p, size_t i,
+                            dq_reply *r, int *first_err) {
+    int rc = reply_ok(c, r, "push");
+    if (rc == DQ_OK)
+        rc = dq_push_plan_decode(p, i, r, &c->err);
+    if (rc != DQ_OK && *first_err == DQ_OK)
+        *first_err = rc;
+}
+
+/* Sends every chunk of a push in one pipeline, then reads the replies.
+ * Chunks refused with NOSCRIPT (script cache flushed) did not run: they are
+ * sent again as EVAL, in order, once the pipeline has been read. */
 static int run_push(dq_client *c, dq_push_plan *p) {
     int rc = ensure_conn(c);
     for (size_t i = 0; rc == DQ_OK && i < p->nchunks; i++)
         rc = dq_conn_append(c->conn, p->cmds[i].argc, p->cmds[i].argv,
                             p->cmds[i].lens, &c->err);
-    int first_err = rc;
+    if (rc != DQ_OK)
+        return rc;
+    int first_err = DQ_OK;
+    size_t nretry = 0;
+    unsigned char *retry = calloc(p->nchunks, 1);
+    if (retry == NULL)
+        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
     for (size_t i = 0; rc == DQ_OK && i < p->nchunks; i++) {
         dq_reply *r;
         if ((rc = dq_conn_read(c->conn, &r, &c->err)) != DQ_OK)
             break;
-        if (dq_reply_is_error(r, "NOSCRIPT")) {
-            /* Not run: reload by running this chunk as EVAL.  Later chunks
-             * stay queued behind it and are read in order. */
-            dq_reply_free(r);
-            dq_cmd_use_eval(&p->cmds[i]);
-            rc = dq_conn_call(c->conn, p->cmds[i].argc, p->cmds[i].argv,
-                              p->cmds[i].lens, &r, &c->err);
-            dq_cmd_use_evalsha(&p->cmds[i]);
-            if (rc != DQ_OK)
-                break;
-        }
-        int one = reply_ok(c, r, "push");
-        if (one == DQ_OK)
-            one = dq_push_plan_decode(p, i, r, &c->err);
+        if (dq_reply_is_error(r, "NOSCRIPT"))
+            retry[i] = 1, nretry++;
+        else
+            push_chunk_done(c, p, i, r, &first_err);
         dq_reply_free(r);
-        if (one != DQ_OK && first_err == DQ_OK)
-            first_err = one;
     }
+    for (size_t i = 0; rc == DQ_OK && nretry > 0 && i < p->nchunks; i++) {
+        if (!retry[i])
+            continue;
+        dq_reply *r;
+        dq_cmd_use_eval(&p->cmds[i]);
+        rc = dq_conn_call(c->conn, p->cmds[i].argc, p->cmds[i].argv,
+                          p->cmds[i].lens, &r, &c->err);
+        dq_cmd_use_evalsha(&p->cmds[i]);
+        if (rc == DQ_OK) {
+            push_chunk_done(c, p, i, r, &first_err);
+            dq_reply_free(r);
+        }
+    }
+    free(retry);
     if (rc == DQ_OK)
         rc = first_err;
     if (rc == DQ_OK && c->core.opts.wait_replicas > 0)
