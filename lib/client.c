@@ -171,57 +171,68 @@ static int wait_replicas(dq_client *c) {
     return rc;
 }
 
-/* Decodes one chunk's reply; the first failure is kept in *first_err. */
-static void push_chunk_done(dq_client *c, dq_push_plan *p, size_t i,
-                            dq_reply *r, int *first_err) {
-    int rc = reply_ok(c, r, "push");
-    if (rc == DQ_OK)
-        rc = dq_push_plan_decode(p, i, r, &c->err);
-    if (rc != DQ_OK && *first_err == DQ_OK)
-        *first_err = rc;
-}
+/* Decodes the (non-error) reply of command i of a pipeline. */
+typedef int (*chunk_fn)(dq_client *c, size_t i, const dq_reply *r, void *ctx);
 
-/* Sends every chunk of a push in one pipeline, then reads the replies.
- * Chunks refused with NOSCRIPT (script cache flushed) did not run: they are
- * sent again as EVAL, in order, once the pipeline has been read. */
-static int run_push(dq_client *c, dq_push_plan *p) {
+/* Sends n script calls in one pipeline, then reads the replies in order and
+ * hands each to done().  Calls refused with NOSCRIPT (script cache flushed)
+ * did not run: they are sent again as EVAL, in order, once the pipeline has
+ * been read.  Returns the first error. */
+static int run_pipeline(dq_client *c, dq_cmd *cmds, size_t n, chunk_fn done,
+                        void *ctx, const char *what) {
     int rc = ensure_conn(c);
-    for (size_t i = 0; rc == DQ_OK && i < p->nchunks; i++)
-        rc = dq_conn_append(c->conn, p->cmds[i].argc, p->cmds[i].argv,
-                            p->cmds[i].lens, &c->err);
+    for (size_t i = 0; rc == DQ_OK && i < n; i++)
+        rc = dq_conn_append(c->conn, cmds[i].argc, cmds[i].argv, cmds[i].lens,
+                            &c->err);
     if (rc != DQ_OK)
         return rc;
-    int first_err = DQ_OK;
-    size_t nretry = 0;
-    unsigned char *retry = calloc(p->nchunks, 1);
+    unsigned char *retry = calloc(n, 1);
     if (retry == NULL)
         return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == DQ_OK && i < p->nchunks; i++) {
-        dq_reply *r;
-        if ((rc = dq_conn_read(c->conn, &r, &c->err)) != DQ_OK)
-            break;
-        if (dq_reply_is_error(r, "NOSCRIPT"))
-            retry[i] = 1, nretry++;
-        else
-            push_chunk_done(c, p, i, r, &first_err);
-        dq_reply_free(r);
-    }
-    for (size_t i = 0; rc == DQ_OK && nretry > 0 && i < p->nchunks; i++) {
-        if (!retry[i])
-            continue;
-        dq_reply *r;
-        dq_cmd_use_eval(&p->cmds[i]);
-        rc = dq_conn_call(c->conn, p->cmds[i].argc, p->cmds[i].argv,
-                          p->cmds[i].lens, &r, &c->err);
-        dq_cmd_use_evalsha(&p->cmds[i]);
-        if (rc == DQ_OK) {
-            push_chunk_done(c, p, i, r, &first_err);
+    int first_err = DQ_OK;
+    size_t nretry = 0;
+    for (size_t pass = 0; pass < 2 && rc == DQ_OK; pass++) {
+        for (size_t i = 0; rc == DQ_OK && i < n; i++) {
+            dq_reply *r;
+            if (pass == 0) {
+                rc = dq_conn_read(c->conn, &r, &c->err);
+            } else {
+                if (!retry[i])
+                    continue;
+                dq_cmd_use_eval(&cmds[i]);
+                rc = dq_conn_call(c->conn, cmds[i].argc, cmds[i].argv,
+                                  cmds[i].lens, &r, &c->err);
+                dq_cmd_use_evalsha(&cmds[i]);
+            }
+            if (rc != DQ_OK)
+                break;
+            if (pass == 0 && dq_reply_is_error(r, "NOSCRIPT")) {
+                retry[i] = 1;
+                nretry++;
+            } else {
+                int one = reply_ok(c, r, what);
+                if (one == DQ_OK)
+                    one = done(c, i, r, ctx);
+                if (one != DQ_OK && first_err == DQ_OK)
+                    first_err = one;
+            }
             dq_reply_free(r);
         }
+        if (nretry == 0)
+            break;
     }
     free(retry);
-    if (rc == DQ_OK)
-        rc = first_err;
+    return rc != DQ_OK ? rc : first_err;
+}
+
+static int push_chunk_done(dq_client *c, size_t i, const dq_reply *r,
+                           void *ctx) {
+    return dq_push_plan_decode(ctx, i, r, &c->err);
+}
+
+/* Runs every chunk of a push, then WAITs for replicas if asked to. */
+static int run_push(dq_client *c, dq_push_plan *p) {
+    int rc = run_pipeline(c, p->cmds, p->nchunks, push_chunk_done, p, "push");
     if (rc == DQ_OK && c->core.opts.wait_replicas > 0)
         rc = wait_replicas(c);
     return rc;
@@ -501,6 +512,25 @@ int dq_ack(dq_client *c, const char *queue, const char *id,
     return res == 0 ? DQ_OK : dq_result_code(res, "ack", id, &c->err);
 }
 
+/* Where the replies of an ack batch go. */
+typedef struct ack_ctx {
+    size_t n;     /* jobs in the batch */
+    int *results; /* NULL or n results */
+    int acked;    /* jobs acked so far */
+} ack_ctx;
+
+static int ack_chunk_done(dq_client *c, size_t i, const dq_reply *r,
+                          void *ctx) {
+    ack_ctx *a = ctx;
+    size_t lo = i * DQ_PUSH_CHUNK;
+    size_t m = a->n - lo < DQ_PUSH_CHUNK ? a->n - lo : DQ_PUSH_CHUNK;
+    int rc = dq_decode_ack(r, m, a->results ? a->results + lo : NULL, &c->err);
+    if (rc < 0)
+        return rc;
+    a->acked += rc;
+    return DQ_OK;
+}
+
 int dq_ack_batch(dq_client *c, const char *queue, size_t n,
                  const char *const *ids, const char *const *tokens,
                  int *results) {
@@ -520,16 +550,28 @@ int dq_ack_batch(dq_client *c, const char *queue, size_t n,
             return rc;
     }
     dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    if ((rc = dq_build_ack(&cmd, &c->core, n, ids, tokens)) != DQ_OK)
-        return dq_err_set(&c->err, rc, "out of memory");
-    dq_reply *r;
-    rc = run(c, &cmd, &r, "ack");
-    dq_cmd_free(&cmd);
+    /* Chunks of DQ_PUSH_CHUNK keep every script call bounded. */
+    size_t nchunks = (n + DQ_PUSH_CHUNK - 1) / DQ_PUSH_CHUNK;
+    dq_cmd *cmds = calloc(nchunks, sizeof(*cmds));
+    if (cmds == NULL)
+        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
+    size_t built = 0;
+    for (; built < nchunks; built++) {
+        size_t lo = built * DQ_PUSH_CHUNK;
+        size_t m = n - lo < DQ_PUSH_CHUNK ? n - lo : DQ_PUSH_CHUNK;
+        if ((rc = dq_build_ack(&cmds[built], &c->core, m, ids + lo,
+                               tokens + lo)) != DQ_OK)
+            break;
+    }
+    ack_ctx a = {n, results, 0};
     if (rc == DQ_OK)
-        rc = dq_decode_ack(r, n, results, &c->err);
-    dq_reply_free(r);
-    return rc;
+        rc = run_pipeline(c, cmds, nchunks, ack_chunk_done, &a, "ack");
+    else
+        rc = dq_err_set(&c->err, rc, "out of memory");
+    for (size_t i = 0; i < built; i++)
+        dq_cmd_free(&cmds[i]);
+    free(cmds);
+    return rc != DQ_OK ? rc : a.acked;
 }
 
 /* Checks queue, id and token of nack/extend. */
