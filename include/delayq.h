@@ -299,8 +299,8 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
 /*
  * Cancels a job that has not been delivered yet.
  * flags: 0, or DQ_CANCEL_INFLIGHT to also remove a job that is in flight
- *        (its holder's ack/nack/extend then fail with DQ_ESTALE and it is
- *        never delivered again).  Without it, an in-flight job is left alone
+ *        (its holder's ack/nack/extend then fail with DQ_ENOTFOUND and it
+ *        is never delivered again).  Without it, an in-flight job is left alone
  *        and reported as DQ_CANCEL_BUSY, because its handler is already
  *        running and only its holder can finish it.
  * Returns DQ_CANCELED_PENDING (1) if a pending job was removed,
@@ -352,10 +352,11 @@ DQ_EXTERN int dq_poll_wait(dq_client *c, const char *queue, int max,
                            dq_jobs **out);
 
 /* Finishes a job and deletes all its data.  Returns 0, DQ_ESTALE if token
- * is not the job's current lease token (lease ran out and the job was
- * claimed again, nacked, replaced or cancelled; nothing changes), or
- * DQ_ENOTFOUND if there is no such job.  An ack after the lease deadline
- * still succeeds while no other consumer has claimed the job. */
+ * is not the job's current lease token (the lease ran out and the job was
+ * claimed again, or it was nacked or replaced; nothing changes), or
+ * DQ_ENOTFOUND if there is no such job (acked by someone else, cancelled
+ * with DQ_CANCEL_INFLIGHT, purged).  An ack after the lease deadline still
+ * succeeds while no other consumer has claimed the job. */
 DQ_EXTERN int dq_ack(dq_client *c, const char *queue, const char *id,
                      const char *token);
 
