@@ -1,0 +1,500 @@
+/*
+ * tests/fault/fault.c - shared pieces of the fault-injection suites (see
+ * fault.h).
+ */
+#include "fault.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- time, randomness, processes ---- */
+
+int64_t ft_mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void ft_sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+uint64_t ft_seed(void) {
+    const char *env = getenv("DQ_FAULT_SEED");
+    uint64_t seed;
+    if (env != NULL && env[0] != '\0') {
+        seed = strtoull(env, NULL, 0);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^
+               ((uint64_t)getpid() << 32);
+    }
+    rng_state = seed ? seed : 1;
+    return seed;
+}
+
+uint64_t ft_rand(void) {
+    /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ULL;
+}
+
+long ft_rand_range(long lo, long hi) {
+    return lo + (long)(ft_rand() % (uint64_t)(hi - lo + 1));
+}
+
+pid_t ft_fork(void (*fn)(void *), void *arg) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(3);
+        /* Each child its own random sequence. */
+        rng_state ^= (uint64_t)getpid() * 0x9E3779B97F4A7C15ULL;
+        fn(arg);
+        _exit(0);
+    }
+    return pid;
+}
+
+int ft_reap(pid_t pid, long timeout_ms) {
+    int64_t end = ft_mono_ms() + timeout_ms;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return st;
+        if (w < 0 && errno != EINTR)
+            return -1;
+        if (ft_mono_ms() > end) {
+            kill(pid, SIGKILL);
+            return waitpid(pid, &st, 0) == pid ? st : -1;
+        }
+        ft_sleep_ms(5);
+    }
+}
+
+/* ---- Redis ---- */
+
+void ft_start(th_redis *r, int tcp, const char *conf) {
+    ck_assert_msg(th_redis_start(r, tcp, conf) == 0,
+                  "cannot start redis-server (see stderr): a missing "
+                  "redis-server is a failure; run tools/deps.sh");
+}
+
+static redisReply *vcmd(redisContext *ctx, const char *fmt, va_list ap) {
+    return redisvCommand(ctx, fmt, ap);
+}
+
+redisReply *ft_cmd(redisContext *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = vcmd(ctx, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+long long ft_cmd_int(redisContext *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = vcmd(ctx, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "%s: %s", fmt, ctx->errstr);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "%s: reply type %d (%s)",
+                  fmt, r->type, r->str ? r->str : "");
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+int ft_info_field(redisContext *ctx, const char *section, const char *field,
+                  char *out, size_t size) {
+    redisReply *r = ft_cmd(ctx, "INFO %s", section);
+    int rc = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        size_t fl = strlen(field);
+        const char *p = r->str;
+        while ((p = strstr(p, field)) != NULL) {
+            if ((p == r->str || p[-1] == '\n') && p[fl] == ':') {
+                const char *v = p + fl + 1;
+                size_t n = strcspn(v, "\r\n");
+                snprintf(out, size, "%.*s", (int)n, v);
+                rc = 0;
+                break;
+            }
+            p += fl;
+        }
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return rc;
+}
+
+dq_client *ft_open(const char *uri, const dq_options *opts) {
+    dq_client *c = NULL;
+    int rc = dq_open(uri, opts, &c);
+    ck_assert_msg(rc == 0, "dq_open(%s): %s: %s", uri, dq_errname(rc),
+                  dq_errmsg(c));
+    return c;
+}
+
+int ft_queue_empty(dq_client *c, const char *queue) {
+    int64_t s = -1, d = -1, f = -1, x = -1;
+    if (dq_stats(c, queue, &s, &d, &f, &x, NULL) != 0)
+        return 0;
+    return s == 0 && d == 0 && f == 0 && x == 0;
+}
+
+int ft_wait_empty(dq_client *c, const char *queue, long timeout_ms) {
+    int64_t end = ft_mono_ms() + timeout_ms;
+    while (!ft_queue_empty(c, queue)) {
+        if (ft_mono_ms() > end)
+            return 0;
+        ft_sleep_ms(20);
+    }
+    return 1;
+}
+
+/* ---- jobs ---- */
+
+void ft_job_id(char *buf, size_t size, const char *prefix, size_t index) {
+    snprintf(buf, size, "%s-%zu", prefix, index);
+}
+
+long ft_job_index(const char *id, const char *prefix) {
+    size_t pl = strlen(prefix);
+    if (strncmp(id, prefix, pl) != 0 || id[pl] != '-' || id[pl + 1] == '\0')
+        return -1;
+    char *end;
+    long v = strtol(id + pl + 1, &end, 10);
+    return *end == '\0' && v >= 0 ? v : -1;
+}
+
+size_t ft_payload(char *buf, size_t size, size_t index) {
+    int n = snprintf(buf, size, "payload-%zu", index);
+    return (size_t)n;
+}
+
+/* ---- the ledger ---- */
+
+ft_ledger *ft_ledger_new(const char *queue, const char *prefix, size_t njobs,
+                         int maxatt) {
+    size_t size = sizeof(ft_ledger) + njobs + 64 +
+                  njobs * (size_t)maxatt * sizeof(ft_deliv);
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_msg(m != MAP_FAILED, "mmap %zu: %s", size, strerror(errno));
+    ft_ledger *L = m;
+    memset(L, 0, sizeof(*L));
+    L->njobs = njobs;
+    L->maxatt = maxatt;
+    snprintf(L->prefix, sizeof(L->prefix), "%s", prefix);
+    snprintf(L->queue, sizeof(L->queue), "%s", queue);
+    L->d = (ft_deliv *)((char *)m + sizeof(ft_ledger));
+    L->pushed = (uint8_t *)(L->d + njobs * (size_t)maxatt);
+    return L;
+}
+
+void ft_ledger_free(ft_ledger *L) {
+    if (L != NULL)
+        munmap(L, sizeof(ft_ledger) + L->njobs + 64 +
+                      L->njobs * (size_t)L->maxatt * sizeof(ft_deliv));
+}
+
+void ft_ledger_error(ft_ledger *L, const char *what, int rc,
+                     const char *msg) {
+    __atomic_add_fetch(&L->errors, 1, __ATOMIC_SEQ_CST);
+    snprintf(L->last_error, sizeof(L->last_error), "pid %ld: %s: %s: %s",
+             (long)getpid(), what, dq_errname(rc), msg ? msg : "");
+}
+
+static int is_io(int rc, const char *msg) {
+    return rc == DQ_EIO || rc == DQ_ETIMEDOUT ||
+           /* a restarted server answers LOADING while it reads its AOF */
+           (rc == DQ_EREDIS && msg != NULL && strstr(msg, "LOADING") != NULL);
+}
+
+/* Counts an error: expected (I/O, while faults are injected) or not. */
+static void worker_error(const ft_consumer *cc, const char *what, int rc,
+                         const char *msg) {
+    if (!cc->strict && is_io(rc, msg))
+        __atomic_add_fetch(&cc->L->io_errors, 1, __ATOMIC_SEQ_CST);
+    else
+        ft_ledger_error(cc->L, what, rc, msg);
+}
+
+static ft_deliv *slot_of(ft_ledger *L, long idx, int64_t attempt) {
+    if (idx < 0 || (size_t)idx >= L->njobs)
+        return NULL;
+    if (attempt < 1 || attempt > L->maxatt) {
+        __atomic_add_fetch(&L->overflow, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    return &L->d[(size_t)idx * (size_t)L->maxatt + (size_t)(attempt - 1)];
+}
+
+static void set_state(ft_deliv *s, int state) {
+    if (s != NULL)
+        __atomic_store_n(&s->state, state, __ATOMIC_SEQ_CST);
+}
+
+/* Final state of an ack given its result and whether an earlier try of the
+ * same ack failed with an I/O error. */
+static int ack_state(const ft_consumer *cc, int res, int failed_before,
+                     const char *id) {
+    if (res == 0)
+        return FT_ACKED;
+    if (res == DQ_ENOTFOUND && failed_before)
+        return FT_ACKED_RETRY;
+    if (res == DQ_ESTALE) {
+        if (cc->strict)
+            ft_ledger_error(cc->L, "ack (lease lost)", res, id);
+        return FT_STALE;
+    }
+    ft_ledger_error(cc->L, "ack", res, id);
+    return res == DQ_ENOTFOUND ? FT_NOTFOUND : FT_ACKING;
+}
+
+#define FT_RETRY_MS 15000 /* how long a worker retries one call */
+
+static int stopping(const ft_consumer *cc) { return cc->L->stop; }
+
+/* Acks n jobs (slots may be NULL), retrying I/O errors with the same
+ * tokens. */
+static void ack_jobs(const ft_consumer *cc, dq_client *c, size_t n,
+                     const char **ids, const char **toks, ft_deliv **slots) {
+    ft_ledger *L = cc->L;
+    int results[DQ_POLL_MAX];
+    for (size_t i = 0; i < n; i++)
+        set_state(slots[i], FT_ACKING);
+    if (cc->batch_ack) {
+        int failed = 0;
+        int64_t end = ft_mono_ms() + FT_RETRY_MS;
+        for (;;) {
+            int rc = dq_ack_batch(c, L->queue, n, ids, toks, results);
+            if (rc >= 0)
+                break;
+            worker_error(cc, "ack_batch", rc, dq_errmsg(c));
+            if (!is_io(rc, dq_errmsg(c)) || ft_mono_ms() > end) {
+                ft_ledger_error(L, "ack_batch gave up", rc, dq_errmsg(c));
+                return;
+            }
+            failed = 1;
+            __atomic_add_fetch(&L->retries, 1, __ATOMIC_SEQ_CST);
+            ft_sleep_ms(5);
+        }
+        for (size_t i = 0; i < n; i++)
+            set_state(slots[i], ack_state(cc, results[i], failed, ids[i]));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int failed = 0, rc;
+        int64_t end = ft_mono_ms() + FT_RETRY_MS;
+        for (;;) {
+            rc = dq_ack(c, L->queue, ids[i], toks[i]);
+            if (rc == 0 || rc == DQ_ESTALE || rc == DQ_ENOTFOUND)
+                break;
+            worker_error(cc, "ack", rc, dq_errmsg(c));
+            if (!is_io(rc, dq_errmsg(c)) || ft_mono_ms() > end)
+                break;
+            failed = 1;
+            __atomic_add_fetch(&L->retries, 1, __ATOMIC_SEQ_CST);
+            ft_sleep_ms(5);
+        }
+        if (rc == 0 || rc == DQ_ESTALE || rc == DQ_ENOTFOUND)
+            set_state(slots[i], ack_state(cc, rc, failed, ids[i]));
+        else
+            ft_ledger_error(L, "ack gave up", rc, ids[i]);
+    }
+}
+
+void ft_consume(void *arg) {
+    const ft_consumer *cc = arg;
+    ft_ledger *L = cc->L;
+    dq_client *c = NULL;
+    int64_t end = ft_mono_ms() + FT_RETRY_MS;
+    while (!stopping(cc)) {
+        int rc = dq_open(cc->uri, cc->opts, &c);
+        if (rc == 0)
+            break;
+        worker_error(cc, "open", rc, dq_errmsg(c));
+        dq_close(c);
+        c = NULL;
+        if (ft_mono_ms() > end || !is_io(rc, "")) {
+            ft_ledger_error(L, "open gave up", rc, "");
+            return;
+        }
+        ft_sleep_ms(10);
+    }
+    const char *ids[DQ_POLL_MAX], *toks[DQ_POLL_MAX];
+    ft_deliv *slots[DQ_POLL_MAX];
+    while (!stopping(cc)) {
+        dq_jobs *jobs = NULL;
+        int rc = dq_poll_wait(c, L->queue, cc->max, cc->lease_ms, 100, &jobs);
+        if (rc < 0) {
+            worker_error(cc, "poll_wait", rc, dq_errmsg(c));
+            ft_sleep_ms(5);
+            continue;
+        }
+        if (rc == 0)
+            continue;
+        __atomic_add_fetch(&L->polls, 1, __ATOMIC_SEQ_CST);
+        size_t n = dq_jobs_count(jobs);
+        for (size_t i = 0; i < n; i++) {
+            const dq_job *j = dq_jobs_at(jobs, i);
+            ids[i] = dq_job_id(j);
+            toks[i] = dq_job_token(j);
+            long idx = ft_job_index(ids[i], L->prefix);
+            size_t len;
+            const char *pl = dq_job_payload(j, &len);
+            char want[64];
+            size_t wl = idx >= 0 ? ft_payload(want, sizeof(want), (size_t)idx)
+                                 : 0;
+            if (idx < 0 || (size_t)idx >= L->njobs || len != wl ||
+                memcmp(pl, want, wl) != 0)
+                __atomic_add_fetch(&L->bad_payload, 1, __ATOMIC_SEQ_CST);
+            ft_deliv *s = slot_of(L, idx, dq_job_attempt(j));
+            slots[i] = s;
+            if (s == NULL)
+                continue;
+            if (__atomic_load_n(&s->state, __ATOMIC_SEQ_CST) != FT_NONE)
+                ft_ledger_error(L, "same attempt delivered twice", 0, ids[i]);
+            s->inc = cc->inc;
+            s->deadline_ms = dq_job_lease_deadline_ms(j);
+            s->claim_ms = s->deadline_ms - cc->lease_ms;
+            set_state(s, FT_CLAIMED);
+        }
+        if (cc->work_us > 0)
+            for (size_t i = 0; i < n; i++)
+                usleep((useconds_t)ft_rand_range(0, cc->work_us));
+        ack_jobs(cc, c, n, ids, toks, slots);
+        dq_jobs_free(jobs);
+    }
+    dq_close(c);
+}
+
+/* ---- analysis ---- */
+
+static int is_acked(int st) { return st == FT_ACKED || st == FT_ACKED_RETRY; }
+
+static int was_killed(const uint8_t *killed, int ninc, int inc) {
+    return killed != NULL && inc >= 0 && inc < ninc && killed[inc];
+}
+
+void ft_analyze(const ft_ledger *L, const uint8_t *killed, int ninc,
+                ft_report *rep) {
+    memset(rep, 0, sizeof(*rep));
+    for (size_t i = 0; i < L->njobs; i++) {
+        const ft_deliv *d = &L->d[i * (size_t)L->maxatt];
+        int top = 0; /* highest recorded attempt */
+        for (int a = 1; a <= L->maxatt; a++)
+            if (d[a - 1].state != FT_NONE)
+                top = a;
+        if (top > rep->max_attempt)
+            rep->max_attempt = top;
+        long acks = 0, pending = 0;
+        int prev = 0; /* previous recorded attempt */
+        for (int a = 1; a <= top; a++) {
+            const ft_deliv *s = &d[a - 1];
+            if (s->state == FT_NONE) {
+                rep->unrecorded++;
+                continue;
+            }
+            rep->deliveries++;
+            if (!L->pushed[i])
+                rep->phantom++;
+            if (is_acked(s->state))
+                acks++;
+            if (s->state == FT_STALE)
+                rep->stale++;
+            int dead_holder = was_killed(killed, ninc, s->inc);
+            if (s->state == FT_ACKING && dead_holder)
+                pending++;
+            if (dead_holder && (s->state == FT_CLAIMED ||
+                                s->state == FT_ACKING)) {
+                if (a < top)
+                    rep->kill_redeliv++;
+                rep->kill_inflight++;
+            }
+            if (a > 1) {
+                rep->redelivered++;
+                const ft_deliv *p = &d[a - 2];
+                if (p->state != FT_NONE &&
+                    !was_killed(killed, ninc, p->inc) &&
+                    p->state != FT_STALE)
+                    rep->unexplained++;
+            }
+            if (prev > 0 && s->claim_ms < d[prev - 1].deadline_ms)
+                rep->dup_lease++;
+            prev = a;
+        }
+        if (acks == 0 && pending > 0) {
+            /* The job is gone (the queue ended empty) and nobody else acked
+             * it: the ack cut short by the SIGKILL took effect. */
+            acks = 1;
+            rep->resolved++;
+        }
+        if (L->pushed[i]) {
+            rep->pushed++;
+            if (acks == 0)
+                rep->lost++;
+        }
+        if (acks == 1)
+            rep->acked++;
+        if (acks > 1)
+            rep->dup_ack++;
+    }
+}
+
+void ft_figures(const char *test, const ft_report *rep, long faults,
+                const char *extra_fmt, ...) {
+    char extra[512] = "";
+    if (extra_fmt != NULL) {
+        va_list ap;
+        va_start(ap, extra_fmt);
+        vsnprintf(extra, sizeof(extra), extra_fmt, ap);
+        va_end(ap);
+    }
+    printf("figures: %s: pushed=%ld acked=%ld lost=%ld dup_ack=%ld "
+           "dup_in_lease=%ld faults=%ld%s%s\n",
+           test, rep->pushed, rep->acked, rep->lost, rep->dup_ack,
+           rep->dup_lease, faults, extra[0] ? " " : "", extra);
+    fflush(stdout);
+}
+
+void ft_assert_clean(const ft_ledger *L, const ft_report *rep) {
+    ck_assert_msg(rep->lost == 0, "%ld jobs lost", rep->lost);
+    ck_assert_msg(rep->dup_ack == 0, "%ld jobs acked twice", rep->dup_ack);
+    ck_assert_msg(rep->dup_lease == 0,
+                  "%ld deliveries within a valid lease", rep->dup_lease);
+    ck_assert_msg(rep->phantom == 0, "%ld deliveries of jobs never pushed",
+                  rep->phantom);
+    ck_assert_msg(L->bad_payload == 0, "%" PRId64 " bad payloads",
+                  L->bad_payload);
+    ck_assert_msg(L->overflow == 0, "%" PRId64 " deliveries past attempt %d",
+                  L->overflow, L->maxatt);
+    ck_assert_msg(rep->unexplained == 0,
+                  "%ld redeliveries of jobs a live consumer had acked",
+                  rep->unexplained);
+}
