@@ -1,0 +1,861 @@
+#!/usr/bin/env python3
+"""Tests of the delayq command-line tool against a real, private redis-server.
+
+usage: test_cli.py PATH/TO/delayq [unittest args...]
+
+Starts redis-server (binary from $DQ_REDIS_SERVER, else redis-server on PATH,
+else /usr/bin/redis-server) on a unix socket in a private temp dir, runs the
+binary as a user would, and stops the server by pid.  A missing redis-server
+is a failure, never a skip.  $DELAYQ_EXAMPLE_SHELL (optional) is the path of
+examples/shell_consumer.sh, exercised by one test.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+DELAYQ = None          # path of the binary under test (argv[1])
+REDIS = None           # the module's server
+CMD_TIMEOUT = 60       # seconds any one CLI run may take
+
+
+class RedisServer:
+    """A private redis-server on a unix socket in its own temp dir."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="dq-cli-")
+        self.sock = os.path.join(self.dir, "redis.sock")
+        self.uri = "unix://" + self.sock
+        binary = (os.environ.get("DQ_REDIS_SERVER")
+                  or shutil.which("redis-server") or "/usr/bin/redis-server")
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError("redis-server not found (%s): install "
+                               "redis-server; this is a failure, not a skip"
+                               % binary)
+        conf = os.path.join(self.dir, "redis.conf")
+        with open(conf, "w") as f:
+            f.write("port 0\nunixsocket %s\nunixsocketperm 700\n"
+                    "save \"\"\nappendonly no\ndir %s\n"
+                    % (self.sock, self.dir))
+        self.log = open(os.path.join(self.dir, "redis.out"), "wb")
+        self.proc = subprocess.Popen([binary, conf], stdout=self.log,
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError("redis-server exited: see %s" % self.dir)
+            if self.ping():
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("redis-server did not answer in 10 s")
+            time.sleep(0.02)
+
+    def ping(self):
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(1)
+                s.connect(self.sock)
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def setUpModule():
+    global REDIS
+    REDIS = RedisServer()
+
+
+def tearDownModule():
+    if REDIS is not None:
+        REDIS.stop()
+
+
+_queue_seq = [0]
+
+
+def new_queue(tag):
+    _queue_seq[0] += 1
+    return "cli-%s-%d" % (tag, _queue_seq[0])
+
+
+def env_for(queue=None, uri=None, drop=()):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DELAYQ_") and k not in drop}
+    env["DELAYQ_URI"] = uri or REDIS.uri
+    if queue is not None:
+        env["DELAYQ_QUEUE"] = queue
+    return env
+
+
+def run(args, queue=None, input=None, uri=None, env=None, timeout=CMD_TIMEOUT):
+    """Runs delayq ARGS; returns CompletedProcess with bytes output."""
+    return subprocess.run([DELAYQ] + list(args), input=input,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=env or env_for(queue, uri), timeout=timeout)
+
+
+class CliCase(unittest.TestCase):
+    def ok(self, args, queue=None, input=None, code=0):
+        r = run(args, queue=queue, input=input)
+        self.assertEqual(r.returncode, code,
+                         "delayq %s -> %d\nstdout: %r\nstderr: %r"
+                         % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        return r.stdout.decode("utf-8", "replace")
+
+    def stats(self, queue):
+        return json.loads(self.ok(["stats", "--json"], queue))
+
+    def push(self, queue, payload, *extra):
+        out = self.ok(["push", payload] + list(extra), queue).split()
+        self.assertEqual(len(out), 2, out)
+        return out[1]
+
+    def poll_one(self, queue, *extra):
+        out = self.ok(["poll", "--json"] + list(extra), queue)
+        jobs = json.loads(out)
+        self.assertEqual(len(jobs), 1, out)
+        return jobs[0]
+
+    def kill_to_dead(self, queue, payload, job_id):
+        self.push(queue, payload, "--id", job_id)
+        j = self.poll_one(queue)
+        self.assertEqual(j["id"], job_id)
+        self.assertEqual(self.ok(["nack", j["id"], j["token"], "--dead"],
+                                 queue).split(), ["dead", job_id])
+
+
+class TestHelpAndUsage(CliCase):
+    COMMANDS = ["push", "cancel", "poll", "ack", "nack", "extend", "list",
+                "peek", "stats", "dead", "consume"]
+
+    def test_main_help_documents_commands_and_exit_codes(self):
+        out = self.ok(["--help"])
+        for c in self.COMMANDS + ["Exit codes", "DELAYQ_URI", "DELAYQ_QUEUE",
+                                  "2  usage error", "3  cannot connect",
+                                  "4  stale lease token"]:
+            self.assertIn(c, out)
+        self.assertEqual(self.ok(["help"]), out)
+
+    def test_every_subcommand_has_help(self):
+        for c in self.COMMANDS:
+            for form in ([c, "--help"], [c, "-h"], ["help", c],
+                         ["--help", c]):
+                r = run(form, uri="unix:///nonexistent/sock")
+                self.assertEqual(r.returncode, 0, (form, r.stderr))
+                out = r.stdout.decode()
+                want = "delayq list" if c == "peek" else "delayq " + c
+                self.assertTrue(out.startswith("Usage: " + want), (form, out))
+                self.assertIn("Exit codes", out)
+                self.assertEqual(r.stderr, b"")
+
+    def test_version(self):
+        out = self.ok(["--version"])
+        self.assertRegex(out, r"^delayq \d+\.\d+\.\d+ \(libdelayq \d+\.\d+")
+
+    def test_bad_usage_exits_2(self):
+        q = new_queue("usage")
+        cases = [
+            [],
+            ["frobnicate"],
+            ["help", "frobnicate"],
+            ["push", "x", "--bogus"],
+            ["push", "x", "--in", "30"],          # no unit
+            ["push", "x", "--in", "5parsecs"],
+            ["push", "x", "--at", "tomorrow"],
+            ["push", "x", "--at", "2026-02-30T00:00:00Z"],
+            ["push", "x", "--at", "2026-12-01T09:00:00"],  # no zone
+            ["push", "x", "--in", "1s", "--at", "0"],
+            ["push", "x", "y"],
+            ["push", "x", "--id", "i" * 129],     # library: EID
+            ["poll", "--max", "0"],
+            ["poll", "--max", "1001"],
+            ["poll", "--lease", "0"],             # library: ELEASE
+            ["ack", "onlyid"],
+            ["ack", "id", "notdigits"],           # library: EINVAL
+            ["nack"],
+            ["extend", "id", "1", "--lease"],
+            ["cancel"],
+            ["list", "sideways"],
+            ["list", "--limit", "0"],
+            ["stats", "--json", "--prometheus"],
+            ["stats", "--count", "2"],
+            ["dead"],
+            ["dead", "explode"],
+            ["dead", "purge"],
+            ["dead", "purge", "a", "--all"],
+            ["consume"],
+            ["consume", "--", ""],
+            ["consume", "--concurrency", "0", "--", "true"],
+            ["consume", "extra", "--", "true"],
+            ["-x"],
+            ["--namespace", "bad namespace!", "stats"],
+        ]
+        for args in cases:
+            r = run(args, queue=q)
+            self.assertEqual(r.returncode, 2, "%r -> %d %r" %
+                             (args, r.returncode, r.stderr))
+            self.assertTrue(r.stderr.startswith(b"delayq"), (args, r.stderr))
+            self.assertEqual(r.stdout, b"", args)
+
+    def test_missing_queue_is_usage_error(self):
+        r = run(["push", "x"], env=env_for(None))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(b"--queue", r.stderr)
+
+    def test_queue_option_overrides_env(self):
+        q1, q2 = new_queue("env"), new_queue("opt")
+        self.push(q1, "a")
+        self.ok(["--queue", q2, "push", "b"], q1)
+        self.ok(["push", "c", "-q", q2], q1)
+        self.assertEqual(self.stats(q1)["due"], 1)
+        self.assertEqual(self.stats(q2)["due"], 2)
+
+    def test_namespace_separates_queues(self):
+        q = new_queue("ns")
+        self.ok(["--namespace", "other", "push", "a"], q)
+        self.assertEqual(self.stats(q)["due"], 0)
+        st = json.loads(self.ok(["stats", "--json", "-n", "other"], q))
+        self.assertEqual(st["due"], 1)
+
+
+class TestConnectErrors(CliCase):
+    def test_unreachable_server_exits_3(self):
+        for uri in ("unix:///nonexistent/dir/redis.sock",
+                    "redis://127.0.0.1:1"):
+            for args in (["push", "x"], ["stats"], ["list", "dead"],
+                         ["consume", "--", "true"]):
+                r = run(args, queue="q", uri=uri)
+                self.assertEqual(r.returncode, 3, (uri, args, r.stderr))
+                self.assertIn(b"cannot connect", r.stderr)
+                self.assertIn(b"(EIO)", r.stderr)
+
+    def test_malformed_uri_exits_2(self):
+        r = run(["stats"], queue="q", uri="http://example.com/")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"(EURI)", r.stderr)
+
+    def test_uri_option_overrides_env(self):
+        q = new_queue("uri")
+        r = run(["--uri", REDIS.uri, "stats"], queue=q,
+                uri="unix:///nonexistent/sock")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class TestPush(CliCase):
+    def test_outcomes_pushed_kept_replaced(self):
+        q = new_queue("push")
+        self.assertEqual(self.ok(["push", "v1", "--id", "o1", "--in", "1h"],
+                                 q), "pushed o1\n")
+        self.assertEqual(self.ok(["push", "v2", "--id", "o1"], q),
+                         "kept o1\n")
+        self.assertEqual(self.ok(["push", "v2", "--id", "o1", "--keep"], q),
+                         "kept o1\n")
+        self.assertEqual(self.ok(["push", "v3", "--id", "o1", "--replace"],
+                                 q), "replaced o1\n")
+        j = self.poll_one(q)     # replaced without a delay: due now
+        self.assertEqual((j["id"], j["payload"]), ("o1", "v3"))
+
+    def test_generated_id_and_json(self):
+        q = new_queue("pushjson")
+        out = json.loads(self.ok(["push", "x", "--json"], q))
+        self.assertEqual(out["outcome"], "pushed")
+        self.assertRegex(out["id"], r"^[0-9A-Za-z]{22}$")
+        self.assertEqual(self.poll_one(q)["id"], out["id"])
+
+    def test_payload_from_stdin_is_binary_safe(self):
+        q = new_queue("stdin")
+        data = b"\x00bin\xff\xfe\n\x00end"
+        for args in (["push"], ["push", "-"]):
+            jid = self.ok(args, q, input=data).split()[1]
+            j = self.poll_one(q)
+            self.assertEqual(j["id"], jid)
+            self.assertNotIn("payload", j)
+            import base64
+            self.assertEqual(base64.b64decode(j["payload_base64"]), data)
+            self.ok(["ack", j["id"], j["token"]], q)
+
+    def test_delays_and_times(self):
+        q = new_queue("delay")
+        for d in ("250ms", "30s", "5m", "2h", "14d", "1h30m"):
+            self.push(q, "x", "--in", d)
+        st = self.stats(q)
+        self.assertEqual((st["scheduled"], st["due"]), (6, 0))
+        self.assertTrue(0 < st["next_due_ms"] <= 250, st)
+        # --at: past ISO-8601 / epoch ms are due now, future ones are not.
+        q2 = new_queue("at")
+        self.push(q2, "a", "--at", "2020-01-01T00:00:00Z")
+        self.push(q2, "b", "--at", "2020-01-01T01:00:00+01:00")
+        self.push(q2, "c", "--at", "1000")
+        self.push(q2, "d", "--at", "2999-01-01T00:00:00.500Z")
+        self.push(q2, "e", "--at", "%d" % ((time.time() + 3600) * 1000))
+        st = self.stats(q2)
+        self.assertEqual((st["due"], st["scheduled"]), (3, 2))
+        jobs = json.loads(self.ok(["poll", "--max", "5", "--json"], q2))
+        self.assertEqual(sorted(j["payload"] for j in jobs), ["a", "b", "c"])
+        # The due times of the jobs: ISO with offset = the same instant.
+        by = {j["payload"]: j["due_ms"] for j in jobs}
+        self.assertEqual(by["a"], 1577836800000)
+        self.assertEqual(by["b"], 1577836800000)
+        self.assertEqual(by["c"], 1000)
+
+
+class TestCancel(CliCase):
+    def test_cancel_pending_inflight_missing(self):
+        q = new_queue("cancel")
+        self.push(q, "x", "--id", "p1", "--in", "1h")
+        self.assertEqual(self.ok(["cancel", "p1"], q), "canceled p1\n")
+        self.assertEqual(self.stats(q)["scheduled"], 0)
+        r = run(["cancel", "p1"], q)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"no pending or in-flight job 'p1'", r.stderr)
+        self.push(q, "y", "--id", "f1")
+        j = self.poll_one(q)
+        r = run(["cancel", "f1"], q)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"in flight", r.stderr)
+        self.assertIn("(was in flight)", self.ok(["cancel", "f1",
+                                                  "--inflight"], q))
+        # The holder's token is stale now.
+        r = run(["ack", j["id"], j["token"]], q)
+        self.assertIn(r.returncode, (1, 4))
+
+    def test_cancel_several(self):
+        q = new_queue("cancel2")
+        for i in ("a", "b"):
+            self.push(q, "x", "--id", i, "--in", "1h")
+        r = run(["cancel", "a", "zz", "b"], q)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, b"canceled a\ncanceled b\n")
+        self.assertEqual(self.stats(q)["scheduled"], 0)
+
+
+class TestPollAckNackExtend(CliCase):
+    def test_poll_text_format_and_ack(self):
+        q = new_queue("poll")
+        self.push(q, "line1\nline2\tx\\y", "--id", "t1")
+        out = self.ok(["poll", "--lease", "1m"], q)
+        self.assertTrue(out.endswith("\n"))
+        fields = out[:-1].split("\t")
+        self.assertEqual(len(fields), 4, out)
+        jid, attempt, token, payload = fields
+        self.assertEqual((jid, attempt), ("t1", "1"))
+        self.assertRegex(token, r"^\d+$")
+        self.assertEqual(payload, "line1\\nline2\\tx\\\\y")
+        self.assertEqual(self.ok(["poll"], q), "")   # nothing else due
+        self.assertEqual(self.stats(q)["inflight"], 1)
+        self.assertEqual(self.ok(["ack", jid, token], q), "acked t1\n")
+        st = self.stats(q)
+        self.assertEqual((st["inflight"], st["due"], st["scheduled"]),
+                         (0, 0, 0))
+        r = run(["ack", jid, token], q)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"ENOTFOUND", r.stderr)
+
+    def test_poll_max_and_json_fields(self):
+        q = new_queue("pollmax")
+        for i in range(5):
+            self.push(q, "p%d" % i, "--id", "j%d" % i)
+        jobs = json.loads(self.ok(["poll", "--max", "3", "--json",
+                                   "--lease", "10s"], q))
+        self.assertEqual(len(jobs), 3)
+        for j in jobs:
+            self.assertEqual(set(j), {"id", "attempt", "token", "due_ms",
+                                      "lease_deadline_ms", "payload"})
+            self.assertEqual(j["attempt"], 1)
+            self.assertGreater(j["lease_deadline_ms"], j["due_ms"])
+        self.assertEqual(self.ok(["poll", "--json", "--max", "10"], q)
+                         .count('"id"'), 2)
+        self.assertEqual(self.ok(["poll", "--json"], q), "[]\n")
+
+    def test_poll_wait_gets_a_job_that_comes_due(self):
+        q = new_queue("wait")
+        self.push(q, "soon", "--in", "300ms")
+        self.assertEqual(self.ok(["poll"], q), "")
+        j = self.poll_one(q, "--wait", "20s")
+        self.assertEqual(j["payload"], "soon")
+
+    def test_stale_token_exits_4(self):
+        q = new_queue("stale")
+        self.push(q, "x", "--id", "s1")
+        j1 = self.poll_one(q, "--lease", "100ms")
+        deadline = time.monotonic() + 10
+        j2 = None
+        while j2 is None and time.monotonic() < deadline:
+            jobs = json.loads(self.ok(["poll", "--json"], q))
+            j2 = jobs[0] if jobs else None
+            time.sleep(0.05)
+        self.assertIsNotNone(j2, "lease never ran out")
+        self.assertEqual(j2["attempt"], 2)
+        for args in (["ack", "s1", j1["token"]],
+                     ["nack", "s1", j1["token"]],
+                     ["extend", "s1", j1["token"], "--lease", "1m"]):
+            r = run(args, q)
+            self.assertEqual(r.returncode, 4, (args, r.stderr))
+            self.assertIn(b"(ESTALE)", r.stderr)
+        self.ok(["ack", "s1", j2["token"]], q)
+
+    def test_nack_requeue_delay_and_dead(self):
+        q = new_queue("nack")
+        self.push(q, "x", "--id", "n1")
+        j = self.poll_one(q)
+        self.assertEqual(self.ok(["nack", "n1", j["token"], "--in", "1h"], q),
+                         "requeued n1\n")
+        st = self.stats(q)
+        self.assertEqual((st["scheduled"], st["inflight"]), (1, 0))
+        self.assertGreater(st["next_due_ms"], 3500 * 1000)
+        self.push(q, "y", "--id", "n2")
+        j = self.poll_one(q)
+        self.assertEqual(self.ok(["nack", "n2", j["token"]], q),
+                         "requeued n2\n")
+        j = self.poll_one(q)
+        self.assertEqual((j["id"], j["attempt"]), ("n2", 2))
+        self.assertEqual(self.ok(["nack", "n2", j["token"], "--dead"], q),
+                         "dead n2\n")
+        self.assertEqual(self.stats(q)["dead"], 1)
+
+    def test_extend(self):
+        q = new_queue("extend")
+        self.push(q, "x", "--id", "e1")
+        j = self.poll_one(q, "--lease", "2s")
+        out = self.ok(["extend", "e1", j["token"], "--lease", "1h"], q)
+        self.assertRegex(out, r"^extended e1 until \d{4}-\d\d-\d\dT"
+                              r"\d\d:\d\d:\d\dZ \(1h from now\)\n$")
+        ext = json.loads(self.ok(["stats", "--json"], q))
+        self.assertGreater(ext["next_due_ms"], 3500 * 1000)
+        r = run(["extend", "nope", j["token"]], q)
+        self.assertEqual(r.returncode, 1)
+
+
+class TestList(CliCase):
+    def test_list_dead_text_and_json(self):
+        q = new_queue("list")
+        self.kill_to_dead(q, "payload one", "d1")
+        self.kill_to_dead(q, "two\n", "d2")
+        out = self.ok(["list", "dead"], q)
+        self.assertIn("dead jobs (from 0): 2", out)
+        self.assertRegex(out, r"d1\s+(now|\d+(ms|s) ago)\s+\d{4}-")
+        self.assertIn("payload one", out)
+        self.assertIn("two\\n", out)
+        self.assertEqual(self.ok(["peek", "dead"], q), out)
+        self.assertEqual(self.ok(["dead", "list"], q), out)
+        doc = json.loads(self.ok(["list", "dead", "--json"], q))
+        self.assertEqual(doc["queue"], q)
+        self.assertEqual([j["id"] for j in doc["jobs"]], ["d1", "d2"])
+        for j in doc["jobs"]:
+            self.assertEqual(j["state"], "dead")
+            self.assertEqual(j["attempt"], 1)
+            self.assertLessEqual(abs(j["died_ms"] - doc["now_ms"]), 60000)
+        # Paging.
+        doc = json.loads(self.ok(["list", "dead", "--json", "--offset", "1",
+                                  "--limit", "1"], q))
+        self.assertEqual([j["id"] for j in doc["jobs"]], ["d2"])
+        out = self.ok(["list", "dead", "--limit", "1"], q)
+        self.assertIn("more may follow: --offset 1", out)
+
+    def test_list_all_and_scheduled(self):
+        q = new_queue("listall")
+        self.push(q, "later", "--id", "s1", "--in", "30m")
+        self.kill_to_dead(q, "x", "d1")
+        r = run(["list", "--json"], q)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        states = {j["id"]: j["state"] for j in doc["jobs"]}
+        self.assertEqual(states.get("d1"), "dead")
+        r = run(["list", "scheduled"], q)
+        if b"dq_list" in r.stderr:        # a libdelayq without dq_list
+            self.assertEqual(r.returncode, 1)
+            self.assertNotIn("s1", states)
+        else:
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(states.get("s1"), "scheduled")
+            self.assertRegex(r.stdout.decode(), r"s1\s+in (29|30)m")
+
+
+class TestStats(CliCase):
+    def fill(self, q):
+        """One job in each state: scheduled, due, in flight, dead."""
+        self.push(q, "a", "--in", "1h")
+        self.kill_to_dead(q, "d", "dd")
+        self.push(q, "b")
+        self.poll_one(q)
+        self.push(q, "c")
+
+    def test_table(self):
+        q = new_queue("stats")
+        self.fill(q)
+        out = self.ok(["stats"], q).splitlines()
+        self.assertEqual(out[0].split(), ["QUEUE", "SCHEDULED", "DUE",
+                                          "INFLIGHT", "DEAD", "NEXT", "DUE"])
+        self.assertEqual(out[1].split()[:5], [q, "1", "1", "1", "1"])
+        self.assertEqual(out[1].split()[5], "now")
+
+    def test_json(self):
+        q = new_queue("statsjson")
+        self.fill(q)
+        st = self.stats(q)
+        self.assertEqual({k: st[k] for k in ("queue", "scheduled", "due",
+                                             "inflight", "dead")},
+                         {"queue": q, "scheduled": 1, "due": 1,
+                          "inflight": 1, "dead": 1})
+        self.assertEqual(st["next_due_ms"], 0)
+        empty = self.stats(new_queue("empty"))
+        self.assertEqual(empty["next_due_ms"], -1)
+
+    def test_several_queues(self):
+        q1, q2 = new_queue("m1"), new_queue("m2")
+        self.push(q1, "x")
+        lines = self.ok(["stats", q1, q2, "--json"]).splitlines()
+        docs = [json.loads(x) for x in lines]
+        self.assertEqual([(d["queue"], d["due"]) for d in docs],
+                         [(q1, 1), (q2, 0)])
+
+    def test_prometheus(self):
+        q = new_queue("prom")
+        self.fill(q)
+        weird = 'we"ird\\q'
+        out = self.ok(["stats", q, weird, "--prometheus"])
+        lines = out.splitlines()
+        self.assertIn("# HELP delayq_jobs Jobs in a delayq queue, by state.",
+                      lines)
+        self.assertIn("# TYPE delayq_jobs gauge", lines)
+        self.assertIn("# TYPE delayq_next_due_seconds gauge", lines)
+        for state in ("scheduled", "due", "inflight", "dead"):
+            self.assertIn('delayq_jobs{queue="%s",state="%s"} 1' % (q, state),
+                          lines)
+        self.assertIn('delayq_jobs{queue="we\\"ird\\\\q",state="due"} 0',
+                      lines)
+        self.assertIn('delayq_next_due_seconds{queue="%s"} 0.000' % q, lines)
+        self.assertIn('delayq_next_due_seconds{queue="we\\"ird\\\\q"} -1',
+                      lines)
+        # Every sample line is valid exposition format; every metric has
+        # HELP and TYPE before its samples.
+        sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*\{([a-z_]+="(\\.|'
+                            r'[^"\\])*",?)*\} -?\d+(\.\d+)?$')
+        seen = set()
+        for line in lines:
+            if line.startswith("# TYPE "):
+                seen.add(line.split()[2])
+            elif not line.startswith("#"):
+                self.assertRegex(line, sample)
+                self.assertIn(line.split("{")[0], seen)
+
+    def test_watch_count(self):
+        q = new_queue("watch")
+        out = self.ok(["stats", "--watch", "100ms", "--count", "3"], q)
+        self.assertEqual(out.count("QUEUE"), 3)
+        self.assertEqual(out.count("(Ctrl-C to stop)"), 3)
+        out = self.ok(["stats", "--watch=100ms", "--count", "2", "--json"], q)
+        self.assertEqual(len(out.splitlines()), 2)
+
+    def test_watch_stops_on_sigint(self):
+        q = new_queue("watchint")
+        p = subprocess.Popen([DELAYQ, "stats", "--watch", "100ms"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env_for(q))
+        try:
+            deadline = time.monotonic() + 20
+            first = p.stdout.readline()     # the first refresh has begun
+            self.assertIn(b"delayq stats every 100ms", first)
+            time.sleep(0.3)
+            p.send_signal(signal.SIGINT)
+            rc = p.wait(max(1, deadline - time.monotonic()))
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        self.assertEqual(rc, 0)
+
+
+class TestDead(CliCase):
+    def test_requeue_and_purge(self):
+        q = new_queue("dead")
+        for i in range(4):
+            self.kill_to_dead(q, "x%d" % i, "k%d" % i)
+        self.assertEqual(self.ok(["dead", "requeue", "k0", "--in", "1h"], q),
+                         "requeued 1\n")
+        st = self.stats(q)
+        self.assertEqual((st["dead"], st["scheduled"]), (3, 1))
+        r = run(["dead", "requeue", "k0", "k1"], q)   # k0 is no longer dead
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, b"requeued 1\n")
+        self.assertIn(b"no dead job 'k0'", r.stderr)
+        # Requeued: attempts reset to 0, so the next delivery is attempt 1.
+        j = self.poll_one(q)
+        self.assertEqual((j["id"], j["attempt"]), ("k1", 1))
+        self.assertEqual(self.ok(["dead", "purge", "k2"], q), "purged 1\n")
+        self.assertEqual(self.ok(["dead", "requeue", "--all", "--in", "1h"],
+                                 q), "requeued 1\n")
+        self.kill_to_dead(q, "y", "k9")
+        self.assertEqual(self.ok(["dead", "purge", "--all"], q),
+                         "purged 1\n")
+        self.assertEqual(self.ok(["dead", "purge", "--all"], q),
+                         "purged 0\n")
+        self.assertEqual(self.stats(q)["dead"], 0)
+
+    def test_all_loops_over_batches(self):
+        q = new_queue("deadmany")
+        # 1201 dead jobs: more than one batch of 1000.  Pushed by the CLI
+        # (100 processes at a time), dead-lettered by consume with a
+        # command that always fails and --max-attempts 1.
+        n = 1201
+        ids = ["m%04d" % i for i in range(n)]
+        for chunk in range(0, n, 100):
+            procs = [subprocess.Popen([DELAYQ, "push", "p", "--id", i],
+                                      env=env_for(q),
+                                      stdout=subprocess.DEVNULL)
+                     for i in ids[chunk:chunk + 100]]
+            for p in procs:
+                self.assertEqual(p.wait(CMD_TIMEOUT), 0)
+        r = run(["consume", "--max-attempts", "1", "--concurrency", "50",
+                 "--max-jobs", str(n), "--quiet", "--", "false"], q,
+                timeout=240)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(self.stats(q)["dead"], n)
+        self.assertEqual(self.ok(["dead", "requeue", "--all", "--in", "1h"],
+                                 q), "requeued %d\n" % n)
+        st = self.stats(q)
+        self.assertEqual((st["dead"], st["scheduled"]), (0, n))
+
+
+class TestConsume(CliCase):
+    def test_success_and_failure_retried_then_dead(self):
+        q = new_queue("consume")
+        out = tempfile.mkdtemp(prefix="dq-cli-out-")
+        try:
+            self.push(q, "hello world", "--id", "ok1")
+            self.push(q, "fail me", "--id", "bad1")
+            data = b"\x00\xffbin\n"
+            self.ok(["push", "--id", "bin1"], q, input=data)
+            cmd = ('cat > "$OUT/$DELAYQ_JOB_ID.$DELAYQ_ATTEMPT"; '
+                   'echo "$DELAYQ_QUEUE" > "$OUT/$DELAYQ_JOB_ID.queue"; '
+                   'test "$DELAYQ_JOB_ID" != bad1')
+            env = env_for(q)
+            env["OUT"] = out
+            r = subprocess.run([DELAYQ, "consume", "--concurrency", "2",
+                                "--max-attempts", "3", "--backoff", "100ms",
+                                "--lease", "5s", "--max-jobs", "5", "--",
+                                "sh", "-c", cmd],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=CMD_TIMEOUT)
+            log = r.stderr.decode()
+            self.assertEqual(r.returncode, 0, log)
+            files = sorted(os.listdir(out))
+            self.assertEqual(files, ["bad1.1", "bad1.2", "bad1.3",
+                                     "bad1.queue", "bin1.1", "bin1.queue",
+                                     "ok1.1", "ok1.queue"])
+            with open(os.path.join(out, "ok1.1"), "rb") as f:
+                self.assertEqual(f.read(), b"hello world")
+            with open(os.path.join(out, "bin1.1"), "rb") as f:
+                self.assertEqual(f.read(), data)
+            with open(os.path.join(out, "ok1.queue")) as f:
+                self.assertEqual(f.read(), q + "\n")
+            self.assertIn("job ok1 attempt 1: exit 0", log)
+            self.assertIn("job bad1 attempt 1: exit 1", log)
+            self.assertIn("-> retry in 100ms", log)
+            self.assertIn("job bad1 attempt 2: exit 1", log)
+            self.assertIn("-> retry in 200ms", log)   # exponential
+            self.assertIn("job bad1 attempt 3: exit 1", log)
+            self.assertIn("dead-lettered", log)
+            st = self.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"],
+                              st["dead"]), (0, 0, 0, 1))
+            doc = json.loads(self.ok(["list", "dead", "--json"], q))
+            self.assertEqual([(j["id"], j["attempt"]) for j in doc["jobs"]],
+                             [("bad1", 3)])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_command_not_found_is_a_failure(self):
+        q = new_queue("notfound")
+        self.push(q, "x", "--id", "nf")
+        r = run(["consume", "--max-attempts", "1", "--max-jobs", "1", "--",
+                 "/nonexistent/command"], q)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"cannot run '/nonexistent/command'", r.stderr)
+        self.assertIn(b"exit 127", r.stderr)
+        self.assertEqual(self.stats(q)["dead"], 1)
+
+    def test_concurrency_runs_commands_at_once(self):
+        q = new_queue("conc")
+        out = tempfile.mkdtemp(prefix="dq-cli-conc-")
+        try:
+            for i in range(4):
+                self.push(q, str(i), "--id", "c%d" % i)
+            # Each command records its start, waits (bounded) until all 4
+            # have started, and records whether it saw them all.
+            cmd = ('touch "$OUT/start.$DELAYQ_JOB_ID"; i=0; '
+                   'while [ $(ls "$OUT" | grep -c start) -lt 4 ] && '
+                   '[ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; '
+                   '[ $(ls "$OUT" | grep -c start) -ge 4 ] && '
+                   'touch "$OUT/saw.$DELAYQ_JOB_ID"')
+            env = env_for(q)
+            env["OUT"] = out
+            r = subprocess.run([DELAYQ, "consume", "--concurrency", "4",
+                                "--max-jobs", "4", "--max-attempts", "1",
+                                "--", "sh", "-c", cmd],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=CMD_TIMEOUT)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            saw = sorted(f for f in os.listdir(out) if f.startswith("saw."))
+            self.assertEqual(saw, ["saw.c0", "saw.c1", "saw.c2", "saw.c3"],
+                             r.stderr.decode())
+            self.assertEqual(self.stats(q)["dead"], 0)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_concurrency_one_runs_one_at_a_time(self):
+        q = new_queue("serial")
+        out = tempfile.mkdtemp(prefix="dq-cli-serial-")
+        try:
+            for i in range(3):
+                self.push(q, str(i), "--id", "s%d" % i)
+            # A command fails if another one is running.
+            cmd = ('mkdir "$OUT/lock" || exit 3; sleep 0.1; '
+                   'rmdir "$OUT/lock"')
+            env = env_for(q)
+            env["OUT"] = out
+            r = subprocess.run([DELAYQ, "consume", "--max-jobs", "3",
+                                "--max-attempts", "1", "--", "sh", "-c", cmd],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=CMD_TIMEOUT)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr.decode().count("-> acked"), 3)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_long_command_keeps_its_lease(self):
+        q = new_queue("extend")
+        self.push(q, "x", "--id", "long")
+        # Lease 400ms, command 1.5 s: without extensions the job would be
+        # redelivered (attempt 2) to a second consumer.
+        env = env_for(q)
+        p = subprocess.Popen([DELAYQ, "consume", "--lease", "400ms",
+                              "--max-jobs", "1", "--", "sleep", "1.5"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+        try:
+            time.sleep(0.9)
+            other = self.ok(["poll", "--json"], q)
+            self.assertEqual(other, "[]\n")
+            out, err = p.communicate(timeout=CMD_TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn(b"job long attempt 1: exit 0", err)
+        self.assertIn(b"-> acked", err)
+
+    def graceful(self, sig):
+        q = new_queue("stop")
+        self.push(q, "x", "--id", "slow")
+        self.push(q, "y", "--id", "quick")
+        p = subprocess.Popen([DELAYQ, "consume", "-c", "2", "--grace", "1s",
+                              "--lease", "10s", "--", "sh", "-c",
+                              'if [ "$DELAYQ_JOB_ID" = slow ]; then sleep 60; '
+                              'else sleep 0.5; fi'],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env_for(q))
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if self.stats(q)["inflight"] == 2:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(self.stats(q)["inflight"], 2)
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        log = err.decode()
+        self.assertEqual(p.returncode, 0, log)
+        self.assertIn("stopping: waiting up to 1s", log)
+        self.assertIn("job quick attempt 1: exit 0", log)
+        self.assertIn("job slow attempt 1: stopped at shutdown -> released",
+                      log)
+        st = self.stats(q)
+        # quick was acked; slow was released for another consumer.
+        self.assertEqual((st["inflight"], st["due"], st["dead"]), (0, 1, 0))
+        self.assertEqual(self.poll_one(q)["id"], "slow")
+
+    def test_graceful_stop_on_sigterm(self):
+        self.graceful(signal.SIGTERM)
+
+    def test_graceful_stop_on_sigint(self):
+        self.graceful(signal.SIGINT)
+
+    def test_stop_while_idle(self):
+        q = new_queue("idle")
+        p = subprocess.Popen([DELAYQ, "consume", "--", "true"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env_for(q))
+        try:
+            first = p.stderr.readline()
+            self.assertIn(b"consuming", first)
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        self.assertEqual(p.returncode, 0)
+
+
+class TestShellConsumerExample(CliCase):
+    def test_example_runs(self):
+        script = os.environ.get("DELAYQ_EXAMPLE_SHELL")
+        if not script:
+            self.fail("DELAYQ_EXAMPLE_SHELL is not set (meson sets it)")
+        q = new_queue("example")
+        work = tempfile.mkdtemp(prefix="dq-cli-ex-")
+        try:
+            env = env_for(q)
+            env["DELAYQ"] = DELAYQ
+            env["OUTBOX"] = os.path.join(work, "outbox.txt")
+            r = subprocess.run(["sh", script, "--demo"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            with open(env["OUTBOX"]) as f:
+                sent = f.read().splitlines()
+            self.assertEqual(sorted(sent), ["mail to alice@example.com",
+                                            "mail to bob@example.com"])
+            st = self.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"],
+                              st["dead"]), (0, 0, 0, 1))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_cli.py PATH/TO/delayq [unittest args]")
+    DELAYQ = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
