@@ -627,6 +627,32 @@ START_TEST(stats_expired_lease_is_due) {
 }
 END_TEST
 
+/* stats' next_due_ms is about pending jobs (scheduled or due, expired
+ * leases included): "ms until the earliest pending job is due (0 if one is
+ * due, -1 if none is pending)".  A job in flight under a valid lease is not
+ * pending. */
+START_TEST(stats_next_due_ignores_inflight) {
+    dq_client *c = open_client();
+    push_text(c, Q, "x", 0, "x", 0, NULL);
+    dq_jobs *held = poll_one(c, Q, 5000);
+    int64_t s[5];
+    stats5(c, Q, s);
+    ck_assert_int_eq(s[2], 1);
+    ck_assert_msg(s[4] == -1,
+                  "only a job in flight (lease 5 s): next_due_ms %" PRId64
+                  ", header says -1 (none pending)",
+                  s[4]);
+    push_text(c, Q, "y", 30000, "y", 0, NULL);
+    stats5(c, Q, s);
+    ck_assert_msg(s[4] > 29000 && s[4] <= 30000,
+                  "pending job due in 30 s, lease ends in 5 s: next_due_ms "
+                  "%" PRId64,
+                  s[4]);
+    dq_jobs_free(held);
+    dq_close(c);
+}
+END_TEST
+
 /* ---- job objects ----------------------------------------------------------- */
 
 START_TEST(job_dup_outlives_list) {
@@ -687,6 +713,7 @@ static Suite *basic_suite(void) {
     ADD("extend", extend_lease);
     ADD("stats", stats_counts);
     ADD("stats_expired", stats_expired_lease_is_due);
+    ADD("stats_next_due_inflight", stats_next_due_ignores_inflight);
     ADD("job_dup", job_dup_outlives_list);
 #undef ADD
     return s;
