@@ -169,7 +169,7 @@ typedef struct cfg {
     int callgrind;
     const char *only;  /* comma list of scenarios, NULL = all */
     const char *self;  /* path of this program (for valgrind) */
-    /* sizes */
+    /* sizes (cfg_sizes) */
     long lim_n_p1, lim_n_p16, lim_n_c1;
     long push1_n, pushb_n[3];
     long drain_n;
@@ -198,7 +198,7 @@ static int want(const cfg *c, const char *name) {
 static void cfg_sizes(cfg *c) {
     switch (c->mode) {
     case 0: /* full */
-        c->lim_n_p1 = 300000, c->lim_n_p16 = 600000, c->lim_n_c1 = 100000;
+        c->lim_n_p1 = 200000, c->lim_n_p16 = 400000, c->lim_n_c1 = 60000;
         c->push1_n = 30000;
         c->pushb_n[0] = 200000, c->pushb_n[1] = 300000, c->pushb_n[2] = 500000;
         c->drain_n = 50000;
@@ -213,7 +213,7 @@ static void cfg_sizes(cfg *c) {
         c->push1_n = 10000;
         c->pushb_n[0] = 50000, c->pushb_n[1] = 100000, c->pushb_n[2] = 200000;
         c->drain_n = 50000;
-        c->e2e_n = 60000;
+        c->e2e_n = 200000;
         c->late_n = 2000, c->late_base_ms = 1000, c->late_spread_ms = 2000;
         c->mem_n = 100000;
         c->bl_ops = 1000;
@@ -235,17 +235,44 @@ static void cfg_sizes(cfg *c) {
 
 /* ---- the table ------------------------------------------------------- */
 
+/* ---- per-run figures ------------------------------------------------- */
+
+/* One figure measured once per run. */
+typedef struct series {
+    double v[MAXRUNS];
+    int n;
+} series;
+
+static void s_add(series *s, double x) {
+    if (s->n < MAXRUNS)
+        s->v[s->n++] = x;
+}
+
+static double s_med(const series *s) { return median(s->v, (size_t)s->n); }
+
+/* Median over runs of a[i] / b[i] (ratios only within one run). */
+static double s_ratio(const series *a, const series *b) {
+    double r[MAXRUNS];
+    int n = a->n < b->n ? a->n : b->n;
+    for (int i = 0; i < n; i++)
+        r[i] = a->v[i] / b->v[i];
+    return median(r, (size_t)n);
+}
+
+/* ---- the table ------------------------------------------------------- */
+
 typedef struct row {
     char name[200], value[20], unit[10], spread[48], limit[28], lval[12],
-        ratio[8], target[14], status[34];
+        ratio[8], target[14], status[40];
 } row;
 
-static row g_rows[64];
+static row g_rows[80];
 static int g_nrows;
 
 static row *add_row(const char *name) {
+    static row spare;
     if (g_nrows >= (int)(sizeof(g_rows) / sizeof(g_rows[0])))
-        return &g_rows[g_nrows - 1];
+        return &spare;
     row *r = &g_rows[g_nrows++];
     memset(r, 0, sizeof(*r));
     snprintf(r->name, sizeof(r->name), "%s", name);
@@ -254,8 +281,7 @@ static row *add_row(const char *name) {
 
 static void add_section(const char *title) {
     row *r = add_row(title);
-    r->name[sizeof(r->name) - 1] = '\0';
-    snprintf(r->unit, sizeof(r->unit), "%s", "\x01"); /* marker */
+    r->unit[0] = '\x01'; /* printed as a section line */
 }
 
 /* "123,456" with thousands separators (rounded). */
@@ -277,49 +303,74 @@ static void fmt_int(char *buf, size_t size, double v) {
     buf[o] = '\0';
 }
 
-/* Status for a target: higher is better (ge=1) or lower is better. */
-static void set_status(row *r, double v, double target, int ge) {
+/* Target column and status: higher is better (ge=1) or lower is better. */
+static void set_target(row *r, const char *text, double v, double target,
+                       int ge) {
+    snprintf(r->target, sizeof(r->target), "%s", text);
     if (isnan(v)) {
         snprintf(r->status, sizeof(r->status), "n/a");
         return;
     }
     int met = ge ? v >= target : v <= target;
     double pct = (v / target - 1) * 100;
-    if (met)
-        snprintf(r->status, sizeof(r->status), "met (%+.0f%%)", pct);
-    else
-        snprintf(r->status, sizeof(r->status), "MISSED (%+.0f%%)", pct);
+    snprintf(r->status, sizeof(r->status), "%s (%+.0f%%)",
+             met ? "met" : "MISSED", pct);
 }
 
-/* A throughput row: median of runs, spread, limit and ratio. */
-static row *tput_row(const char *name, const double *v, int n,
-                     const char *limit_name, double limit) {
+/* A throughput row: median of runs, their spread, the limit of the same
+ * runs and the median of the per-run ratios. */
+static row *tput_row(const char *name, const series *v, const char *lname,
+                     const series *lim) {
     row *r = add_row(name);
-    double m = median(v, (size_t)n);
-    fmt_int(r->value, sizeof(r->value), m);
+    fmt_int(r->value, sizeof(r->value), s_med(v));
     snprintf(r->unit, sizeof(r->unit), "jobs/s");
-    if (n > 1) {
+    if (v->n > 1) {
         char a[16], b[16];
-        fmt_int(a, sizeof(a), vmin(v, (size_t)n) / 1000);
-        fmt_int(b, sizeof(b), vmax(v, (size_t)n) / 1000);
+        fmt_int(a, sizeof(a), vmin(v->v, (size_t)v->n) / 1000);
+        fmt_int(b, sizeof(b), vmax(v->v, (size_t)v->n) / 1000);
         snprintf(r->spread, sizeof(r->spread), "%sk..%sk", a, b);
     }
-    if (limit_name != NULL) {
-        snprintf(r->limit, sizeof(r->limit), "%s", limit_name);
-        fmt_int(r->lval, sizeof(r->lval), limit);
-        snprintf(r->ratio, sizeof(r->ratio), "%.2f", m / limit);
+    if (lname != NULL && lim != NULL && lim->n > 0) {
+        snprintf(r->limit, sizeof(r->limit), "%s", lname);
+        fmt_int(r->lval, sizeof(r->lval), s_med(lim));
+        snprintf(r->ratio, sizeof(r->ratio), "%.2f", s_ratio(v, lim));
+    }
+    return r;
+}
+
+/* A "server time per job" row under a throughput row. */
+static void srv_row(const char *name, const series *us) {
+    row *r = add_row(name);
+    double m = s_med(us);
+    snprintf(r->value, sizeof(r->value), "%.2f", m);
+    snprintf(r->unit, sizeof(r->unit), "us");
+    snprintf(r->status, sizeof(r->status), "= %.0fk jobs/s if Redis-bound",
+             1e3 / m);
+}
+
+/* A row of a value in ms/us with its spread over runs. */
+static row *val_row(const char *name, const series *s, const char *unit,
+                    const char *fmt) {
+    row *r = add_row(name);
+    snprintf(r->value, sizeof(r->value), fmt, s_med(s));
+    snprintf(r->unit, sizeof(r->unit), "%s", unit);
+    if (s->n > 1) {
+        char a[20], b[20];
+        snprintf(a, sizeof(a), fmt, vmin(s->v, (size_t)s->n));
+        snprintf(b, sizeof(b), fmt, vmax(s->v, (size_t)s->n));
+        snprintf(r->spread, sizeof(r->spread), "%s..%s", a, b);
     }
     return r;
 }
 
 static void print_table(FILE *f, const char *header) {
+    const char *fmt = "%-36s %11s %-6s %-17s %-23s %9s %5s  %-10s %s\n";
+    char line[160];
     fprintf(f, "%s\n", header);
-    const char *fmt = "%-38s %11s %-7s %-17s %-26s %9s %6s  %-11s %s\n";
-    char line[200];
     fprintf(f, fmt, "scenario", "value", "unit", "runs min..max",
-            "limit (same run/server)", "limit", "ratio", "target", "status");
-    memset(line, '-', 150);
-    line[150] = '\0';
+            "limit (same runs)", "limit", "ratio", "target", "status");
+    memset(line, '-', 145);
+    line[145] = '\0';
     fprintf(f, "%s\n", line);
     for (int i = 0; i < g_nrows; i++) {
         row *r = &g_rows[i];
@@ -327,13 +378,18 @@ static void print_table(FILE *f, const char *header) {
             fprintf(f, "[%s]\n", r->name);
             continue;
         }
-        fprintf(f, fmt, r->name, r->value, r->unit, r->spread, r->limit,
-                r->lval, r->ratio, r->target, r->status);
+        char out[400];
+        snprintf(out, sizeof(out), fmt, r->name, r->value, r->unit,
+                 r->spread, r->limit, r->lval, r->ratio, r->target,
+                 r->status);
+        /* no trailing blanks */
+        size_t n = strlen(out);
+        while (n > 1 && out[n - 2] == ' ')
+            out[--n - 1] = '\n', out[n] = '\0';
+        fputs(out, f);
     }
 }
 
-/* Figures the plots need (bench/plots.gp reads out/vars.gp). */
-static double g_late_p50 = NAN, g_late_p99 = NAN, g_late_unc = NAN;
 
 /* ---- Redis administration (plain hiredis) ---------------------------- */
 
@@ -499,9 +555,9 @@ static void init_payload(void) {
         g_payload[i] = (char)('a' + rng_range(&s, 26));
 }
 
-/* Pushes n jobs in batches of `batch` with delays base + U(0..spread). */
-static int fill(dq_client *c, long n, int batch, size_t plen, int64_t base,
-                int64_t spread, uint64_t *seed) {
+/* Pushes n jobs to q in batches of `batch`, delays base + U(0..spread). */
+static int fill_q(dq_client *c, const char *q, long n, int batch, size_t plen,
+                  int64_t base, int64_t spread, uint64_t *seed) {
     const void **pl = malloc(sizeof(void *) * (size_t)batch);
     size_t *lens = malloc(sizeof(size_t) * (size_t)batch);
     int64_t *d = malloc(sizeof(int64_t) * (size_t)batch);
@@ -517,7 +573,7 @@ static int fill(dq_client *c, long n, int batch, size_t plen, int64_t base,
             lens[i] = plen;
             d[i] = base + (spread > 0 ? rng_range(seed, spread + 1) : 0);
         }
-        int k = dq_push_batch(c, QUEUE, (size_t)b, pl, lens, d, NULL, 0, NULL,
+        int k = dq_push_batch(c, q, (size_t)b, pl, lens, d, NULL, 0, NULL,
                               NULL);
         if (k != b) {
             fail("dq_push_batch returned %d (of %d): %s", k, b, dq_errmsg(c));
@@ -531,6 +587,11 @@ out:
     free(lens);
     free(d);
     return rc;
+}
+
+static int fill(dq_client *c, long n, int batch, size_t plen, int64_t base,
+                int64_t spread, uint64_t *seed) {
+    return fill_q(c, QUEUE, n, batch, plen, base, spread, seed);
 }
 
 /* Acks every job of a list in one round trip.  Returns the number acked. */
@@ -550,6 +611,8 @@ static int ack_all(dq_client *c, dq_jobs *js) {
 /* Checks that the queue is empty (nothing pending, in flight or dead). */
 static void expect_empty(dq_client *c, const char *what) {
     int64_t sch = -1, due = -1, inf = -1, dead = -1;
+    if (c == NULL)
+        return;
     if (dq_stats(c, QUEUE, &sch, &due, &inf, &dead, NULL) != 0)
         fail("%s: dq_stats: %s", what, dq_errmsg(c));
     else if (sch || due || inf || dead)
@@ -558,16 +621,37 @@ static void expect_empty(dq_client *c, const char *what) {
              what, sch, due, inf, dead);
 }
 
+
+/* ---- figures of all runs ---------------------------------------------- */
+
+enum { L_C1, L_P1, L_P16, L_ZP1, L_ZP16, NLIM };
+static const char *const lim_names[NLIM] = {
+    "EVALSHA HSET+ZADD  -c 1  -P 1", "EVALSHA HSET+ZADD  -c 50 -P 1",
+    "EVALSHA HSET+ZADD  -c 50 -P 16", "ZADD               -c 50 -P 1",
+    "ZADD               -c 50 -P 16"};
+static const char *const lim_short[NLIM] = {
+    "EVALSHA -c 1 -P 1", "EVALSHA -c 50 -P 1", "EVALSHA -c 50 -P 16",
+    "ZADD -c 50 -P 1", "ZADD -c 50 -P 16"};
+static series g_lim[NLIM];
+
+static const int push_batches[4] = {1, 10, 100, 1000};
+static series g_push[4], g_push_srv[4];
+
+static const struct {
+    int k, max;
+} drain_conf[4] = {{1, 100}, {1, 1000}, {2, 1000}, {4, 1000}};
+static series g_drain[4], g_drain_srv[4];
+
+static series g_e2e, g_e2e_prod, g_e2e_l50, g_e2e_l99;
+
+static series g_late[4]; /* p50 p95 p99 max, ms */
+static double g_late_unc;  /* ms, worst over runs */
+static double *g_late_all; /* samples of all runs */
+static size_t g_late_nall;
+
 /* ---- limits: redis-benchmark on the same socket ---------------------- */
 
-typedef struct limits {
-    double evalsha_c1;   /* 1 client, 1 command per round trip */
-    double evalsha_p1;   /* 50 clients, no pipelining */
-    double evalsha_p16;  /* 50 clients, -P 16 */
-    double zadd_p1, zadd_p16;
-} limits;
-
-static limits g_lim = {NAN, NAN, NAN, NAN, NAN};
+static char g_sha[48]; /* the minimal HSET+ZADD script */
 
 /* Runs redis-benchmark with args; returns the rps of its CSV line. */
 static double redis_benchmark(char *const *args) {
@@ -579,7 +663,7 @@ static double redis_benchmark(char *const *args) {
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
-        int devnull = open("/dev/null", 1);
+        int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0)
             dup2(devnull, 2);
         execvp("redis-benchmark", args);
@@ -589,7 +673,8 @@ static double redis_benchmark(char *const *args) {
     char buf[8192];
     size_t used = 0;
     ssize_t k;
-    while ((k = read(p[0], buf + used, sizeof(buf) - 1 - used)) > 0)
+    while (used < sizeof(buf) - 1 &&
+           (k = read(p[0], buf + used, sizeof(buf) - 1 - used)) > 0)
         used += (size_t)k;
     close(p[0]);
     buf[used] = '\0';
@@ -612,18 +697,18 @@ static double redis_benchmark(char *const *args) {
     return comma ? strtod(comma + 3, NULL) : NAN;
 }
 
-static double bench_limit(const cfg *c, const char *sha, int clients,
-                          int pipeline, long n, int zadd) {
+static double bench_limit(int clients, int pipeline, long n, int zadd) {
     char sn[24], sc[16], sp[16];
     snprintf(sn, sizeof(sn), "%ld", n);
     snprintf(sc, sizeof(sc), "%d", clients);
     snprintf(sp, sizeof(sp), "%d", pipeline);
-    char shabuf[48];
-    snprintf(shabuf, sizeof(shabuf), "%s", sha);
+    char pl[17];
+    memcpy(pl, g_payload, 16); /* the 16-byte payload of the push runs */
+    pl[16] = '\0';
     char *base[] = {"redis-benchmark", "-s", g_srv.sock, "-n", sn, "-c", sc,
                     "-P", sp, "-r", "100000000", "--csv", NULL};
-    char *ev[] = {"EVALSHA", shabuf, "2", "{lim}:jobs", "{lim}:due",
-                  "__rand_int__", g_payload, "__rand_int__", NULL};
+    char *ev[] = {"EVALSHA", g_sha, "2", "{lim}:jobs", "{lim}:due",
+                  "__rand_int__", pl, "__rand_int__", NULL};
     char *za[] = {"ZADD", "{lim}:due", "__rand_int__", "__rand_int__", NULL};
     char *args[32];
     int a = 0;
@@ -633,77 +718,48 @@ static double bench_limit(const cfg *c, const char *sha, int clients,
     for (int i = 0; cmd[i]; i++)
         args[a++] = cmd[i];
     args[a] = NULL;
-    double v[MAXRUNS];
-    for (int r = 0; r < c->runs; r++) {
-        flushall();
-        v[r] = redis_benchmark(args);
-    }
     flushall();
-    return median(v, (size_t)c->runs);
+    double v = redis_benchmark(args);
+    flushall();
+    return v;
 }
 
-static void scen_limits(const cfg *c) {
-    /* The 16-byte payload is the one the push scenarios use. */
-    g_payload[16] = '\0';
+static void load_limit_script(void) {
     redisReply *r = adm("SCRIPT LOAD %s",
                         "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
                         "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) "
                         "return 1");
-    if (r == NULL || r->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        return;
-    }
-    char sha[48];
-    snprintf(sha, sizeof(sha), "%s", r->str);
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        snprintf(g_sha, sizeof(g_sha), "%s", r->str);
     freeReplyObject(r);
-    logf_("limits: redis-benchmark (EVALSHA HSET+ZADD, ZADD), %d runs each",
-          c->runs);
-    g_lim.evalsha_c1 = bench_limit(c, sha, 1, 1, c->lim_n_c1, 0);
-    g_lim.evalsha_p1 = bench_limit(c, sha, 50, 1, c->lim_n_p1, 0);
-    g_lim.evalsha_p16 = bench_limit(c, sha, 50, 16, c->lim_n_p16, 0);
-    g_lim.zadd_p1 = bench_limit(c, sha, 50, 1, c->lim_n_p1, 1);
-    g_lim.zadd_p16 = bench_limit(c, sha, 50, 16, c->lim_n_p16 * 2, 1);
-    g_payload[16] = g_payload[15]; /* restore (any letter) */
+}
 
-    add_section("limit: redis-benchmark -s <same socket>, ops/s");
-    struct {
-        const char *name;
-        double v;
-    } L[] = {
-        {"EVALSHA HSET+ZADD  -c 1  -P 1", g_lim.evalsha_c1},
-        {"EVALSHA HSET+ZADD  -c 50 -P 1", g_lim.evalsha_p1},
-        {"EVALSHA HSET+ZADD  -c 50 -P 16", g_lim.evalsha_p16},
-        {"ZADD               -c 50 -P 1", g_lim.zadd_p1},
-        {"ZADD               -c 50 -P 16", g_lim.zadd_p16},
-    };
-    char path[512];
-    snprintf(path, sizeof(path), "%s/limits.dat", c->out);
-    FILE *f = fopen(path, "w");
-    for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
-        row *rw = add_row(L[i].name);
-        fmt_int(rw->value, sizeof(rw->value), L[i].v);
-        snprintf(rw->unit, sizeof(rw->unit), "ops/s");
-        if (f)
-            fprintf(f, "\"%s\" %.0f\n", L[i].name, L[i].v);
-    }
-    if (f)
-        fclose(f);
+static void run_limits(const cfg *c) {
+    s_add(&g_lim[L_C1], bench_limit(1, 1, c->lim_n_c1, 0));
+    s_add(&g_lim[L_P1], bench_limit(50, 1, c->lim_n_p1, 0));
+    s_add(&g_lim[L_P16], bench_limit(50, 16, c->lim_n_p16, 0));
+    s_add(&g_lim[L_ZP1], bench_limit(50, 1, c->lim_n_p1, 1));
+    s_add(&g_lim[L_ZP16], bench_limit(50, 16, c->lim_n_p16 * 2, 1));
+    logf_("limits: EVALSHA c1 %.0f, c50 %.0f, c50 P16 %.0f; ZADD c50 %.0f, "
+          "P16 %.0f ops/s", g_lim[L_C1].v[g_lim[L_C1].n - 1],
+          g_lim[L_P1].v[g_lim[L_P1].n - 1], g_lim[L_P16].v[g_lim[L_P16].n - 1],
+          g_lim[L_ZP1].v[g_lim[L_ZP1].n - 1],
+          g_lim[L_ZP16].v[g_lim[L_ZP16].n - 1]);
 }
 
 /* ---- push ------------------------------------------------------------ */
 
-static double g_push_tput[4] = {NAN, NAN, NAN, NAN}; /* batch 1,10,100,1000 */
-static double g_push_min[4], g_push_max[4];
-
+/* One push run: n jobs, one client, batch 1 = dq_push.  Returns jobs/s;
+ * *srv_us = server time in EVALSHA per job. */
 static double push_run(int batch, long n, double *srv_us) {
     flushall();
-    reset_stats();
     dq_client *cl = open_client();
     if (cl == NULL)
         return NAN;
     uint64_t seed = 7;
-    /* Warm-up: loads the script (first EVALSHA -> NOSCRIPT -> EVAL). */
+    /* Warm-up: loads the scripts (first EVALSHA -> NOSCRIPT -> EVAL). */
     fill(cl, 1, 1, 16, 3600000, 0, &seed);
+    dq_stats(cl, QUEUE, NULL, NULL, NULL, NULL, NULL);
     flushall();
     reset_stats();
     int64_t t0 = mono_ns();
@@ -729,52 +785,18 @@ static double push_run(int batch, long n, double *srv_us) {
     return (double)n / ((double)(t1 - t0) / 1e9);
 }
 
-static void scen_push(const cfg *c) {
-    add_section("push: one client, 16-byte payloads, delays 1 h + U(0..24 h)");
-    static const int batches[4] = {1, 10, 100, 1000};
+static void run_push(const cfg *c) {
     for (int b = 0; b < 4; b++) {
         long n = b == 0 ? c->push1_n : c->pushb_n[b - 1];
-        double v[MAXRUNS], s[MAXRUNS];
-        for (int r = 0; r < c->runs; r++)
-            v[r] = push_run(batches[b], n, &s[r]);
-        char name[64], prof[32];
-        if (b == 0)
-            snprintf(name, sizeof(name), "push, 1 job per round trip");
-        else
-            snprintf(name, sizeof(name), "push_batch of %d", batches[b]);
-        snprintf(prof, sizeof(prof), "push%d", batches[b]);
+        double srv = NAN;
+        double v = push_run(push_batches[b], n, &srv);
+        s_add(&g_push[b], v);
+        s_add(&g_push_srv[b], srv);
+        char prof[32];
+        snprintf(prof, sizeof(prof), "push%d", push_batches[b]);
         save_profile(c, prof, (double)n);
-        row *rw = tput_row(name, v, c->runs,
-                           b == 0 ? "EVALSHA -c 1 -P 1" : "EVALSHA -c 50 -P 16",
-                           b == 0 ? g_lim.evalsha_c1 : g_lim.evalsha_p16);
-        g_push_tput[b] = median(v, (size_t)c->runs);
-        g_push_min[b] = vmin(v, (size_t)c->runs);
-        g_push_max[b] = vmax(v, (size_t)c->runs);
         logf_("push batch %d: %.0f jobs/s (server %.2f us/job in EVALSHA)",
-              batches[b], g_push_tput[b], median(s, (size_t)c->runs));
-        if (b == 0) {
-            snprintf(rw->target, sizeof(rw->target), ">= 25,000");
-            set_status(rw, g_push_tput[b], 25000, 1);
-        } else if (batches[b] == 1000) {
-            snprintf(rw->target, sizeof(rw->target), ">= 150,000");
-            set_status(rw, g_push_tput[b], 150000, 1);
-        }
-        row *sr = add_row("  server time in EVALSHA per job");
-        snprintf(sr->value, sizeof(sr->value), "%.2f",
-                 median(s, (size_t)c->runs));
-        snprintf(sr->unit, sizeof(sr->unit), "us");
-        snprintf(sr->status, sizeof(sr->status), "= %.0fk jobs/s if CPU-bound",
-                 1e3 / median(s, (size_t)c->runs));
-    }
-    char path[512];
-    snprintf(path, sizeof(path), "%s/throughput.dat", c->out);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "# batch jobs_per_s min max\n");
-        for (int b = 0; b < 4; b++)
-            fprintf(f, "%d %.0f %.0f %.0f\n", batches[b], g_push_tput[b],
-                    g_push_min[b], g_push_max[b]);
-        fclose(f);
+              push_batches[b], v, srv);
     }
 }
 
@@ -787,11 +809,11 @@ typedef struct slot {
 } slot;
 
 /* A consumer process: polls (max) and acks in batches until nothing is due.
- * Waits for the barrier (EOF on go) after saying it is ready. */
+ * Says it is ready, then waits for the barrier (EOF on go_fd). */
 static void drain_child(int max, slot *s, int ready_fd, int go_fd) {
     dq_client *c = open_client();
     char x = 1;
-    if (write(ready_fd, &x, 1) != 1 || c == NULL)
+    if (c == NULL || write(ready_fd, &x, 1) != 1)
         _exit(2);
     if (read(go_fd, &x, 1) < 0)
         _exit(2);
@@ -821,8 +843,8 @@ static void drain_child(int max, slot *s, int ready_fd, int go_fd) {
     _exit(0);
 }
 
-/* Starts k children running fn-like consumers; returns wall seconds from
- * the barrier to the last child's last ack, or NAN. */
+/* Runs k consumer processes; returns the wall seconds from the barrier to
+ * the last ack of any of them, or NAN. */
 static double run_consumers(int k, int max, slot *slots, long expect) {
     int ready[2], go[2];
     if (pipe(ready) || pipe(go))
@@ -862,55 +884,34 @@ static double run_consumers(int k, int max, slot *slots, long expect) {
     return (double)(t_end - t0) / 1e9;
 }
 
-static void scen_drain(const cfg *c) {
-    add_section("drain: N due jobs (16 B), consumer processes poll + ack_batch");
+static void run_drain(const cfg *c) {
     slot *slots = shared_alloc(sizeof(slot) * 16);
     if (slots == NULL)
         return;
-    struct {
-        int k, max;
-    } conf[] = {{1, 100}, {1, 1000}, {2, 1000}, {4, 1000}};
-    for (size_t ci = 0; ci < sizeof(conf) / sizeof(conf[0]); ci++) {
-        double v[MAXRUNS], s[MAXRUNS];
-        for (int r = 0; r < c->runs; r++) {
-            flushall();
-            dq_client *cl = open_client();
-            if (cl == NULL)
-                return;
-            uint64_t seed = 11;
-            fill(cl, c->drain_n, 1000, 16, 0, 0, &seed);
-            reset_stats();
-            double secs =
-                run_consumers(conf[ci].k, conf[ci].max, slots, c->drain_n);
-            v[r] = (double)c->drain_n / secs;
-            s[r] = srv_us_per_job((double)c->drain_n);
-            expect_empty(cl, "drain");
-            dq_close(cl);
-        }
-        char name[64], prof[32];
-        snprintf(name, sizeof(name), "drain %ld, %d consumer%s, max %d",
-                 c->drain_n, conf[ci].k, conf[ci].k > 1 ? "s" : "",
-                 conf[ci].max);
-        snprintf(prof, sizeof(prof), "drain-%dc-max%d", conf[ci].k,
-                 conf[ci].max);
+    for (int ci = 0; ci < 4; ci++) {
+        flushall();
+        dq_client *cl = open_client();
+        if (cl == NULL)
+            break;
+        uint64_t seed = 11;
+        fill(cl, c->drain_n, 1000, 16, 0, 0, &seed);
+        dq_stats(cl, QUEUE, NULL, NULL, NULL, NULL, NULL);
+        reset_stats();
+        double secs = run_consumers(drain_conf[ci].k, drain_conf[ci].max,
+                                    slots, c->drain_n);
+        double v = (double)c->drain_n / secs;
+        double srv = srv_us_per_job((double)c->drain_n);
+        s_add(&g_drain[ci], v);
+        s_add(&g_drain_srv[ci], srv);
+        char prof[32];
+        snprintf(prof, sizeof(prof), "drain-%dc-max%d", drain_conf[ci].k,
+                 drain_conf[ci].max);
         save_profile(c, prof, (double)c->drain_n);
-        row *rw = tput_row(name, v, c->runs, "EVALSHA -c 50 -P 16",
-                           g_lim.evalsha_p16);
-        logf_("%s: %.0f jobs/s (server %.2f us/job in EVALSHA)", name,
-              median(v, (size_t)c->runs), median(s, (size_t)c->runs));
-        if (conf[ci].k == 1 && conf[ci].max == 1000) {
-            snprintf(rw->target, sizeof(rw->target), ">= 100,000");
-            set_status(rw, median(v, (size_t)c->runs), 100000, 1);
-        }
-        if (conf[ci].k == 1) {
-            row *sr = add_row("  server time in EVALSHA per job");
-            snprintf(sr->value, sizeof(sr->value), "%.2f",
-                     median(s, (size_t)c->runs));
-            snprintf(sr->unit, sizeof(sr->unit), "us");
-            snprintf(sr->status, sizeof(sr->status),
-                     "= %.0fk jobs/s if CPU-bound",
-                     1e3 / median(s, (size_t)c->runs));
-        }
+        expect_empty(cl, "drain");
+        dq_close(cl);
+        logf_("drain %ld, %d consumer(s), max %d: %.0f jobs/s (server %.2f "
+              "us/job in EVALSHA)", c->drain_n, drain_conf[ci].k,
+              drain_conf[ci].max, v, srv);
     }
     munmap(slots, sizeof(slot) * 16);
 }
@@ -922,11 +923,13 @@ typedef struct late_res {
     volatile long got;
     volatile int64_t t_end; /* mono ns of the last ack */
     volatile int ok;
-    double lat_ms[]; /* one per job received */
+    volatile int64_t srv0_ms;    /* e2e: start of the due window */
+    volatile int64_t t_push_end; /* e2e: producer done (mono ns) */
+    double lat_ms[];             /* one per job received */
 } late_res;
 
 /* Consumer using dq_poll_wait: receives jobs until `expect` or the time
- * bound; lateness = (receive time in server clock) - due. */
+ * bound; lateness = (receive time in server clock) - due time. */
 static void late_child(long expect, int max, double offset_us,
                        int64_t bound_ms, late_res *res, int ready_fd,
                        int go_fd) {
@@ -934,7 +937,7 @@ static void late_child(long expect, int max, double offset_us,
     if (c == NULL)
         _exit(2);
     dq_jobs *js = NULL;
-    /* First call subscribes the wake-up connection. */
+    /* The first call opens and subscribes the wake-up connection. */
     if (dq_poll_wait(c, QUEUE, 1, LEASE_MS, 0, &js) < 0)
         _exit(2);
     dq_jobs_free(js);
@@ -975,197 +978,156 @@ static pctl percentiles(double *v, size_t n) {
     return p;
 }
 
-static void scen_lateness(const cfg *c) {
+/* One lateness run: a consumer process waits in dq_poll_wait, then this
+ * process pushes late_n jobs due late_base..late_base+late_spread ms on. */
+static void run_lateness(const cfg *c, int run) {
     long n = c->late_n;
-    char title[160];
-    snprintf(title, sizeof(title),
-             "lateness at light load: %ld jobs due in %" PRId64 "..%" PRId64
-             " ms, 1 consumer process, dq_poll_wait(max 100)",
-             n, c->late_base_ms, c->late_base_ms + c->late_spread_ms);
-    add_section(title);
     size_t rsize = sizeof(late_res) + sizeof(double) * (size_t)n;
     late_res *res = shared_alloc(rsize);
-    double *all = malloc(sizeof(double) * (size_t)n * (size_t)c->runs);
-    if (res == NULL || all == NULL)
+    if (res == NULL)
         return;
-    size_t nall = 0;
-    double p50[MAXRUNS], p95[MAXRUNS], p99[MAXRUNS], pmax[MAXRUNS];
-    double unc = 0, offset = 0;
-    for (int r = 0; r < c->runs; r++) {
-        flushall();
-        memset(res, 0, rsize);
-        clk_cal before = calibrate(g_adm, 15);
-        int ready[2], go[2];
-        if (pipe(ready) || pipe(go))
-            return;
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(ready[0]);
-            close(go[1]);
-            late_child(n, 100, before.offset_us,
-                       c->late_base_ms + c->late_spread_ms + 10000, res,
-                       ready[1], go[0]);
-        }
-        close(ready[1]);
-        close(go[0]);
-        char x;
-        if (read(ready[0], &x, 1) != 1)
-            fail("lateness: consumer did not start");
+    if (g_late_all == NULL)
+        g_late_all = malloc(sizeof(double) * (size_t)n * (size_t)c->runs);
+    flushall();
+    clk_cal before = calibrate(g_adm, 15);
+    int ready[2], go[2];
+    if (pipe(ready) || pipe(go))
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
         close(ready[0]);
         close(go[1]);
-        dq_client *cl = open_client();
-        uint64_t seed = 1000 + (uint64_t)r;
-        if (cl)
-            fill(cl, n, (int)(n < 1000 ? n : 1000), 16, c->late_base_ms,
-                 c->late_spread_ms, &seed);
-        int st;
-        waitpid(pid, &st, 0);
-        clk_cal after = calibrate(g_adm, 15);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !res->ok)
-            fail("lateness: consumer got %ld of %ld jobs", res->got, n);
-        if (cl) {
-            expect_empty(cl, "lateness");
-            dq_close(cl);
-        }
-        double drift = fabs(after.offset_us - before.offset_us);
-        double u = (before.unc_us > drift ? before.unc_us : drift) / 1000.0;
-        unc = u > unc ? u : unc;
-        offset = before.offset_us;
-        size_t got = (size_t)res->got;
-        memcpy(all + nall, res->lat_ms, got * sizeof(double));
-        nall += got;
-        pctl p = percentiles(res->lat_ms, got);
-        p50[r] = p.p50, p95[r] = p.p95, p99[r] = p.p99, pmax[r] = p.max;
-        logf_("lateness run %d: p50 %.2f p95 %.2f p99 %.2f max %.2f ms "
-              "(clock offset %.1f us, +-%.1f us, drift %.1f us)",
-              r + 1, p.p50, p.p95, p.p99, p.max, before.offset_us,
-              before.unc_us, drift);
+        late_child(n, 100, before.offset_us,
+                   c->late_base_ms + c->late_spread_ms + 10000, res, ready[1],
+                   go[0]);
     }
-    const char *names[4] = {"lateness p50", "lateness p95", "lateness p99",
-                            "lateness max"};
-    double *vals[4] = {p50, p95, p99, pmax};
-    for (int i = 0; i < 4; i++) {
-        char nm[64];
-        snprintf(nm, sizeof(nm), "%s, dq_poll_wait", names[i]);
-        row *rw = add_row(nm);
-        double m = median(vals[i], (size_t)c->runs);
-        snprintf(rw->value, sizeof(rw->value), "%.2f", m);
-        snprintf(rw->unit, sizeof(rw->unit), "ms");
-        if (c->runs > 1)
-            snprintf(rw->spread, sizeof(rw->spread), "%.2f..%.2f",
-                     vmin(vals[i], (size_t)c->runs),
-                     vmax(vals[i], (size_t)c->runs));
-        snprintf(rw->limit, sizeof(rw->limit), "clock cal. +-%.3f ms", unc);
-        if (i == 2) {
-            snprintf(rw->target, sizeof(rw->target), "<= 5 ms");
-            set_status(rw, m, 5.0, 0);
-        }
+    close(ready[1]);
+    close(go[0]);
+    char x;
+    if (read(ready[0], &x, 1) != 1)
+        fail("lateness: consumer did not start");
+    close(ready[0]);
+    close(go[1]);
+    dq_client *cl = open_client();
+    uint64_t seed = 1000 + (uint64_t)run;
+    if (cl)
+        fill(cl, n, (int)(n < 1000 ? n : 1000), 16, c->late_base_ms,
+             c->late_spread_ms, &seed);
+    int st;
+    waitpid(pid, &st, 0);
+    clk_cal after = calibrate(g_adm, 15);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !res->ok)
+        fail("lateness: consumer got %ld of %ld jobs", res->got, n);
+    expect_empty(cl, "lateness");
+    dq_close(cl);
+    double drift = fabs(after.offset_us - before.offset_us);
+    double u = (before.unc_us > drift ? before.unc_us : drift) / 1000.0;
+    g_late_unc = u > g_late_unc ? u : g_late_unc;
+    size_t got = (size_t)res->got;
+    if (g_late_all) {
+        memcpy(g_late_all + g_late_nall, res->lat_ms, got * sizeof(double));
+        g_late_nall += got;
     }
-    (void)offset;
-    g_late_p50 = median(p50, (size_t)c->runs);
-    g_late_p99 = median(p99, (size_t)c->runs);
-    g_late_unc = unc;
-    qsort(all, nall, sizeof(double), cmp_double);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/lateness-poll_wait.dat", c->out);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "# lateness_ms cumulative_fraction (%zu jobs, %d runs "
-                   "pooled; clock calibration +-%.3f ms)\n", nall, c->runs,
-                unc);
-        for (size_t i = 0; i < nall; i++)
-            fprintf(f, "%.4f %.6f\n", all[i], (double)(i + 1) / (double)nall);
-        fclose(f);
-    }
-    free(all);
+    pctl p = percentiles(res->lat_ms, got);
+    s_add(&g_late[0], p.p50);
+    s_add(&g_late[1], p.p95);
+    s_add(&g_late[2], p.p99);
+    s_add(&g_late[3], p.max);
+    logf_("lateness: p50 %.2f p95 %.2f p99 %.2f max %.2f ms (clock offset "
+          "%.1f us +-%.1f us, drift %.1f us)", p.p50, p.p95, p.p99, p.max,
+          before.offset_us, before.unc_us, drift);
     munmap(res, rsize);
 }
 
 /* Producer process of the end-to-end run: pushes n jobs in batches of 100,
- * delays U(0..2000) ms, as fast as it can. */
-static void e2e_producer(long n, int64_t *t_end, int ready_fd, int go_fd) {
+ * as fast as it can, each due at a uniform point of the 2 s window that
+ * starts at res->srv0_ms (server clock; a job pushed after its due time is
+ * due at once). */
+static void e2e_producer(long n, double offset_us, late_res *res,
+                         int ready_fd, int go_fd) {
     dq_client *c = open_client();
     char x = 1;
     if (c == NULL || write(ready_fd, &x, 1) != 1 || read(go_fd, &x, 1) < 0)
         _exit(2);
     uint64_t seed = 99;
-    int rc = fill(c, n, 100, 16, 0, 2000, &seed);
-    *t_end = mono_ns();
+    const void *pl[100];
+    size_t lens[100];
+    int64_t d[100];
+    int rc = 0;
+    for (long done = 0; done < n && rc == 0;) {
+        int b = (int)(n - done < 100 ? n - done : 100);
+        int64_t now_ms = (int64_t)(((double)real_us() + offset_us) / 1000.0);
+        for (int i = 0; i < b; i++) {
+            int64_t at = res->srv0_ms + rng_range(&seed, 2001);
+            pl[i] = g_payload;
+            lens[i] = 16;
+            d[i] = at > now_ms ? at - now_ms : 0;
+        }
+        if (dq_push_batch(c, QUEUE, (size_t)b, pl, lens, d, NULL, 0, NULL,
+                          NULL) != b) {
+            fail("e2e: dq_push_batch: %s", dq_errmsg(c));
+            rc = 3;
+        }
+        done += b;
+    }
+    res->t_push_end = mono_ns();
     dq_close(c);
-    _exit(rc == 0 ? 0 : 3);
+    _exit(rc);
 }
 
-static void scen_e2e(const cfg *c) {
+static void run_e2e(const cfg *c) {
     long n = c->e2e_n;
-    char title[160];
-    snprintf(title, sizeof(title),
-             "end to end: 1 producer (batches of 100, due U(0..2 s)) + 1 "
-             "consumer (poll_wait max 1000) at once, %ld jobs", n);
-    add_section(title);
     size_t rsize = sizeof(late_res) + sizeof(double) * (size_t)n;
     late_res *res = shared_alloc(rsize);
-    int64_t *pend = shared_alloc(sizeof(int64_t));
-    if (res == NULL || pend == NULL)
+    if (res == NULL)
         return;
-    double v[MAXRUNS], pv[MAXRUNS], l50[MAXRUNS], l99[MAXRUNS];
-    for (int r = 0; r < c->runs; r++) {
-        flushall();
-        memset(res, 0, rsize);
-        clk_cal cal = calibrate(g_adm, 15);
-        int ready[2], go[2];
-        if (pipe(ready) || pipe(go))
-            return;
-        pid_t pc = fork();
-        if (pc == 0) {
-            close(ready[0]);
-            close(go[1]);
-            late_child(n, 1000, cal.offset_us, 120000, res, ready[1], go[0]);
-        }
-        pid_t pp = fork();
-        if (pp == 0) {
-            close(ready[0]);
-            close(go[1]);
-            e2e_producer(n, pend, ready[1], go[0]);
-        }
-        close(ready[1]);
-        close(go[0]);
-        char x;
-        for (int i = 0; i < 2; i++)
-            if (read(ready[0], &x, 1) != 1)
-                fail("e2e: a process did not start");
+    flushall();
+    clk_cal cal = calibrate(g_adm, 15);
+    int ready[2], go[2];
+    if (pipe(ready) || pipe(go))
+        return;
+    pid_t pc = fork();
+    if (pc == 0) {
         close(ready[0]);
-        int64_t t0 = mono_ns();
         close(go[1]);
-        int st1, st2;
-        waitpid(pp, &st1, 0);
-        waitpid(pc, &st2, 0);
-        if (!WIFEXITED(st1) || WEXITSTATUS(st1) != 0 || !WIFEXITED(st2) ||
-            WEXITSTATUS(st2) != 0 || !res->ok)
-            fail("e2e: consumer got %ld of %ld jobs", res->got, n);
-        v[r] = (double)n / ((double)(res->t_end - t0) / 1e9);
-        pv[r] = (double)n / ((double)(*pend - t0) / 1e9);
-        pctl p = percentiles(res->lat_ms, (size_t)res->got);
-        l50[r] = p.p50;
-        l99[r] = p.p99;
-        logf_("e2e run %d: %.0f jobs/s end to end, producer alone %.0f "
-              "jobs/s, lateness p50 %.1f p99 %.1f max %.1f ms",
-              r + 1, v[r], pv[r], p.p50, p.p99, p.max);
-        dq_client *cl = open_client();
-        if (cl) {
-            expect_empty(cl, "e2e");
-            dq_close(cl);
-        }
+        late_child(n, 1000, cal.offset_us, 120000, res, ready[1], go[0]);
     }
-    tput_row("end to end (first push .. last ack)", v, c->runs,
-             "EVALSHA -c 50 -P 16", g_lim.evalsha_p16);
-    tput_row("  producer push rate meanwhile", pv, c->runs,
-             "EVALSHA -c 50 -P 16", g_lim.evalsha_p16);
-    row *rw = add_row("  lateness p50 / p99 under that load");
-    snprintf(rw->value, sizeof(rw->value), "%.1f / %.1f",
-             median(l50, (size_t)c->runs), median(l99, (size_t)c->runs));
-    snprintf(rw->unit, sizeof(rw->unit), "ms");
+    pid_t pp = fork();
+    if (pp == 0) {
+        close(ready[0]);
+        close(go[1]);
+        e2e_producer(n, cal.offset_us, res, ready[1], go[0]);
+    }
+    close(ready[1]);
+    close(go[0]);
+    char x;
+    for (int i = 0; i < 2; i++)
+        if (read(ready[0], &x, 1) != 1)
+            fail("e2e: a process did not start");
+    close(ready[0]);
+    int64_t t0 = mono_ns();
+    res->srv0_ms = (int64_t)(((double)real_us() + cal.offset_us) / 1000.0);
+    close(go[1]);
+    int st1, st2;
+    waitpid(pp, &st1, 0);
+    waitpid(pc, &st2, 0);
+    if (!WIFEXITED(st1) || WEXITSTATUS(st1) != 0 || !WIFEXITED(st2) ||
+        WEXITSTATUS(st2) != 0 || !res->ok)
+        fail("e2e: consumer got %ld of %ld jobs", res->got, n);
+    double v = (double)n / ((double)(res->t_end - t0) / 1e9);
+    double pv = (double)n / ((double)(res->t_push_end - t0) / 1e9);
+    pctl p = percentiles(res->lat_ms, (size_t)res->got);
+    s_add(&g_e2e, v);
+    s_add(&g_e2e_prod, pv);
+    s_add(&g_e2e_l50, p.p50);
+    s_add(&g_e2e_l99, p.p99);
+    logf_("e2e: %.0f jobs/s end to end (offered %.0f/s), producer %.0f "
+          "jobs/s, lateness p50 %.1f p99 %.1f max %.1f ms",
+          v, (double)n / 2.0, pv, p.p50, p.p99, p.max);
+    dq_client *cl = open_client();
+    expect_empty(cl, "e2e");
+    dq_close(cl);
     munmap(res, rsize);
-    munmap(pend, sizeof(int64_t));
 }
 
 /* ---- memory ---------------------------------------------------------- */
@@ -1181,8 +1143,8 @@ static double key_usage(const char *suffix) {
 static void scen_memory(const cfg *c) {
     char title[160];
     snprintf(title, sizeof(title),
-             "memory: used_memory per pending job over %ld jobs, delays 1 h + "
-             "U(0..24 h) (1 run: deterministic)", c->mem_n);
+             "memory: INFO used_memory per pending job over %ld jobs, delays "
+             "1 h + U(0..24 h); 1 run (deterministic)", c->mem_n);
     add_section(title);
     static const size_t sizes[2] = {16, 256};
     for (int i = 0; i < 2; i++) {
@@ -1211,24 +1173,77 @@ static void scen_memory(const cfg *c) {
         row *rw = add_row(name);
         snprintf(rw->value, sizeof(rw->value), "%.1f", per);
         snprintf(rw->unit, sizeof(rw->unit), "bytes");
-        snprintf(rw->spread, sizeof(rw->spread), "zset %.0f hash %.0f", due,
+        snprintf(rw->spread, sizeof(rw->spread), "zset %.0f + hash %.0f", due,
                  jobs);
         row *ov = add_row("  beyond the payload");
         snprintf(ov->value, sizeof(ov->value), "%.1f", per - (double)sizes[i]);
         snprintf(ov->unit, sizeof(ov->unit), "bytes");
-        snprintf(ov->target, sizeof(ov->target), "<= 120");
-        set_status(ov, per - (double)sizes[i], 120, 0);
+        set_target(ov, "<= 120", per - (double)sizes[i], 120, 0);
     }
     flushall();
 }
 
 /* ---- backlog scaling ------------------------------------------------- */
 
+#define REF_QUEUE "bench-ref"
+#define BL_BLOCK 100
+
+/* BL_BLOCK poll(max 1)+ack round trips on q, each timed; appends the
+ * latencies (us) to lat and adds the server's EVALSHA time to *srv_us. */
+static void bl_block(dq_client *cl, const char *q, double *lat, long *k,
+                     double *srv_us) {
+    reset_stats();
+    for (int i = 0; i < BL_BLOCK; i++) {
+        dq_jobs *js = NULL;
+        int64_t t0 = mono_ns();
+        int n = dq_poll(cl, q, 1, LEASE_MS, &js, NULL);
+        if (n == 1) {
+            const dq_job *j = dq_jobs_at(js, 0);
+            if (dq_ack(cl, q, dq_job_id(j), dq_job_token(j)) != 0)
+                fail("backlog: dq_ack: %s", dq_errmsg(cl));
+        }
+        int64_t t1 = mono_ns();
+        dq_jobs_free(js);
+        if (n != 1) {
+            fail("backlog: dq_poll returned %d: %s", n, dq_errmsg(cl));
+            return;
+        }
+        lat[(*k)++] = (double)(t1 - t0) / 1e3;
+    }
+    double calls, usec;
+    cmdstat("evalsha", &calls, &usec);
+    *srv_us += usec;
+}
+
+static long mem_available_kb(void) {
+    long kb = 0;
+    FILE *mi = fopen("/proc/meminfo", "r");
+    if (mi) {
+        char ln[128];
+        while (fgets(ln, sizeof(ln), mi))
+            if (sscanf(ln, "MemAvailable: %ld kB", &kb) == 1)
+                break;
+        fclose(mi);
+    }
+    return kb;
+}
+
+static void check_pending(dq_client *cl, const char *q, int64_t want_sch) {
+    int64_t sch = 0, due = 0, inf = 0;
+    if (dq_stats(cl, q, &sch, &due, &inf, NULL, NULL) != 0 ||
+        sch != want_sch || due != 0 || inf != 0)
+        fail("backlog: %s: %" PRId64 " scheduled / %" PRId64 " due / %" PRId64
+             " in flight, expected %" PRId64 " / 0 / 0",
+             q, sch, due, inf, want_sch);
+}
+
 static void scen_backlog(const cfg *c) {
-    char title[200];
+    char title[240];
     snprintf(title, sizeof(title),
-             "backlog: one poll(max 1)+ack round trip, median of %ld x %d "
-             "runs, with N far-future jobs pending", c->bl_ops, c->runs);
+             "backlog: one poll(max 1)+ack round trip with N far-future jobs "
+             "pending, median of %ld; interleaved in blocks of %d with a "
+             "1,000-job queue (the ratio's base)", c->bl_ops * c->runs,
+             BL_BLOCK);
     add_section(title);
     static const int64_t levels[] = {1000, 100000, 1000000, 10000000};
     flushall();
@@ -1236,102 +1251,228 @@ static void scen_backlog(const cfg *c) {
     if (cl == NULL)
         return;
     uint64_t seed = 17;
+    int64_t far = 86400000LL, spread = 365LL * 86400000LL;
+    fill_q(cl, REF_QUEUE, 1000, 1000, 16, far, spread, &seed);
     long have = 0;
-    double base = NAN;
-    double *lat = malloc(sizeof(double) * (size_t)c->bl_ops);
-    if (lat == NULL)
-        return;
+    long nops = (c->bl_ops + BL_BLOCK - 1) / BL_BLOCK * BL_BLOCK;
+    double *lb = malloc(sizeof(double) * (size_t)nops);
+    double *lr = malloc(sizeof(double) * (size_t)nops);
+    if (lb == NULL || lr == NULL)
+        goto out;
     for (size_t li = 0; li < sizeof(levels) / sizeof(levels[0]); li++) {
         int64_t L = levels[li];
         if (L > c->max_backlog)
             break;
-        /* 10M jobs need ~2.5-3 GB in Redis: check there is room. */
-        double avail = info_field("memory", "total_system_memory");
-        double used = info_field("memory", "used_memory");
         double need = (double)(L - have) * 300.0 * 1.3;
-        long avail_kb = 0;
-        FILE *mi = fopen("/proc/meminfo", "r");
-        if (mi) {
-            char ln[128];
-            while (fgets(ln, sizeof(ln), mi))
-                if (sscanf(ln, "MemAvailable: %ld kB", &avail_kb) == 1)
-                    break;
-            fclose(mi);
-        }
+        long avail_kb = mem_available_kb();
         if (avail_kb > 0 && need > (double)avail_kb * 1024.0 * 0.8) {
-            logf_("backlog: skipping %" PRId64 " (needs ~%.1f GB, %.1f GB "
-                  "available; total %.1f GB, used %.1f GB)", L, need / 1e9,
-                  (double)avail_kb / 1e6, avail / 1e9, used / 1e9);
+            logf_("backlog: skipping %" PRId64 " pending: needs ~%.1f GB, "
+                  "%.1f GB available", L, need / 1e9, (double)avail_kb / 1e6);
+            row *rw = add_row("(larger backlog skipped: memory)");
+            (void)rw;
             break;
         }
         int64_t tf = mono_ns();
-        if (fill(cl, L - have, 1000, 16, 86400000LL, 365LL * 86400000LL,
-                 &seed) != 0)
+        if (fill(cl, L - have, 1000, 16, far, spread, &seed) != 0)
             break;
         have = L;
         logf_("backlog: %" PRId64 " pending (filled in %.1f s, used_memory "
               "%.0f MB)", L, (double)(mono_ns() - tf) / 1e9,
               info_field("memory", "used_memory") / 1e6);
-        double med[MAXRUNS];
+        series big, ref, sbig, sref, ratio;
+        memset(&big, 0, sizeof(big));
+        ref = sbig = sref = ratio = big;
         for (int r = 0; r < c->runs; r++) {
-            fill(cl, c->bl_ops, 1000, 16, 0, 0, &seed);
-            long k = 0;
-            for (long i = 0; i < c->bl_ops; i++) {
-                dq_jobs *js = NULL;
-                int64_t t0 = mono_ns();
-                int n = dq_poll(cl, QUEUE, 1, LEASE_MS, &js, NULL);
-                if (n == 1) {
-                    const dq_job *j = dq_jobs_at(js, 0);
-                    if (dq_ack(cl, QUEUE, dq_job_id(j), dq_job_token(j)) != 0)
-                        fail("backlog: dq_ack: %s", dq_errmsg(cl));
+            fill_q(cl, QUEUE, nops, 1000, 16, 0, 0, &seed);
+            fill_q(cl, REF_QUEUE, nops, 1000, 16, 0, 0, &seed);
+            long kb = 0, kr = 0;
+            double ub = 0, ur = 0;
+            for (long b = 0; b < nops / BL_BLOCK; b++) {
+                /* ABBA order: drift in machine speed cancels out. */
+                if (b % 2 == 0) {
+                    bl_block(cl, REF_QUEUE, lr, &kr, &ur);
+                    bl_block(cl, QUEUE, lb, &kb, &ub);
+                } else {
+                    bl_block(cl, QUEUE, lb, &kb, &ub);
+                    bl_block(cl, REF_QUEUE, lr, &kr, &ur);
                 }
-                int64_t t1 = mono_ns();
-                dq_jobs_free(js);
-                if (n != 1) {
-                    fail("backlog: dq_poll returned %d: %s", n,
-                         dq_errmsg(cl));
-                    break;
-                }
-                lat[k++] = (double)(t1 - t0) / 1e3;
             }
-            med[r] = median(lat, (size_t)k);
+            double mb = median(lb, (size_t)kb), mr = median(lr, (size_t)kr);
+            s_add(&big, mb);
+            s_add(&ref, mr);
+            s_add(&ratio, mb / mr);
+            s_add(&sbig, ub / (double)kb);
+            s_add(&sref, ur / (double)kr);
         }
-        int64_t sch = 0, due = 0;
-        if (dq_stats(cl, QUEUE, &sch, &due, NULL, NULL, NULL) != 0 ||
-            sch != L || due != 0)
-            fail("backlog: %" PRId64 " scheduled / %" PRId64
-                 " due, expected %" PRId64 " / 0", sch, due, L);
-        double m = median(med, (size_t)c->runs);
-        if (li == 0)
-            base = m;
+        check_pending(cl, QUEUE, L);
+        check_pending(cl, REF_QUEUE, 1000);
         char name[64], num[24];
         fmt_int(num, sizeof(num), (double)L);
         snprintf(name, sizeof(name), "poll+ack, %s pending", num);
-        row *rw = add_row(name);
-        snprintf(rw->value, sizeof(rw->value), "%.1f", m);
-        snprintf(rw->unit, sizeof(rw->unit), "us");
-        if (c->runs > 1)
-            snprintf(rw->spread, sizeof(rw->spread), "%.1f..%.1f",
-                     vmin(med, (size_t)c->runs), vmax(med, (size_t)c->runs));
-        snprintf(rw->limit, sizeof(rw->limit), "the 1,000 figure");
-        snprintf(rw->lval, sizeof(rw->lval), "%.1f", base);
-        snprintf(rw->ratio, sizeof(rw->ratio), "%.2f", m / base);
-        if (L == 1000000) {
-            snprintf(rw->target, sizeof(rw->target), "<= 1.5x");
-            set_status(rw, m / base, 1.5, 0);
-        }
-        logf_("backlog %" PRId64 ": poll+ack median %.1f us (x%.2f)", L, m,
-              m / base);
+        row *rw = val_row(name, &big, "us", "%.1f");
+        snprintf(rw->limit, sizeof(rw->limit), "1,000-job queue");
+        snprintf(rw->lval, sizeof(rw->lval), "%.1f", s_med(&ref));
+        snprintf(rw->ratio, sizeof(rw->ratio), "%.2f", s_med(&ratio));
+        if (L == 1000000)
+            set_target(rw, "<= 1.5x", s_med(&ratio), 1.5, 0);
+        row *sr = val_row("  server time in EVALSHA (both)", &sbig, "us",
+                          "%.1f");
+        snprintf(sr->limit, sizeof(sr->limit), "1,000-job queue");
+        snprintf(sr->lval, sizeof(sr->lval), "%.1f", s_med(&sref));
+        snprintf(sr->ratio, sizeof(sr->ratio), "%.2f", s_ratio(&sbig, &sref));
+        char prof[32];
+        snprintf(prof, sizeof(prof), "backlog-%" PRId64, L);
+        save_profile(c, prof, BL_BLOCK);
+        logf_("backlog %" PRId64 ": poll+ack median %.1f us vs %.1f us on the "
+              "1k queue (x%.2f); server %.1f vs %.1f us", L, s_med(&big),
+              s_med(&ref), s_med(&ratio), s_med(&sbig), s_med(&sref));
     }
-    free(lat);
+out:
+    free(lb);
+    free(lr);
     dq_close(cl);
-    /* Dropping 10M keys' worth takes seconds: let Redis do it lazily. */
+    /* Dropping 10M jobs takes seconds: let Redis do it lazily. */
     adm_do("FLUSHALL ASYNC");
 }
 
-/* ---- client cost (callgrind) ----------------------------------------- */
+/* ---- rows of the per-run scenarios ------------------------------------- */
 
-/* Worker run under valgrind: each section is dumped on its own. */
+static void rows_limits(void) {
+    add_section("limit: redis-benchmark on the same socket, minimal script "
+                "(1 HSET + 1 ZADD) and plain ZADD, ops/s");
+    for (int i = 0; i < NLIM; i++) {
+        row *rw = val_row(lim_names[i], &g_lim[i], "ops/s", "%.0f");
+        fmt_int(rw->value, sizeof(rw->value), s_med(&g_lim[i]));
+        if (g_lim[i].n > 1) {
+            char a[16], b[16];
+            fmt_int(a, sizeof(a), vmin(g_lim[i].v, (size_t)g_lim[i].n) / 1000);
+            fmt_int(b, sizeof(b), vmax(g_lim[i].v, (size_t)g_lim[i].n) / 1000);
+            snprintf(rw->spread, sizeof(rw->spread), "%sk..%sk", a, b);
+        }
+    }
+}
+
+static void rows_push(void) {
+    add_section("push: one client, 16-byte payloads, delays 1 h + U(0..24 h), "
+                "generated ids");
+    for (int b = 0; b < 4; b++) {
+        char name[64];
+        if (b == 0)
+            snprintf(name, sizeof(name), "push, 1 job per round trip");
+        else
+            snprintf(name, sizeof(name), "push_batch of %d", push_batches[b]);
+        int p16 = b > 0;
+        row *rw = tput_row(name, &g_push[b], lim_short[p16 ? L_P16 : L_C1],
+                           &g_lim[p16 ? L_P16 : L_C1]);
+        if (b == 0)
+            set_target(rw, ">= 25,000", s_med(&g_push[b]), 25000, 1);
+        else if (push_batches[b] == 1000)
+            set_target(rw, ">= 150,000", s_med(&g_push[b]), 150000, 1);
+        srv_row("  server time in EVALSHA per job", &g_push_srv[b]);
+    }
+}
+
+static void rows_drain(const cfg *c) {
+    char title[160];
+    snprintf(title, sizeof(title),
+             "drain: %ld due jobs (16 B), consumer processes poll(max) + "
+             "ack_batch, lease 60 s", c->drain_n);
+    add_section(title);
+    for (int ci = 0; ci < 4; ci++) {
+        char name[64];
+        snprintf(name, sizeof(name), "drain, %d consumer%s, max %d",
+                 drain_conf[ci].k, drain_conf[ci].k > 1 ? "s" : "",
+                 drain_conf[ci].max);
+        row *rw = tput_row(name, &g_drain[ci], lim_short[L_P16],
+                           &g_lim[L_P16]);
+        if (drain_conf[ci].k == 1 && drain_conf[ci].max == 1000)
+            set_target(rw, ">= 100,000", s_med(&g_drain[ci]), 100000, 1);
+        if (drain_conf[ci].k == 1)
+            srv_row("  server time in EVALSHA per job", &g_drain_srv[ci]);
+    }
+}
+
+static void rows_e2e(const cfg *c) {
+    char title[200];
+    snprintf(title, sizeof(title),
+             "end to end: %ld jobs due over 2 s (offered %ld/s): 1 producer "
+             "(batches of 100) + 1 consumer (poll_wait max 1000) at once",
+             c->e2e_n, c->e2e_n / 2);
+    add_section(title);
+    tput_row("jobs through (first push..last ack)", &g_e2e, lim_short[L_P16],
+             &g_lim[L_P16]);
+    tput_row("  producer push rate meanwhile", &g_e2e_prod, lim_short[L_P16],
+             &g_lim[L_P16]);
+    val_row("  lateness p50 (backlog of consumer)", &g_e2e_l50, "ms", "%.1f");
+    val_row("  lateness p99", &g_e2e_l99, "ms", "%.1f");
+}
+
+static void rows_lateness(const cfg *c) {
+    char title[200];
+    snprintf(title, sizeof(title),
+             "lateness at light load: %ld jobs due %" PRId64 "..%" PRId64
+             " ms after push, 1 consumer process, receive time - due time, "
+             "both server clock", c->late_n, c->late_base_ms,
+             c->late_base_ms + c->late_spread_ms);
+    add_section(title);
+    static const char *const names[4] = {"p50", "p95", "p99", "max"};
+    for (int i = 0; i < 4; i++) {
+        char nm[64];
+        snprintf(nm, sizeof(nm), "lateness %s, dq_poll_wait (max 100)",
+                 names[i]);
+        row *rw = val_row(nm, &g_late[i], "ms", "%.2f");
+        snprintf(rw->limit, sizeof(rw->limit), "clock +-%.3f ms", g_late_unc);
+        if (i == 2)
+            set_target(rw, "<= 5 ms", s_med(&g_late[i]), 5.0, 0);
+    }
+    qsort(g_late_all, g_late_nall, sizeof(double), cmp_double);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/lateness-dq_poll_wait.dat", c->out);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "# lateness_ms cumulative_fraction (%zu jobs, %d runs "
+                   "pooled; clock calibration +-%.3f ms)\n",
+                g_late_nall, c->runs, g_late_unc);
+        for (size_t i = 0; i < g_late_nall; i++)
+            fprintf(f, "%.4f %.6f\n", g_late_all[i],
+                    (double)(i + 1) / (double)g_late_nall);
+        fclose(f);
+    }
+}
+
+static void write_plot_data(const cfg *c, const char *header) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/throughput.dat", c->out);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "# batch jobs_per_s min max (median of %d runs)\n",
+                g_push[0].n);
+        for (int b = 0; b < 4; b++)
+            if (g_push[b].n > 0)
+                fprintf(f, "%d %.0f %.0f %.0f\n", push_batches[b],
+                        s_med(&g_push[b]),
+                        vmin(g_push[b].v, (size_t)g_push[b].n),
+                        vmax(g_push[b].v, (size_t)g_push[b].n));
+        fclose(f);
+    }
+    snprintf(path, sizeof(path), "%s/vars.gp", c->out);
+    f = fopen(path, "w");
+    if (f) {
+        static const char *const vn[NLIM] = {"lim_c1", "lim_p1", "lim_p16",
+                                             "zadd_p1", "zadd_p16"};
+        fprintf(f, "# written by dqbench: figures of this run for plots.gp\n");
+        for (int i = 0; i < NLIM; i++) {
+            double m = s_med(&g_lim[i]);
+            if (isnan(m))
+                fprintf(f, "%s = NaN\n", vn[i]);
+            else
+                fprintf(f, "%s = %.0f\n", vn[i], m);
+        }
+        fprintf(f, "late_unc = %.3f\ntitle_run = \"%s\"\n", g_late_unc,
+                header);
+        fclose(f);
+    }
+}
 static int cost_worker(const char *uri, long n) {
     dq_client *c = NULL;
     if (dq_open(uri, NULL, &c) != 0) {
@@ -1440,7 +1581,7 @@ static void scen_cost(const cfg *c) {
     snprintf(nbuf, sizeof(nbuf), "%ld", c->cost_n);
     pid_t pid = fork();
     if (pid == 0) {
-        int devnull = open("/dev/null", 1);
+        int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0)
             dup2(devnull, 2);
         execlp("valgrind", "valgrind", "--tool=callgrind", outfile,
@@ -1456,12 +1597,11 @@ static void scen_cost(const cfg *c) {
     }
     static const struct {
         const char *tag, *name;
-        double per;
     } sec[] = {
-        {"push1", "instructions per dq_push", 1},
-        {"push100", "  per job in push_batch of 100", 1},
-        {"pollack1", "per poll(max 1) + ack", 1},
-        {"pollack100", "  per job in poll(100)+ack_batch", 1},
+        {"push1", "instructions per dq_push"},
+        {"push100", "  per job in push_batch of 100"},
+        {"pollack1", "per poll(max 1) + ack"},
+        {"pollack100", "  per job in poll(100)+ack_batch"},
     };
     double got[4] = {NAN, NAN, NAN, NAN};
     for (int i = 1; i <= 8; i++) {
@@ -1476,6 +1616,7 @@ static void scen_cost(const cfg *c) {
         row *rw = add_row(sec[k].name);
         fmt_int(rw->value, sizeof(rw->value), got[k] / (double)c->cost_n);
         snprintf(rw->unit, sizeof(rw->unit), "instr");
+        snprintf(rw->spread, sizeof(rw->spread), "deterministic");
         logf_("client cost %s: %.0f instructions per op", sec[k].tag,
               got[k] / (double)c->cost_n);
     }
@@ -1487,14 +1628,15 @@ static void usage(FILE *f) {
     fputs("usage: dqbench [--quick | --smoke] [--runs N] [--out DIR]\n"
           "               [--max-backlog N] [--no-callgrind] [--only LIST]\n"
           "  LIST: comma-separated of limits,push,drain,e2e,lateness,memory,\n"
-          "        backlog,cost (default: all)\n",
+          "        cost,backlog (default: all)\n",
           f);
 }
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--cost-worker") == 0)
         return cost_worker(argv[2], atol(argv[3]));
-    cfg c = {0};
+    cfg c;
+    memset(&c, 0, sizeof(c));
     c.runs = -1;
     c.out = ".";
     c.max_backlog = -1;
@@ -1557,20 +1699,36 @@ int main(int argc, char **argv) {
     }
     freeReplyObject(ver);
     double hz = info_field("server", "hz");
+    const char *mode = c.mode == 0 ? "full" : c.mode == 1 ? "quick" : "smoke";
     logf_("redis-server %s (hz %.0f) on %s, libdelayq %s, mode %s, %d run(s)",
-          rver, hz, g_srv.sock, dq_version_string(),
-          c.mode == 0 ? "full" : c.mode == 1 ? "quick" : "smoke", c.runs);
+          rver, hz, g_srv.sock, dq_version_string(), mode, c.runs);
+    load_limit_script();
 
+    /* Throughput and lateness: each run measures the limits and then every
+     * scenario, so each ratio compares figures taken minutes apart at most. */
+    for (int r = 0; r < c.runs; r++) {
+        logf_("---- run %d of %d", r + 1, c.runs);
+        if (want(&c, "limits"))
+            run_limits(&c);
+        if (want(&c, "push"))
+            run_push(&c);
+        if (want(&c, "drain"))
+            run_drain(&c);
+        if (want(&c, "e2e"))
+            run_e2e(&c);
+        if (want(&c, "lateness"))
+            run_lateness(&c, r);
+    }
     if (want(&c, "limits"))
-        scen_limits(&c);
+        rows_limits();
     if (want(&c, "push"))
-        scen_push(&c);
+        rows_push();
     if (want(&c, "drain"))
-        scen_drain(&c);
+        rows_drain(&c);
     if (want(&c, "e2e"))
-        scen_e2e(&c);
+        rows_e2e(&c);
     if (want(&c, "lateness"))
-        scen_lateness(&c);
+        rows_lateness(&c);
     if (want(&c, "memory"))
         scen_memory(&c);
     if (want(&c, "cost"))
@@ -1586,8 +1744,7 @@ int main(int argc, char **argv) {
     snprintf(header, sizeof(header),
              "libdelayq %s bench, %s, redis-server %s (hz %.0f, unix socket, "
              "no persistence), %ld CPUs, mode %s, median of %d run(s)",
-             dq_version_string(), date, rver, hz, ncpu,
-             c.mode == 0 ? "full" : c.mode == 1 ? "quick" : "smoke", c.runs);
+             dq_version_string(), date, rver, hz, ncpu, mode, c.runs);
     print_table(stdout, header);
     fflush(stdout);
     char path[512];
@@ -1597,21 +1754,10 @@ int main(int argc, char **argv) {
         print_table(f, header);
         fclose(f);
     }
-    snprintf(path, sizeof(path), "%s/vars.gp", c.out);
-    f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "# written by dqbench: figures of this run for plots.gp\n"
-                   "lim_c1 = %.0f\nlim_p1 = %.0f\nlim_p16 = %.0f\n"
-                   "zadd_p1 = %.0f\nzadd_p16 = %.0f\n"
-                   "late_p50 = %.3f\nlate_p99 = %.3f\nlate_unc = %.3f\n"
-                   "title_run = \"%s\"\n",
-                g_lim.evalsha_c1, g_lim.evalsha_p1, g_lim.evalsha_p16,
-                g_lim.zadd_p1, g_lim.zadd_p16, g_late_p50, g_late_p99,
-                g_late_unc, header);
-        fclose(f);
-    }
+    write_plot_data(&c, header);
     redisFree(g_adm);
     th_redis_stop(&g_srv);
+    free(g_late_all);
     if (g_failed)
         fprintf(stderr, "dqbench: FAILED: a consistency check failed "
                         "(see FAIL lines above)\n");
