@@ -1,0 +1,720 @@
+"""delayq - Python binding of libdelayq, a delayed-job queue over Redis.
+
+Pure ctypes over the library's C ABI: no compiled shim.  It loads the
+installed libdelayq.so.0 (ctypes.util.find_library("delayq")), or the file
+named by the environment variable DELAYQ_LIB (tests point it into a build
+directory).
+
+    import delayq
+
+    with delayq.Client("redis://127.0.0.1:6379", max_attempts=5) as c:
+        job_id, outcome = c.push("orders", b'{"order": 42}', delay_ms=30 * 60000)
+        for job in c.poll("orders", max=10, lease_ms=30000, wait_ms=5000):
+            handle(job.payload)
+            job.ack()
+
+Errors raise DelayqError subclasses (StaleToken, NotFound, InvalidArgument,
+ConnectionFailed, ...) carrying .code (the negative DQ_E* number), .name
+("ESTALE") and .message (the library's detailed text).
+
+A Client is safe to share between threads: calls on one client are
+serialized by a lock (the C client is not thread-safe).  Blocking calls
+(poll with wait_ms) release the GIL.  Times are int milliseconds, measured
+by the Redis server's clock (see delayq.h).
+"""
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+
+__all__ = [
+    "Client", "Job", "DelayqError", "InvalidArgument", "PayloadTooBig",
+    "BadURI", "ConnectionFailed", "Timeout", "AuthFailed", "RedisError",
+    "RedisOutOfMemory", "ProtocolError", "StaleToken", "NotFound",
+    "NotSupported", "Closed", "Canceled", "NotEnoughReplicas", "NoMemory",
+    "version", "version_number", "strerror", "errname", "library_path",
+    "PUSHED", "KEPT", "REPLACED", "CANCELED_PENDING", "CANCEL_BUSY",
+    "CANCELED_INFLIGHT", "LIST_SCHEDULED", "LIST_INFLIGHT", "LIST_DEAD",
+]
+
+# ---- Constants of delayq.h (macros are not in the ABI) -------------------
+
+QUEUE_MAX = 200
+ID_MAX = 128
+ID_BUF = ID_MAX + 1
+TOKEN_BUF = 24
+DELAY_MAX = 3153600000000
+AT_MAX = 253402300799999
+LEASE_MIN = 1
+LEASE_MAX = 604800000
+BATCH_MAX = 100000
+POLL_MAX = 1000
+
+_PUSH_KEEP, _PUSH_REPLACE = 0, 1
+PUSHED, KEPT, REPLACED = "pushed", "kept", "replaced"
+_OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED}
+_CANCEL_INFLIGHT = 1
+CANCELED_PENDING, CANCEL_BUSY, CANCELED_INFLIGHT = 1, 2, 3
+_NACK_DEAD = 1
+# dq_list (only in libraries that define it).
+LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
+
+_OPT_INT = {
+    "connect_timeout_ms": 1, "command_timeout_ms": 2, "max_payload": 3,
+    "max_attempts": 4, "wait_cap_ms": 5, "wait_replicas": 6,
+    "wait_replicas_timeout_ms": 7,
+}
+_OPT_STR = {
+    "namespace": 100, "username": 101, "password": 102, "tls_ca_file": 103,
+    "tls_cert_file": 104, "tls_key_file": 105, "tls_server_name": 106,
+}
+
+# Longest single dq_poll_wait slice: a wait is cut into slices this long so
+# that Python signal handlers (Ctrl-C) run between them.
+_WAIT_SLICE_MS = 1000
+
+
+# ---- Errors ---------------------------------------------------------------
+
+class DelayqError(Exception):
+    """A failed libdelayq call: .code (negative int), .name ("ESTALE"),
+    .message (the library's detailed message, or its static text)."""
+
+    def __init__(self, code, message=None, name=None):
+        self.code = code
+        self.name = name or errname(code)
+        self.message = message or strerror(code)
+        super().__init__("%s (%s)" % (self.message, self.name))
+
+
+class InvalidArgument(DelayqError, ValueError):
+    """An argument was refused before anything was sent to Redis
+    (ENULL, EINVAL, EQUEUE, EID, EDELAY, ELEASE)."""
+
+
+class PayloadTooBig(InvalidArgument):
+    """ETOOBIG: the payload is larger than the client's max_payload."""
+
+
+class BadURI(InvalidArgument):
+    """EURI: malformed or unsupported Redis URI."""
+
+
+class ConnectionFailed(DelayqError, ConnectionError):
+    """EIO: the connection to Redis failed or was lost."""
+
+
+class Timeout(ConnectionFailed, TimeoutError):
+    """ETIMEDOUT: Redis did not answer in time."""
+
+
+class AuthFailed(ConnectionFailed):
+    """EAUTH: Redis refused the credentials."""
+
+
+class RedisError(DelayqError):
+    """EREDIS: Redis returned an error."""
+
+
+class RedisOutOfMemory(RedisError):
+    """EOOM: Redis reached maxmemory."""
+
+
+class ProtocolError(DelayqError):
+    """EPROTO: unexpected reply from Redis."""
+
+
+class StaleToken(DelayqError):
+    """ESTALE: the lease token is stale; the job is no longer yours."""
+
+
+class NotFound(DelayqError, LookupError):
+    """ENOTFOUND: no such job."""
+
+
+class NotSupported(DelayqError):
+    """ENOTSUP: not supported by this build or server."""
+
+
+class Closed(DelayqError):
+    """ECLOSED: the client is closed."""
+
+
+class Canceled(DelayqError):
+    """ECANCELED: the operation was canceled."""
+
+
+class NotEnoughReplicas(DelayqError):
+    """EREPLICAS: written, but too few replicas acknowledged it."""
+
+
+class NoMemory(DelayqError, MemoryError):
+    """ENOMEM: out of memory."""
+
+
+_CLASS_BY_NAME = {
+    "ENULL": InvalidArgument, "EINVAL": InvalidArgument,
+    "EQUEUE": InvalidArgument, "EID": InvalidArgument,
+    "EDELAY": InvalidArgument, "ELEASE": InvalidArgument,
+    "ETOOBIG": PayloadTooBig, "ENOMEM": NoMemory, "EURI": BadURI,
+    "EIO": ConnectionFailed, "ETIMEDOUT": Timeout, "EAUTH": AuthFailed,
+    "EREDIS": RedisError, "EPROTO": ProtocolError, "EOOM": RedisOutOfMemory,
+    "ESTALE": StaleToken, "ENOTFOUND": NotFound, "ENOTSUP": NotSupported,
+    "ECLOSED": Closed, "ECANCELED": Canceled, "EREPLICAS": NotEnoughReplicas,
+}
+
+# ---- Loading the library and declaring every function ---------------------
+
+
+class _Client(ctypes.Structure):
+    """Opaque dq_client."""
+
+
+class _Options(ctypes.Structure):
+    """Opaque dq_options."""
+
+
+class _Jobs(ctypes.Structure):
+    """Opaque dq_jobs."""
+
+
+class _Job(ctypes.Structure):
+    """Opaque dq_job."""
+
+
+_P_CLIENT = ctypes.POINTER(_Client)
+_P_OPTIONS = ctypes.POINTER(_Options)
+_P_JOBS = ctypes.POINTER(_Jobs)
+_P_JOB = ctypes.POINTER(_Job)
+_c_int, _c_i64, _c_size = ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
+_c_str, _c_void = ctypes.c_char_p, ctypes.c_void_p
+_P_I64 = ctypes.POINTER(_c_i64)
+_P_INT = ctypes.POINTER(_c_int)
+_P_SIZE = ctypes.POINTER(_c_size)
+_P_STR = ctypes.POINTER(_c_str)
+
+# name: (restype, [argtypes]) for every function of delayq.h.
+_PROTOTYPES = {
+    "dq_version_number": (_c_int, []),
+    "dq_version_string": (_c_str, []),
+    "dq_strerror": (_c_str, [_c_int]),
+    "dq_errname": (_c_str, [_c_int]),
+    "dq_options_new": (_P_OPTIONS, []),
+    "dq_options_free": (None, [_P_OPTIONS]),
+    "dq_options_set_int": (_c_int, [_P_OPTIONS, _c_int, _c_i64]),
+    "dq_options_set_str": (_c_int, [_P_OPTIONS, _c_int, _c_str]),
+    "dq_open": (_c_int, [_c_str, _P_OPTIONS, ctypes.POINTER(_P_CLIENT)]),
+    "dq_close": (None, [_P_CLIENT]),
+    "dq_errmsg": (_c_str, [_P_CLIENT]),
+    "dq_errcode": (_c_int, [_P_CLIENT]),
+    "dq_warnings": (_c_str, [_P_CLIENT]),
+    "dq_jobs_count": (_c_size, [_P_JOBS]),
+    "dq_jobs_at": (_P_JOB, [_P_JOBS, _c_size]),
+    "dq_jobs_free": (None, [_P_JOBS]),
+    "dq_job_id": (_c_str, [_P_JOB]),
+    "dq_job_payload": (_c_void, [_P_JOB, _P_SIZE]),
+    "dq_job_attempt": (_c_i64, [_P_JOB]),
+    "dq_job_due_ms": (_c_i64, [_P_JOB]),
+    "dq_job_lease_deadline_ms": (_c_i64, [_P_JOB]),
+    "dq_job_token": (_c_str, [_P_JOB]),
+    "dq_job_dup": (_P_JOB, [_P_JOB]),
+    "dq_job_free": (None, [_P_JOB]),
+    # Payloads (const void *) are declared char *: ctypes then passes the
+    # buffer of a bytes object as is, NUL bytes included (len is separate).
+    "dq_push": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_size, _c_i64, _c_str,
+                         _c_int, ctypes.c_char_p, _c_size, _P_INT]),
+    "dq_push_at": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_size, _c_i64,
+                            _c_str, _c_int, ctypes.c_char_p, _c_size, _P_INT]),
+    "dq_push_batch": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_STR, _P_SIZE,
+                               _P_I64, _P_STR, _c_int, ctypes.c_char_p,
+                               _P_INT]),
+    "dq_cancel": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_int]),
+    "dq_poll": (_c_int, [_P_CLIENT, _c_str, _c_int, _c_i64,
+                         ctypes.POINTER(_P_JOBS), _P_I64]),
+    "dq_poll_wait": (_c_int, [_P_CLIENT, _c_str, _c_int, _c_i64, _c_i64,
+                              ctypes.POINTER(_P_JOBS)]),
+    "dq_ack": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_str]),
+    "dq_ack_batch": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_STR, _P_STR,
+                              _P_INT]),
+    "dq_nack": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_str, _c_i64, _c_int]),
+    "dq_extend": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_str, _c_i64,
+                           _P_I64]),
+    "dq_dead_list": (_c_int, [_P_CLIENT, _c_str, _c_i64, _c_int,
+                              ctypes.POINTER(_P_JOBS)]),
+    "dq_dead_requeue": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_i64]),
+    "dq_dead_purge": (_c_int, [_P_CLIENT, _c_str, _c_str]),
+    "dq_stats": (_c_int, [_P_CLIENT, _c_str, _P_I64, _P_I64, _P_I64, _P_I64,
+                          _P_I64]),
+}
+
+# Functions that only newer libraries have: declared when present.
+_OPTIONAL_PROTOTYPES = {
+    "dq_list": (_c_int, [_P_CLIENT, _c_str, _c_int, _c_i64, _c_int,
+                         ctypes.POINTER(_P_JOBS), _P_I64]),
+}
+
+
+def library_path():
+    """The file name or path the library is loaded from."""
+    path = os.environ.get("DELAYQ_LIB")
+    if path:
+        return path
+    return ctypes.util.find_library("delayq") or "libdelayq.so.0"
+
+
+def _load():
+    path = library_path()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError("delayq: cannot load libdelayq (%s): %s; install "
+                          "libdelayq or set DELAYQ_LIB" % (path, e)) from e
+    for name, (res, args) in _PROTOTYPES.items():
+        fn = getattr(lib, name)   # AttributeError = a library too old
+        fn.restype = res
+        fn.argtypes = args
+    for name, (res, args) in _OPTIONAL_PROTOTYPES.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = res
+            fn.argtypes = args
+    return lib
+
+
+_lib = _load()
+HAVE_LIST = hasattr(_lib, "dq_list")
+
+
+def version():
+    """Version string of the loaded library, e.g. "0.1.0"."""
+    return _lib.dq_version_string().decode()
+
+
+def version_number():
+    """MAJOR*10000 + MINOR*100 + PATCH of the loaded library."""
+    return _lib.dq_version_number()
+
+
+def strerror(code):
+    """Static English text of an error code."""
+    return _lib.dq_strerror(code).decode()
+
+
+def errname(code):
+    """Name of an error code without prefix, e.g. "ESTALE"."""
+    return _lib.dq_errname(code).decode()
+
+
+def _error(code, message=None):
+    cls = _CLASS_BY_NAME.get(errname(code), DelayqError)
+    return cls(code, message)
+
+
+# Error codes by name, read from the library itself.
+ERRORS = {}
+for _code in range(-1, -64, -1):
+    _name = errname(_code)
+    if _name != "UNKNOWN":
+        ERRORS[_name] = _code
+del _code, _name
+
+
+def _enc(s, what, code_name):
+    """str/bytes -> bytes for a NUL-terminated C string argument."""
+    if isinstance(s, str):
+        b = s.encode("utf-8", "surrogateescape")
+    elif isinstance(s, (bytes, bytearray)):
+        b = bytes(s)
+    else:
+        raise TypeError("%s must be str or bytes, not %s"
+                        % (what, type(s).__name__))
+    if b"\0" in b:
+        raise _error(ERRORS[code_name], "%s contains a NUL byte" % what)
+    return b
+
+
+def _dec(b):
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _payload(p):
+    if isinstance(p, str):
+        return p.encode("utf-8")
+    if isinstance(p, (bytes, bytearray, memoryview)):
+        return bytes(p)
+    raise TypeError("payload must be bytes or str, not %s"
+                    % type(p).__name__)
+
+
+# ---- Jobs ---------------------------------------------------------------------
+
+
+class Job:
+    """A job copied out of the library: plain Python values, independent of
+    the C list it came from.
+
+    id (str), payload (bytes), attempt (int, 1 on first delivery; for dead
+    jobs: deliveries made), due_ms (server epoch ms; for dead jobs: time of
+    death), token (str, "" if not leased), lease_deadline_ms (0 if not
+    leased), queue (str).  ack()/nack()/extend() act on the job through the
+    client that delivered it."""
+
+    __slots__ = ("id", "payload", "attempt", "due_ms", "token",
+                 "lease_deadline_ms", "queue", "_client")
+
+    def __init__(self, client, queue, job):
+        n = _c_size(0)
+        ptr = _lib.dq_job_payload(job, ctypes.byref(n))
+        self.id = _dec(_lib.dq_job_id(job))
+        self.payload = ctypes.string_at(ptr, n.value) if n.value else b""
+        self.attempt = _lib.dq_job_attempt(job)
+        self.due_ms = _lib.dq_job_due_ms(job)
+        self.token = _dec(_lib.dq_job_token(job))
+        self.lease_deadline_ms = _lib.dq_job_lease_deadline_ms(job)
+        self.queue = queue
+        self._client = client
+
+    def ack(self):
+        """Finishes the job (see Client.ack)."""
+        self._client.ack(self.queue, self.id, self.token)
+
+    def nack(self, delay_ms=0, dead=False):
+        """Releases the job; True if it was dead-lettered (Client.nack)."""
+        return self._client.nack(self.queue, self.id, self.token, delay_ms,
+                                 dead)
+
+    def extend(self, lease_ms):
+        """Extends the lease; returns and records the new deadline."""
+        self.lease_deadline_ms = self._client.extend(self.queue, self.id,
+                                                     self.token, lease_ms)
+        return self.lease_deadline_ms
+
+    def __repr__(self):
+        return ("Job(id=%r, attempt=%d, due_ms=%d, token=%r, payload=%r)"
+                % (self.id, self.attempt, self.due_ms, self.token,
+                   self.payload[:40]))
+
+
+# ---- Client -------------------------------------------------------------------
+
+
+class Client:
+    """A connection to Redis.  Use as a context manager, or call close().
+
+    Client(uri="redis://127.0.0.1:6379", *, namespace=None,
+           max_attempts=None, connect_timeout_ms=None,
+           command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
+           wait_replicas=None, wait_replicas_timeout_ms=None, username=None,
+           password=None, tls_ca_file=None, tls_cert_file=None,
+           tls_key_file=None, tls_server_name=None)
+
+    Options left as None keep the library's defaults (see delayq.h)."""
+
+    def __init__(self, uri="redis://127.0.0.1:6379", **options):
+        self._c = None
+        self._lock = threading.RLock()
+        unknown = set(options) - set(_OPT_INT) - set(_OPT_STR)
+        if unknown:
+            raise TypeError("unknown option(s): %s"
+                            % ", ".join(sorted(unknown)))
+        opts = _lib.dq_options_new()
+        if not opts:
+            raise NoMemory(ERRORS["ENOMEM"])
+        try:
+            for key, value in options.items():
+                if value is None:
+                    continue
+                if key in _OPT_INT:
+                    if isinstance(value, bool) or not isinstance(value, int):
+                        raise TypeError("%s must be an int" % key)
+                    rc = _lib.dq_options_set_int(opts, _OPT_INT[key], value)
+                else:
+                    rc = _lib.dq_options_set_str(
+                        opts, _OPT_STR[key], _enc(value, key, "EINVAL"))
+                if rc < 0:
+                    raise _error(rc, "option %s: %r refused (%s)"
+                                 % (key, value, strerror(rc)))
+            c = _P_CLIENT()
+            rc = _lib.dq_open(_enc(uri, "uri", "EURI"), opts,
+                              ctypes.byref(c))
+        finally:
+            _lib.dq_options_free(opts)
+        if rc < 0:
+            msg = _dec(_lib.dq_errmsg(c)) if c else None
+            _lib.dq_close(c)
+            raise _error(rc, msg or None)
+        self._c = c
+
+    # -- lifetime
+
+    def close(self):
+        """Closes the connection(s).  Idempotent."""
+        with self._lock:
+            c, self._c = self._c, None
+            if c:
+                _lib.dq_close(c)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def closed(self):
+        return not self._c
+
+    @property
+    def warnings(self):
+        """Findings about the server made at connect time ("" if none)."""
+        with self._lock:
+            return _dec(_lib.dq_warnings(self._handle()))
+
+    def _handle(self):
+        if not self._c:
+            raise Closed(ERRORS["ECLOSED"], "the client is closed")
+        return self._c
+
+    def _check(self, rc):
+        """Raises for a negative return code, with the client's message."""
+        if rc < 0:
+            raise _error(rc, _dec(_lib.dq_errmsg(self._c)) or None)
+        return rc
+
+    # -- producing
+
+    def push(self, queue, payload, delay_ms=0, *, at_ms=None, id=None,
+             replace=False):
+        """Pushes one job due delay_ms from now, or at at_ms (server epoch
+        ms).  id None lets the library generate one.  replace: what to do
+        when the id exists (False: keep it).  Returns (id, outcome) with
+        outcome PUSHED, KEPT or REPLACED."""
+        q = _enc(queue, "queue", "EQUEUE")
+        data = _payload(payload)
+        jid = None if id is None else _enc(id, "id", "EID")
+        flags = _PUSH_REPLACE if replace else _PUSH_KEEP
+        out = ctypes.create_string_buffer(ID_BUF)
+        outcome = _c_int(0)
+        if at_ms is not None and delay_ms:
+            raise TypeError("give delay_ms or at_ms, not both")
+        with self._lock:
+            c = self._handle()
+            if at_ms is not None:
+                rc = _lib.dq_push_at(c, q, data, len(data), at_ms, jid,
+                                     flags, out, ID_BUF,
+                                     ctypes.byref(outcome))
+            else:
+                rc = _lib.dq_push(c, q, data, len(data), delay_ms, jid, flags,
+                                  out, ID_BUF, ctypes.byref(outcome))
+            self._check(rc)
+        return _dec(out.value), _OUTCOMES.get(outcome.value, outcome.value)
+
+    def push_batch(self, queue, payloads, delays_ms=None, ids=None,
+                   replace=False):
+        """Pushes many jobs in one round trip.  payloads: a sequence of
+        bytes/str; delays_ms: None or one delay per job; ids: None or one id
+        (or None) per job.  Returns a list of (id, outcome)."""
+        q = _enc(queue, "queue", "EQUEUE")
+        data = [_payload(p) for p in payloads]
+        n = len(data)
+        if n == 0:
+            return []
+        c_payloads = (_c_str * n)(*data)
+        c_lens = (_c_size * n)(*[len(d) for d in data])
+        c_delays = None
+        if delays_ms is not None:
+            if len(delays_ms) != n:
+                raise ValueError("delays_ms has %d entries for %d payloads"
+                                 % (len(delays_ms), n))
+            c_delays = (_c_i64 * n)(*delays_ms)
+        c_ids = None
+        if ids is not None:
+            if len(ids) != n:
+                raise ValueError("ids has %d entries for %d payloads"
+                                 % (len(ids), n))
+            c_ids = (_c_str * n)(*[None if i is None else _enc(i, "id", "EID")
+                                   for i in ids])
+        ids_out = ctypes.create_string_buffer(n * ID_BUF)
+        outcomes = (_c_int * n)()
+        with self._lock:
+            self._check(_lib.dq_push_batch(
+                self._handle(), q, n, c_payloads, c_lens, c_delays, c_ids,
+                _PUSH_REPLACE if replace else _PUSH_KEEP, ids_out, outcomes))
+        raw = ids_out.raw
+        res = []
+        for i in range(n):
+            b = raw[i * ID_BUF:(i + 1) * ID_BUF]
+            res.append((_dec(b[:b.index(b"\0")]),
+                        _OUTCOMES.get(outcomes[i], outcomes[i])))
+        return res
+
+    def cancel(self, queue, id, inflight=False):
+        """Cancels a job not delivered yet.  Returns CANCELED_PENDING,
+        CANCEL_BUSY (in flight, left alone), CANCELED_INFLIGHT (with
+        inflight=True) or 0 (no pending or in-flight job)."""
+        q = _enc(queue, "queue", "EQUEUE")
+        jid = _enc(id, "id", "EID")
+        with self._lock:
+            return self._check(_lib.dq_cancel(
+                self._handle(), q, jid, _CANCEL_INFLIGHT if inflight else 0))
+
+    # -- consuming
+
+    def _jobs(self, queue, ptr):
+        """Copies a dq_jobs list into Job objects and frees it."""
+        try:
+            return [Job(self, queue, _lib.dq_jobs_at(ptr, i))
+                    for i in range(_lib.dq_jobs_count(ptr))]
+        finally:
+            _lib.dq_jobs_free(ptr)
+
+    def poll(self, queue, max=1, lease_ms=30000, wait_ms=None):
+        """Claims up to max due jobs under a lease of lease_ms.  With
+        wait_ms, waits up to that long for a job to come due (the GIL is
+        released; Ctrl-C is seen at least once a second).  Returns a list
+        of Job (empty if none)."""
+        q = _enc(queue, "queue", "EQUEUE")
+        qs = _dec(q)
+        ptr = _P_JOBS()
+        if wait_ms is None:
+            with self._lock:
+                self._check(_lib.dq_poll(self._handle(), q, max, lease_ms,
+                                         ctypes.byref(ptr), None))
+            return self._jobs(qs, ptr)
+        if wait_ms < 0 or wait_ms > DELAY_MAX:
+            raise InvalidArgument(ERRORS["EDELAY"], "wait_ms is %d; it must "
+                                  "be 0..%d" % (wait_ms, DELAY_MAX))
+        deadline = time.monotonic() + wait_ms / 1000.0
+        while True:
+            left = int((deadline - time.monotonic()) * 1000)
+            with self._lock:
+                rc = self._check(_lib.dq_poll_wait(
+                    self._handle(), q, max, lease_ms,
+                    min(_WAIT_SLICE_MS, left if left > 0 else 0),
+                    ctypes.byref(ptr)))
+            if rc > 0 or left <= _WAIT_SLICE_MS:
+                return self._jobs(qs, ptr)
+
+    def next_due_ms(self, queue):
+        """Polls nothing: ms until the next job is due (0 = now, -1 =
+        nothing pending), as stats() reports it."""
+        return self.stats(queue)["next_due_ms"]
+
+    def ack(self, queue, id, token):
+        """Finishes a job you hold.  Raises StaleToken or NotFound."""
+        q, jid, tok = (_enc(queue, "queue", "EQUEUE"), _enc(id, "id", "EID"),
+                       _enc(token, "token", "EINVAL"))
+        with self._lock:
+            self._check(_lib.dq_ack(self._handle(), q, jid, tok))
+
+    def ack_batch(self, queue, jobs):
+        """Acks many jobs in one round trip.  jobs: Job objects or (id,
+        token) pairs.  Returns one result per job: 0 acked, or the
+        DelayqError class (StaleToken / NotFound) for those that were not."""
+        q = _enc(queue, "queue", "EQUEUE")
+        pairs = [(j.id, j.token) if isinstance(j, Job) else tuple(j)
+                 for j in jobs]
+        n = len(pairs)
+        if n == 0:
+            return []
+        ids = (_c_str * n)(*[_enc(i, "id", "EID") for i, _ in pairs])
+        toks = (_c_str * n)(*[_enc(t, "token", "EINVAL") for _, t in pairs])
+        results = (_c_int * n)()
+        with self._lock:
+            self._check(_lib.dq_ack_batch(self._handle(), q, n, ids, toks,
+                                          results))
+        return [0 if r == 0 else _CLASS_BY_NAME.get(errname(r), DelayqError)
+                for r in results]
+
+    def nack(self, queue, id, token, delay_ms=0, dead=False):
+        """Releases a job you hold: due again after delay_ms, or dead-
+        lettered (dead=True, or max_attempts reached).  Returns True if it
+        was dead-lettered."""
+        q, jid, tok = (_enc(queue, "queue", "EQUEUE"), _enc(id, "id", "EID"),
+                       _enc(token, "token", "EINVAL"))
+        with self._lock:
+            return self._check(_lib.dq_nack(
+                self._handle(), q, jid, tok, delay_ms,
+                _NACK_DEAD if dead else 0)) == 1
+
+    def extend(self, queue, id, token, lease_ms):
+        """Sets the lease of a job you hold to lease_ms from now; returns
+        the new deadline (server epoch ms)."""
+        q, jid, tok = (_enc(queue, "queue", "EQUEUE"), _enc(id, "id", "EID"),
+                       _enc(token, "token", "EINVAL"))
+        deadline = _c_i64(0)
+        with self._lock:
+            self._check(_lib.dq_extend(self._handle(), q, jid, tok, lease_ms,
+                                       ctypes.byref(deadline)))
+        return deadline.value
+
+    # -- dead letters, listing, stats
+
+    def dead_list(self, queue, offset=0, count=100):
+        """Dead jobs, oldest first (attempt = deliveries made, due_ms =
+        time of death)."""
+        q = _enc(queue, "queue", "EQUEUE")
+        ptr = _P_JOBS()
+        with self._lock:
+            self._check(_lib.dq_dead_list(self._handle(), q, offset, count,
+                                          ctypes.byref(ptr)))
+        return self._jobs(_dec(q), ptr)
+
+    def dead_requeue(self, queue, id=None, delay_ms=0):
+        """Moves dead jobs back to pending: id, or id=None for every dead
+        job (in batches of 1000).  Returns the number requeued."""
+        return self._dead_change(queue, id, lambda c, q, i: _lib.
+                                 dq_dead_requeue(c, q, i, delay_ms))
+
+    def dead_purge(self, queue, id=None):
+        """Deletes dead jobs: id, or id=None for every dead job.  Returns
+        the number deleted."""
+        return self._dead_change(queue, id, _lib.dq_dead_purge)
+
+    def _dead_change(self, queue, id, fn):
+        q = _enc(queue, "queue", "EQUEUE")
+        if id is not None:
+            with self._lock:
+                return self._check(fn(self._handle(), q,
+                                      _enc(id, "id", "EID")))
+        total = 0
+        # Bounded by the count at the start: jobs that keep dying while we
+        # requeue cannot keep us looping.
+        for _ in range(self.stats(queue)["dead"] // 1000 + 2):
+            with self._lock:
+                n = self._check(fn(self._handle(), q, None))
+            if n == 0:
+                break
+            total += n
+        return total
+
+    def list(self, queue, which=LIST_SCHEDULED, offset=0, count=100):
+        """Jobs of a queue in one state (LIST_SCHEDULED, LIST_INFLIGHT,
+        LIST_DEAD), in time order.  Needs a library with dq_list."""
+        if not HAVE_LIST:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_list")
+        q = _enc(queue, "queue", "EQUEUE")
+        ptr = _P_JOBS()
+        with self._lock:
+            self._check(_lib.dq_list(self._handle(), q, which, offset, count,
+                                     ctypes.byref(ptr), None))
+        return self._jobs(_dec(q), ptr)
+
+    def stats(self, queue):
+        """Counts of a queue read atomically: dict with scheduled, due,
+        inflight, dead and next_due_ms (-1 if nothing is pending)."""
+        q = _enc(queue, "queue", "EQUEUE")
+        v = [_c_i64(0) for _ in range(5)]
+        with self._lock:
+            self._check(_lib.dq_stats(self._handle(), q,
+                                      *[ctypes.byref(x) for x in v]))
+        return dict(zip(("scheduled", "due", "inflight", "dead",
+                         "next_due_ms"), (x.value for x in v)))
