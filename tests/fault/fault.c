@@ -329,24 +329,34 @@ static void ack_jobs(const ft_consumer *cc, dq_client *c, size_t n,
     }
 }
 
-void ft_consume(void *arg) {
-    const ft_consumer *cc = arg;
-    ft_ledger *L = cc->L;
-    dq_client *c = NULL;
+/* Opens a client for a worker, retrying I/O errors; NULL if it gave up. */
+static dq_client *worker_open(const char *uri, const dq_options *opts,
+                              ft_ledger *L, int strict) {
+    ft_consumer cc = {.L = L, .strict = strict};
     int64_t end = ft_mono_ms() + FT_RETRY_MS;
-    while (!stopping(cc)) {
-        int rc = dq_open(cc->uri, cc->opts, &c);
+    while (!L->stop) {
+        dq_client *c = NULL;
+        int rc = dq_open(uri, opts, &c);
         if (rc == 0)
-            break;
-        worker_error(cc, "open", rc, dq_errmsg(c));
+            return c;
+        worker_error(&cc, "open", rc, dq_errmsg(c));
+        int io = is_io(rc, dq_errmsg(c));
         dq_close(c);
-        c = NULL;
-        if (ft_mono_ms() > end || !is_io(rc, "")) {
+        if (ft_mono_ms() > end || !io) {
             ft_ledger_error(L, "open gave up", rc, "");
-            return;
+            return NULL;
         }
         ft_sleep_ms(10);
     }
+    return NULL;
+}
+
+void ft_consume(void *arg) {
+    const ft_consumer *cc = arg;
+    ft_ledger *L = cc->L;
+    dq_client *c = worker_open(cc->uri, cc->opts, L, cc->strict);
+    if (c == NULL)
+        return;
     const char *ids[DQ_POLL_MAX], *toks[DQ_POLL_MAX];
     ft_deliv *slots[DQ_POLL_MAX];
     while (!stopping(cc)) {
@@ -391,6 +401,91 @@ void ft_consume(void *arg) {
         ack_jobs(cc, c, n, ids, toks, slots);
         dq_jobs_free(jobs);
     }
+    dq_close(c);
+}
+
+void ft_produce(void *arg) {
+    const ft_producer *p = arg;
+    ft_ledger *L = p->L;
+    ft_consumer cc = {.L = L, .strict = p->strict};
+    dq_client *c = worker_open(p->uri, p->opts, L, p->strict);
+    if (c == NULL)
+        return;
+    size_t cap = (size_t)p->batch_max;
+    char (*idb)[32] = calloc(cap, sizeof(*idb));
+    char (*plb)[32] = calloc(cap, sizeof(*plb));
+    const char **ids = calloc(cap, sizeof(*ids));
+    const void **pls = calloc(cap, sizeof(*pls));
+    size_t *lens = calloc(cap, sizeof(*lens));
+    int64_t *delays = calloc(cap, sizeof(*delays));
+    int *outcomes = calloc(cap, sizeof(*outcomes));
+    if (!idb || !plb || !ids || !pls || !lens || !delays || !outcomes) {
+        ft_ledger_error(L, "producer", DQ_ENOMEM, "calloc");
+        goto out;
+    }
+    for (size_t i = p->lo; i < p->hi && !L->stop;) {
+        while (L->pause && !L->stop)
+            ft_sleep_ms(1);
+        size_t n = (size_t)ft_rand_range(1, p->batch_max);
+        if (n > p->hi - i)
+            n = p->hi - i;
+        for (size_t j = 0; j < n; j++) {
+            ft_job_id(idb[j], sizeof(idb[j]), L->prefix, i + j);
+            ids[j] = idb[j];
+            lens[j] = ft_payload(plb[j], sizeof(plb[j]), i + j);
+            pls[j] = plb[j];
+            delays[j] = ft_rand_range(p->min_delay_ms, p->max_delay_ms);
+        }
+        int failed = 0, rc;
+        int64_t end = ft_mono_ms() + FT_RETRY_MS;
+        for (;;) {
+            if (n == 1) {
+                rc = dq_push(c, L->queue, pls[0], lens[0], delays[0], ids[0],
+                             DQ_PUSH_KEEP, NULL, 0, &outcomes[0]);
+                if (rc == 0)
+                    rc = outcomes[0] == DQ_PUSHED;
+            } else {
+                rc = dq_push_batch(c, L->queue, n, pls, lens, delays, ids,
+                                   DQ_PUSH_KEEP, NULL, outcomes);
+            }
+            if (rc >= 0)
+                break;
+            worker_error(&cc, n == 1 ? "push" : "push_batch", rc,
+                         dq_errmsg(c));
+            if (!is_io(rc, dq_errmsg(c)) || ft_mono_ms() > end)
+                break;
+            failed = 1;
+            __atomic_add_fetch(&L->retries, 1, __ATOMIC_SEQ_CST);
+            ft_sleep_ms(5);
+        }
+        if (rc < 0) {
+            ft_ledger_error(L, "push gave up", rc, ids[0]);
+        } else {
+            for (size_t j = 0; j < n; j++) {
+                if (outcomes[j] == DQ_KEPT) {
+                    /* Only a retry may find its job there already. */
+                    if (!failed)
+                        ft_ledger_error(L, "push kept a job never pushed",
+                                        0, ids[j]);
+                    __atomic_add_fetch(&L->kept, 1, __ATOMIC_SEQ_CST);
+                } else if (outcomes[j] != DQ_PUSHED) {
+                    ft_ledger_error(L, "push outcome", outcomes[j], ids[j]);
+                }
+                L->pushed[i + j] = 1;
+            }
+        }
+        i += n;
+        if (p->pace_us > 0)
+            usleep((useconds_t)p->pace_us);
+    }
+out:
+    free(idb);
+    free(plb);
+    free(ids);
+    free(pls);
+    free(lens);
+    free(delays);
+    free(outcomes);
     dq_close(c);
 }
 

@@ -146,6 +146,26 @@ typedef struct ft_consumer {
  * itself); acks after an I/O error are retried with the same token. */
 void ft_consume(void *cfg);
 
+/* What a producer process does: pushes jobs lo..hi-1 with their ledger
+ * ids, in calls of 1..batch_max jobs (dq_push for 1, dq_push_batch
+ * otherwise), each due after min..max delay ms.  A call that fails with an
+ * I/O error is repeated with the same ids and DQ_PUSH_KEEP until it
+ * succeeds (the documented idempotent retry); L->pushed marks the jobs of
+ * every call that returned success. */
+typedef struct ft_producer {
+    const char *uri;        /* where */
+    const dq_options *opts; /* may be NULL */
+    ft_ledger *L;           /* ledger; L->queue is the queue */
+    size_t lo, hi;          /* job indexes */
+    int batch_max;          /* largest call (1..DQ_BATCH_MAX) */
+    int64_t min_delay_ms, max_delay_ms;
+    int pace_us;            /* pause between calls */
+    int strict;             /* 1: every error is unexpected (no faults) */
+} ft_producer;
+
+/* Producer loop (run in a forked child). */
+void ft_produce(void *cfg);
+
 /* What the analysis found. */
 typedef struct ft_report {
     long pushed;         /* jobs whose push returned success */

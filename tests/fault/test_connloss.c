@@ -1,0 +1,192 @@
+/*
+ * tests/fault/test_connloss.c - connections killed under producers and
+ * consumers (CLIENT KILL TYPE normal / TYPE pubsub).
+ *
+ * Two producers push 6,000 jobs (single pushes and batches of up to 20, due
+ * in 0.1..1.5 s) while two consumers poll and ack; every 20..120 ms the test
+ * kills all their connections (the main ones, or the pub/sub wake-up ones).
+ * The clients reconnect by themselves on their next call.  A call that
+ * failed with DQ_EIO may or may not have taken effect: producers repeat it
+ * with the same ids and DQ_PUSH_KEEP, consumers repeat an ack with the same
+ * token (DQ_ENOTFOUND then means the first one landed).  Every push that
+ * returned success must be acked exactly once.
+ */
+#include "fault.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NJOBS 6000
+#define NPROD 2
+#define NCONS 2
+
+START_TEST(connections_killed) {
+    uint64_t seed = ft_seed();
+    th_redis r;
+    ft_start(&r, 0, NULL);
+    ft_ledger *L = ft_ledger_new("connloss", "job", NJOBS, 32);
+    ft_consumer cons[NCONS];
+    ft_producer prod[NPROD];
+    pid_t cpid[NCONS], ppid[NPROD];
+    for (int k = 0; k < NCONS; k++) {
+        cons[k] = (ft_consumer){.uri = r.uri, .L = L, .inc = k + 1,
+                                .max = 8, .lease_ms = 2000,
+                                .batch_ack = k % 2, .work_us = 200};
+        cpid[k] = ft_fork(ft_consume, &cons[k]);
+    }
+    for (int k = 0; k < NPROD; k++) {
+        prod[k] = (ft_producer){.uri = r.uri, .L = L,
+                                .lo = (size_t)k * NJOBS / NPROD,
+                                .hi = (size_t)(k + 1) * NJOBS / NPROD,
+                                .batch_max = 20, .min_delay_ms = 100,
+                                .max_delay_ms = 1500, .pace_us = 10000};
+        ppid[k] = ft_fork(ft_produce, &prod[k]);
+    }
+
+    redisContext *admin = th_redis_connect(&r);
+    ck_assert_ptr_nonnull(admin);
+    int64_t t0 = ft_mono_ms();
+    long kill_cmds = 0, killed = 0, producers_left = NPROD;
+    int died = 0, died_sig = 0, st;
+    while (producers_left > 0 && ft_mono_ms() - t0 < 60000) {
+        ft_sleep_ms(ft_rand_range(20, 120));
+        const char *type = ft_rand_range(0, 9) < 7 ? "normal" : "pubsub";
+        killed += ft_cmd_int(admin, "CLIENT KILL TYPE %s", type);
+        kill_cmds++;
+        producers_left = 0;
+        for (int k = 0; k < NPROD; k++) {
+            if (ppid[k] > 0 && waitpid(ppid[k], &st, WNOHANG) == ppid[k]) {
+                ppid[k] = 0;
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                    died++, died_sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+            }
+            producers_left += ppid[k] > 0;
+        }
+    }
+    dq_client *c = ft_open(r.uri, NULL);
+    int empty = ft_wait_empty(c, "connloss", 60000);
+    int64_t secs = ft_mono_ms() - t0;
+    L->stop = 1;
+    for (int k = 0; k < NCONS; k++) {
+        st = ft_reap(cpid[k], 10000);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            died++, died_sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    }
+    for (int k = 0; k < NPROD; k++)
+        if (ppid[k] > 0)
+            ft_reap(ppid[k], 10000);
+
+    ft_report rep;
+    ft_analyze(L, NULL, 0, &rep);
+    ft_figures("connection_loss", &rep, killed,
+               "(connections killed) kill_commands=%ld client_io_errors=%"
+               PRId64 " retried_calls=%" PRId64 " retried_pushes_kept=%"
+               PRId64 " redelivered=%ld lost_poll_replies=%ld "
+               "stale_acks=%ld seconds=%.1f seed=%" PRIu64,
+               kill_cmds, L->io_errors, L->retries, L->kept,
+               rep.redelivered, rep.unrecorded, rep.stale, secs / 1000.0,
+               seed);
+    /* A process whose connection Redis closes must not die of SIGPIPE:
+     * the library, not the application, has to deal with it. */
+    ck_assert_msg(died == 0, "%d worker processes died (last: signal %d%s)",
+                  died, died_sig,
+                  died_sig == SIGPIPE ? ", SIGPIPE: a write on a connection "
+                                        "Redis had closed" : "");
+    ck_assert_msg(producers_left == 0, "producers did not finish in 60 s");
+    ck_assert_msg(empty, "queue not empty after 60 s");
+    ck_assert_msg(L->errors == 0, "%" PRId64 " unexpected errors, last: %s",
+                  L->errors, L->last_error);
+    ft_assert_clean(L, &rep);
+    ck_assert_int_eq(rep.pushed, NJOBS);
+    ck_assert_int_eq(rep.acked, NJOBS);
+    ck_assert_msg(killed > 0 && L->io_errors > 0,
+                  "no fault reached the clients (%ld killed)", killed);
+    redisFree(admin);
+    dq_close(c);
+    ft_ledger_free(L);
+    th_redis_stop(&r);
+}
+END_TEST
+
+/* The child of sigpipe_not_fatal: default SIGPIPE action, like most
+ * programs.  Pushes, waits for the parent to kill its connection, then
+ * pushes a multi-chunk batch (its write hits the closed socket: EPIPE),
+ * then pushes again.  Exits 0 if the calls failed and recovered as the
+ * header says. */
+static int sp_fd[2], sp_back[2];
+static const char *sp_uri;
+
+static void sigpipe_child(void *arg) {
+    (void)arg;
+    signal(SIGPIPE, SIG_DFL);
+    dq_client *c = NULL;
+    if (dq_open(sp_uri, NULL, &c) != 0 ||
+        dq_push(c, "sp", "x", 1, 0, NULL, 0, NULL, 0, NULL) != 0)
+        _exit(10);
+    char b = 'r';
+    if (write(sp_fd[1], &b, 1) != 1 || read(sp_back[0], &b, 1) != 1)
+        _exit(11);
+    /* 3 chunks, ~3 MB: far more than a socket buffer. */
+    static char big[1000];
+    static const void *pl[2500];
+    static size_t lens[2500];
+    for (int i = 0; i < 2500; i++)
+        pl[i] = big, lens[i] = sizeof(big);
+    int rc = dq_push_batch(c, "sp", 2500, pl, lens, NULL, NULL, 0, NULL,
+                           NULL);
+    if (rc != DQ_EIO && rc != 2500)
+        _exit(12);
+    if (dq_push(c, "sp", "y", 1, 0, NULL, 0, NULL, 0, NULL) != 0)
+        _exit(13);
+    dq_close(c);
+    _exit(0);
+}
+
+START_TEST(sigpipe_not_fatal) {
+    th_redis r;
+    ft_start(&r, 0, NULL);
+    sp_uri = r.uri;
+    ck_assert_int_eq(pipe(sp_fd), 0);
+    ck_assert_int_eq(pipe(sp_back), 0);
+    pid_t pid = ft_fork(sigpipe_child, NULL);
+    char b;
+    ck_assert_int_eq(read(sp_fd[0], &b, 1), 1);
+    redisContext *admin = th_redis_connect(&r);
+    ck_assert_ptr_nonnull(admin);
+    long long n = ft_cmd_int(admin, "CLIENT KILL TYPE normal");
+    ck_assert_int_eq(write(sp_back[1], &b, 1), 1);
+    int st = ft_reap(pid, 20000);
+    printf("figures: sigpipe: pushed=2 acked=0 lost=0 dup_ack=0 "
+           "dup_in_lease=0 faults=%lld (connections killed) child=%s%d\n",
+           n, WIFSIGNALED(st) ? "signal " : "exit ",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    fflush(stdout);
+    ck_assert_msg(!(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE),
+                  "the client process died of SIGPIPE writing to a "
+                  "connection Redis had closed");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "child status 0x%x", st);
+    redisFree(admin);
+    th_redis_stop(&r);
+}
+END_TEST
+
+static Suite *connloss_suite(void) {
+    Suite *s = suite_create("fault_connloss");
+    TCase *tc = tcase_create("connections_killed");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, connections_killed);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sigpipe_not_fatal");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, sigpipe_not_fatal);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+FT_MAIN(connloss_suite)
