@@ -95,6 +95,18 @@ int ft_reap(pid_t pid, long timeout_ms) {
     }
 }
 
+void ft_assert_exit_ok(int status, const char *who) {
+    if (status != -1 && WIFSIGNALED(status))
+        ck_abort_msg("%s died of signal %d%s", who, WTERMSIG(status),
+                     WTERMSIG(status) == SIGPIPE
+                         ? " (SIGPIPE: the library wrote to a connection "
+                           "Redis had closed and did not block SIGPIPE)"
+                         : "");
+    ck_assert_msg(status != -1 && WIFEXITED(status) &&
+                      WEXITSTATUS(status) == 0,
+                  "%s ended with status 0x%x", who, status);
+}
+
 /* ---- Redis ---- */
 
 void ft_start(th_redis *r, int tcp, const char *conf) {

@@ -53,6 +53,10 @@ pid_t ft_fork(void (*fn)(void *), void *arg);
  * status as waitpid gives it, or -1. */
 int ft_reap(pid_t pid, long timeout_ms);
 
+/* Fails the test unless status (from waitpid) is a clean exit 0; names
+ * SIGPIPE, which a library user must never die of. */
+void ft_assert_exit_ok(int status, const char *who);
+
 /* ---- Redis ---- */
 
 /* th_redis_start, failing the test (never skipping) if it cannot. */

@@ -84,8 +84,9 @@ START_TEST(consumers_sigkilled) {
     int empty = ft_wait_empty(c, "crash", 60000);
     int64_t secs = ft_mono_ms() - t0;
     L->stop = 1;
+    int status[NCONS];
     for (int k = 0; k < NCONS; k++)
-        ft_reap(pid[k], 10000);
+        status[k] = ft_reap(pid[k], 10000);
 
     ft_report rep;
     ft_analyze(L, killed, MAXINC, &rep);
@@ -97,6 +98,8 @@ START_TEST(consumers_sigkilled) {
                NCONS, rep.redelivered, rep.kill_inflight, rep.kill_redeliv,
                rep.resolved, rep.unrecorded, rep.max_attempt, secs / 1000.0,
                seed);
+    for (int k = 0; k < NCONS; k++)
+        ft_assert_exit_ok(status[k], "consumer");
     ck_assert_msg(empty, "queue not empty after 60 s");
     ck_assert_msg(L->errors == 0, "%" PRId64 " unexpected errors, last: %s",
                   L->errors, L->last_error);
