@@ -110,8 +110,8 @@ static const char help_cancel[] =
     "\n"
     "Cancels jobs that have not been delivered yet.  A job that is in flight\n"
     "(its handler is running) is left alone unless --inflight is given; then\n"
-    "its holder's ack/nack/extend fail with a stale token.  Dead jobs are not\n"
-    "touched (see `delayq dead purge`).\n"
+    "it is deleted and its holder's ack/nack/extend find no job.  Dead jobs\n"
+    "are not touched (see `delayq dead purge`).\n"
     "Prints \"canceled ID\" per job; exits 1 if any job was not found or was\n"
     "in flight without --inflight.\n"
     "\n"
@@ -1924,10 +1924,10 @@ static void finish(consumer *k, slot *s, int status) {
                 id, att, how, d, fmt_dur(delay, bd, sizeof(bd)));
     }
     if (rc < 0) {
-        if (rc == DQ_ESTALE)
+        if (rc == DQ_ESTALE || rc == DQ_ENOTFOUND)
             say(k, "job %s attempt %" PRId64 ": %s, but the lease was lost "
-                    "(the job was delivered again elsewhere): result dropped",
-                 id, att, how);
+                   "(%s: delivered again elsewhere, or cancelled): result "
+                   "dropped", id, att, how, dq_errname(rc));
         else
             say(k, "job %s: %s failed: %s (%s)", id, ok ? "ack" : "nack",
                  dq_errmsg(k->g->c), dq_errname(rc));
