@@ -439,6 +439,8 @@ void ft_produce(void *arg) {
         while (L->pause && !L->stop)
             ft_sleep_ms(1);
         size_t n = (size_t)ft_rand_range(1, p->batch_max);
+        if (p->big_pct > 0 && ft_rand_range(1, 100) > p->big_pct)
+            n = (size_t)ft_rand_range(1, p->batch_max < 8 ? p->batch_max : 8);
         if (n > p->hi - i)
             n = p->hi - i;
         for (size_t j = 0; j < n; j++) {

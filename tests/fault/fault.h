@@ -162,6 +162,9 @@ typedef struct ft_producer {
     ft_ledger *L;           /* ledger; L->queue is the queue */
     size_t lo, hi;          /* job indexes */
     int batch_max;          /* largest call (1..DQ_BATCH_MAX) */
+    int big_pct;            /* 0: every call 1..batch_max jobs; else this
+                               percentage of calls is 1..batch_max jobs and
+                               the others 1..8 */
     int64_t min_delay_ms, max_delay_ms;
     int pace_us;            /* pause between calls */
     int strict;             /* 1: every error is unexpected (no faults) */
