@@ -9,6 +9,7 @@
 
 #include "conn.h"
 #include "ops.h"
+#include "sigpipe.h"
 #include "uri.h"
 
 struct dq_client {
@@ -46,7 +47,11 @@ const char *dq_warnings(const dq_client *c) {
 
 static int open_conn(dq_client *c, dq_conn **out) {
     dq_conn_cfg cfg = {&c->uri, &c->core.opts};
-    return dq_conn_open(&cfg, out, &c->err);
+    dq_sigpipe g;
+    dq_sigpipe_block(&g);
+    int rc = dq_conn_open(&cfg, out, &c->err);
+    dq_sigpipe_restore(&g);
+    return rc;
 }
 
 /* Makes sure the main connection is up, reconnecting after a break. */
@@ -60,14 +65,20 @@ static int ensure_conn(dq_client *c) {
 
 /* Reads the server's eviction policy: a policy that can evict keys without
  * a TTL (allkeys-*) can silently drop queued jobs.  Best effort: a server
- * or ACL that refuses CONFIG leaves no warning. */
-static void check_server(dq_client *c) {
+ * or ACL that refuses CONFIG leaves no warning.  A server that wants AUTH
+ * we did not send fails the open with DQ_EAUTH now rather than on the first
+ * operation. */
+static int check_server(dq_client *c) {
     const char *argv[3] = {"CONFIG", "GET", "maxmemory-policy"};
     dq_reply *r = NULL;
-    dq_err ignored;
-    if (dq_conn_call(c->conn, 3, argv, NULL, &r, &ignored) != DQ_OK)
-        return;
-    if (dq_reply_type(r) == DQ_R_ARRAY && dq_reply_len(r) == 2) {
+    int rc = dq_conn_call(c->conn, 3, argv, NULL, &r, &c->err);
+    if (rc != DQ_OK)
+        return rc;
+    if (dq_reply_is_error(r, "NOAUTH")) {
+        rc = dq_err_set(&c->err, DQ_EAUTH,
+                        "Redis requires AUTH: give a password in the URI or "
+                        "DQ_OPT_PASSWORD");
+    } else if (dq_reply_type(r) == DQ_R_ARRAY && dq_reply_len(r) == 2) {
         size_t len;
         const char *pol = dq_reply_str(dq_reply_at(r, 1), &len);
         if (len > 8 && memcmp(pol, "allkeys-", 8) == 0)
@@ -77,6 +88,7 @@ static void check_server(dq_client *c) {
                      (int)(len > 40 ? 40 : len), pol);
     }
     dq_reply_free(r);
+    return rc;
 }
 
 int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
@@ -93,8 +105,11 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
         return rc;
     if ((rc = ensure_conn(c)) != DQ_OK)
         return rc;
-    check_server(c);
-    return DQ_OK;
+    dq_sigpipe g;
+    dq_sigpipe_block(&g);
+    rc = check_server(c);
+    dq_sigpipe_restore(&g);
+    return rc;
 }
 
 void dq_close(dq_client *c) {
@@ -117,7 +132,8 @@ static int reply_ok(dq_client *c, const dq_reply *r, const char *what) {
 /* Runs one script call; reloads the script (EVAL) after NOSCRIPT, which
  * happens after SCRIPT FLUSH or a server restart.  On DQ_OK *r is a
  * non-error reply the caller frees. */
-static int run(dq_client *c, dq_cmd *cmd, dq_reply **r, const char *what) {
+static int run_io(dq_client *c, dq_cmd *cmd, dq_reply **r,
+                  const char *what) {
     *r = NULL;
     int rc = ensure_conn(c);
     if (rc != DQ_OK)
@@ -134,6 +150,16 @@ static int run(dq_client *c, dq_cmd *cmd, dq_reply **r, const char *what) {
         dq_reply_free(*r);
         *r = NULL;
     }
+    return rc;
+}
+
+/* run_io() with SIGPIPE blocked (see sigpipe.h); every command the sync
+ * client sends goes through a guard like this one. */
+static int run(dq_client *c, dq_cmd *cmd, dq_reply **r, const char *what) {
+    dq_sigpipe g;
+    dq_sigpipe_block(&g);
+    int rc = run_io(c, cmd, r, what);
+    dq_sigpipe_restore(&g);
     return rc;
 }
 
@@ -178,8 +204,8 @@ typedef int (*chunk_fn)(dq_client *c, size_t i, const dq_reply *r, void *ctx);
  * hands each to done().  Calls refused with NOSCRIPT (script cache flushed)
  * did not run: they are sent again as EVAL, in order, once the pipeline has
  * been read.  Returns the first error. */
-static int run_pipeline(dq_client *c, dq_cmd *cmds, size_t n, chunk_fn done,
-                        void *ctx, const char *what) {
+static int run_pipeline_io(dq_client *c, dq_cmd *cmds, size_t n,
+                           chunk_fn done, void *ctx, const char *what) {
     int rc = ensure_conn(c);
     for (size_t i = 0; rc == DQ_OK && i < n; i++)
         rc = dq_conn_append(c->conn, cmds[i].argc, cmds[i].argv, cmds[i].lens,
@@ -225,6 +251,15 @@ static int run_pipeline(dq_client *c, dq_cmd *cmds, size_t n, chunk_fn done,
     return rc != DQ_OK ? rc : first_err;
 }
 
+static int run_pipeline(dq_client *c, dq_cmd *cmds, size_t n, chunk_fn done,
+                        void *ctx, const char *what) {
+    dq_sigpipe g;
+    dq_sigpipe_block(&g);
+    int rc = run_pipeline_io(c, cmds, n, done, ctx, what);
+    dq_sigpipe_restore(&g);
+    return rc;
+}
+
 static int push_chunk_done(dq_client *c, size_t i, const dq_reply *r,
                            void *ctx) {
     return dq_push_plan_decode(ctx, i, r, &c->err);
@@ -233,8 +268,12 @@ static int push_chunk_done(dq_client *c, size_t i, const dq_reply *r,
 /* Runs every chunk of a push, then WAITs for replicas if asked to. */
 static int run_push(dq_client *c, dq_push_plan *p) {
     int rc = run_pipeline(c, p->cmds, p->nchunks, push_chunk_done, p, "push");
-    if (rc == DQ_OK && c->core.opts.wait_replicas > 0)
+    if (rc == DQ_OK && c->core.opts.wait_replicas > 0) {
+        dq_sigpipe g;
+        dq_sigpipe_block(&g);
         rc = wait_replicas(c);
+        dq_sigpipe_restore(&g);
+    }
     return rc;
 }
 
@@ -446,9 +485,8 @@ static int sub_ping(dq_client *c) {
     return rc;
 }
 
-int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
-                 int64_t timeout_ms, dq_jobs **out) {
-    ENTER(c);
+static int poll_wait_io(dq_client *c, const char *queue, int max,
+                        int64_t lease_ms, int64_t timeout_ms, dq_jobs **out) {
     int rc = check_poll(c, queue, max, lease_ms, out);
     if (rc == DQ_OK)
         rc = dq_check_delay(timeout_ms, "timeout_ms", &c->err);
@@ -496,6 +534,16 @@ int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
             return rc;
         sub_drain(c);
     }
+}
+
+int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
+                 int64_t timeout_ms, dq_jobs **out) {
+    ENTER(c);
+    dq_sigpipe g;
+    dq_sigpipe_block(&g);
+    int rc = poll_wait_io(c, queue, max, lease_ms, timeout_ms, out);
+    dq_sigpipe_restore(&g);
+    return rc;
 }
 
 /* ---- Ack, nack, extend ---- */

@@ -2,14 +2,19 @@
 -- stats.lua: counts of one queue, read atomically (each O(log n)).
 -- Returns { scheduled, due, inflight, dead, next_ms }: due counts expired
 -- leases too (the next poll delivers them); next_ms is the time until the
--- earliest pending job is due (0 if one is due now, -1 if none).
+-- earliest pending job is due (0 if one is due now, counting expired
+-- leases; -1 if none is pending; leases still running do not count).
 local now = dq_now()
 local pending = redis.call('ZCARD', K_DUE)
 local due_now = redis.call('ZCOUNT', K_DUE, '-inf', now)
 local leased = redis.call('ZCARD', K_LEASE)
 local expired = redis.call('ZCOUNT', K_LEASE, '-inf', now)
 local dead = redis.call('ZCARD', K_DEAD)
-local first = next_event()
+local first = first_due()
 local next_ms = -1
-if first then next_ms = math.max(first - now, 0) end
+if expired > 0 then
+    next_ms = 0
+elseif first then
+    next_ms = math.max(first - now, 0)
+end
 return { pending - due_now, due_now + expired, leased - expired, dead, next_ms }
