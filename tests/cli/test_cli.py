@@ -99,6 +99,16 @@ def new_queue(tag):
     return "cli-%s-%d" % (tag, _queue_seq[0])
 
 
+def wait_for(pred, timeout):
+    """Polls pred every 20 ms until it is true or timeout (s) passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return bool(pred())
+
+
 def env_for(queue=None, uri=None, drop=()):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("DELAYQ_") and k not in drop}
@@ -752,15 +762,15 @@ class TestConsume(CliCase):
     def test_long_command_keeps_its_lease(self):
         q = new_queue("extend")
         self.push(q, "x", "--id", "long")
-        # Lease 400ms, command 1.5 s: without extensions the job would be
-        # redelivered (attempt 2) to a second consumer.
+        # Lease 1s, command 2.5 s: without extensions (every 500 ms) the
+        # job would be redelivered (attempt 2) to a second consumer.
         env = env_for(q)
-        p = subprocess.Popen([DELAYQ, "consume", "--lease", "400ms",
-                              "--max-jobs", "1", "--", "sleep", "1.5"],
+        p = subprocess.Popen([DELAYQ, "consume", "--lease", "1s",
+                              "--max-jobs", "1", "--", "sleep", "2.5"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env=env)
         try:
-            time.sleep(0.9)
+            time.sleep(1.6)
             other = self.ok(["poll", "--json"], q)
             self.assertEqual(other, "[]\n")
             out, err = p.communicate(timeout=CMD_TIMEOUT)
@@ -774,27 +784,29 @@ class TestConsume(CliCase):
 
     def graceful(self, sig):
         q = new_queue("stop")
+        out = tempfile.mkdtemp(prefix="dq-cli-stop-")
         self.push(q, "x", "--id", "slow")
         self.push(q, "y", "--id", "quick")
+        env = env_for(q)
+        env["OUT"] = out
         p = subprocess.Popen([DELAYQ, "consume", "-c", "2", "--grace", "1s",
                               "--lease", "10s", "--", "sh", "-c",
+                              'touch "$OUT/$DELAYQ_JOB_ID"; '
                               'if [ "$DELAYQ_JOB_ID" = slow ]; then sleep 60; '
                               'else sleep 0.5; fi'],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=env_for(q))
+                             env=env)
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                if self.stats(q)["inflight"] == 2:
-                    break
-                time.sleep(0.05)
-            self.assertEqual(self.stats(q)["inflight"], 2)
+            # Both commands have started (not merely been claimed).
+            started = wait_for(lambda: len(os.listdir(out)) == 2, 20)
+            self.assertTrue(started, os.listdir(out))
             p.send_signal(sig)
-            out, err = p.communicate(timeout=30)
+            _, err = p.communicate(timeout=30)
         finally:
             if p.poll() is None:
                 p.kill()
                 p.communicate()
+            shutil.rmtree(out, ignore_errors=True)
         log = err.decode()
         self.assertEqual(p.returncode, 0, log)
         self.assertIn("stopping: waiting up to 1s", log)
