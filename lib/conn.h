@@ -76,4 +76,46 @@ void dq_reply_free(dq_reply *r);                         /* NULL is no-op */
 /* 1 if the library was built with TLS support (hiredis >= 1.0 + ssl). */
 int dq_conn_tls_supported(void);
 
+/* ======================================================================
+ * Async section (issue 3, lib/async.c): hiredis async + its libevent
+ * adapter.  Compiled only with libevent (DQ_HAVE_LIBEVENT).  A dq_aconn is
+ * one non-blocking connection attached to a libevent base; it connects,
+ * runs AUTH/SELECT/PING, then reports "ready" through its state callback.
+ *
+ * Callback rules (what lets the owner free things from inside callbacks):
+ *  - state_fn is called at most once with DQ_OK (ready) and at most once
+ *    with an error (the connection is dead: every command sent and not yet
+ *    answered is lost, and reply_fn is never called for them).
+ *  - reply_fn is called only with a real reply (error replies included),
+ *    borrowed for the duration of the call.
+ *  - After dq_aconn_close returns, no callback of that aconn is ever called
+ *    again.  dq_aconn_close may be called from inside any of them.
+ * ====================================================================== */
+struct event_base;
+typedef struct dq_aconn dq_aconn;
+
+/* code: DQ_OK when ready, else DQ_EIO / DQ_EAUTH / DQ_EREDIS / ... */
+typedef void dq_aconn_state_fn(void *priv, int code, const char *msg);
+/* tag: the value given to dq_aconn_send (e.g. a chunk number). */
+typedef void dq_aconn_reply_fn(void *priv, size_t tag, const dq_reply *r);
+
+/* Starts connecting (never blocks).  Fails at once only for DQ_ENOMEM,
+ * DQ_ENOTSUP (TLS without TLS support), or DQ_EIO when the address is
+ * refused immediately (e.g. a missing unix socket). */
+int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
+                  dq_aconn_state_fn *state_fn, void *priv, dq_aconn **out,
+                  dq_err *err);
+/* Queues one command (copied at once: argv may be freed on return).
+ * Only after the ready callback.  DQ_OK, DQ_EIO (dead) or DQ_ENOMEM. */
+int dq_aconn_send(dq_aconn *a, int argc, const char **argv,
+                  const size_t *lens, dq_aconn_reply_fn *fn, void *priv,
+                  size_t tag, dq_err *err);
+/* SUBSCRIBE channel; fn then gets the "subscribe" confirmations and every
+ * "message" (tag 0).  Calling it again for the same channel is a cheap
+ * liveness check: Redis answers with another "subscribe" confirmation. */
+int dq_aconn_subscribe(dq_aconn *a, const char *channel,
+                       dq_aconn_reply_fn *fn, void *priv, dq_err *err);
+/* Closes and frees (NULL is a no-op); see the callback rules above. */
+void dq_aconn_close(dq_aconn *a);
+
 #endif

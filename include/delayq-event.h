@@ -1,0 +1,222 @@
+/*
+ * delayq-event.h - libdelayq on a libevent loop: the async client and the
+ * async consumer.
+ *
+ * A dq_async is attached to your struct event_base and never blocks: every
+ * operation of the sync API (delayq.h) has a twin here that queues the work
+ * and later calls a completion callback from the event loop.  It runs the
+ * same Lua scripts with the same argument checks and reply decoding as the
+ * sync client; only the transport differs.
+ *
+ * Conventions, in addition to those of delayq.h:
+ *
+ *  - An operation returns 0 when it was queued: its callback is then called
+ *    exactly once, later, from the event loop (never from inside the call).
+ *    An operation that returns a negative code (bad argument, client
+ *    closing, out of memory) never calls its callback.
+ *  - Callbacks get the client, the results, `status` (what the sync twin
+ *    would have returned: 0 or a count on success, a negative DQ_E* code on
+ *    failure) and your userdata.  Inside a callback with status < 0,
+ *    dq_async_errmsg(a) gives the detailed message.
+ *  - Everything a callback receives (jobs, ids, result arrays) is borrowed
+ *    for the duration of the callback and freed after it returns.  Keep a
+ *    job with dq_job_dup (free it with dq_job_free); copy the rest.
+ *  - Pointer arguments (queue, payloads, ids, tokens) are copied before the
+ *    call returns.
+ *  - Every callback may call any function of this header, including
+ *    dq_async_free and dq_consumer_free on its own client or consumer.
+ *  - Timeouts: DQ_OPT_CONNECT_TIMEOUT_MS bounds each connection attempt and
+ *    DQ_OPT_COMMAND_TIMEOUT_MS the wait for a reply: when Redis stays
+ *    silent that long with commands outstanding, the connection is dropped,
+ *    those operations fail with DQ_ETIMEDOUT, and the client reconnects.
+ *  - Connection loss: operations in flight fail with DQ_EIO (they may or
+ *    may not have taken effect, as with the sync client) and the client
+ *    reconnects by itself with a backoff (50 ms doubling to 2 s).
+ *    Operations started while disconnected wait for the connection; they
+ *    fail with DQ_EIO if the next connection attempt fails, or DQ_ETIMEDOUT
+ *    after the command timeout.
+ *
+ * Timer precision: the consumer sleeps on a timerfd watched by libevent
+ * (Linux), so it fires on time whatever the base's timer settings; where
+ * that is unavailable it uses a libevent timer, and a base created with
+ * EVENT_BASE_FLAG_PRECISE_TIMER keeps that one precise too.
+ *
+ * Thread safety: a dq_async and its consumers belong to the thread that runs
+ * their event base.
+ *
+ * Build: pkg-config --cflags --libs delayq-event (delayq + libevent).
+ */
+#ifndef DELAYQ_EVENT_H
+#define DELAYQ_EVENT_H
+
+#include "delayq-consumer.h"
+#include "delayq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base; /* <event2/event.h> */
+
+typedef struct dq_async dq_async;
+
+/* ---- Client ----------------------------------------------------------- */
+
+/* Connection states reported to a dq_state_cb. */
+#define DQ_CONNECTED 1    /* a connection is ready (first one or again) */
+#define DQ_DISCONNECTED 2 /* the connection was lost, or an attempt failed;
+                             the client retries after its backoff */
+
+/* State changes.  status: 0 for DQ_CONNECTED, else the reason (DQ_EIO,
+ * DQ_ETIMEDOUT, DQ_EAUTH, ...); reason: a text, borrowed for the call. */
+typedef void dq_state_cb(dq_async *a, int state, int status,
+                         const char *reason, void *userdata);
+
+/*
+ * Creates an async client on base and starts connecting (in the loop: this
+ * call never blocks and never calls back).  uri and opts as for dq_open.
+ * Even when the call fails, *out is set (unless out is NULL or memory ran
+ * out) to a client that holds the message (dq_async_errmsg) and must be
+ * freed with dq_async_free.  Returns 0, DQ_ENULL, DQ_EURI, DQ_ENOTSUP or
+ * DQ_ENOMEM; an unreachable server is reported through the state callback.
+ */
+DQ_EXTERN int dq_async_open(struct event_base *base, const char *uri,
+                            const dq_options *opts, dq_async **out);
+
+/*
+ * Frees the client.  NULL is a no-op.  Operations not yet completed are
+ * completed with DQ_ECANCELED before this returns (inside those callbacks
+ * every call on a returns DQ_ECLOSED), and the client's libevent consumers
+ * are freed.  Safe from inside any callback of the client.
+ */
+DQ_EXTERN void dq_async_free(dq_async *a);
+
+/* Sets (or clears) the state callback.  Returns 0 or DQ_ENULL. */
+DQ_EXTERN int dq_async_set_state_cb(dq_async *a, dq_state_cb *cb,
+                                    void *userdata);
+/* 1 while a connection is ready, else 0. */
+DQ_EXTERN int dq_async_connected(const dq_async *a);
+/* Message of the last failed call, or of the failure being reported to the
+ * callback that is running ("" otherwise).  Valid until the next call. */
+DQ_EXTERN const char *dq_async_errmsg(const dq_async *a);
+/* Operations started and not completed yet. */
+DQ_EXTERN size_t dq_async_pending(const dq_async *a);
+
+/* ---- Callback types --------------------------------------------------- */
+
+/* status only: ack, nack (0 requeued, 1 dead), cancel, dead requeue/purge
+ * (counts). */
+typedef void dq_status_cb(dq_async *a, int status, void *userdata);
+/* push / push_at: id of the job (NULL on failure) and its outcome
+ * (DQ_PUSHED / DQ_KEPT / DQ_REPLACED, 0 on failure). */
+typedef void dq_push_cb(dq_async *a, const char *id, int outcome, int status,
+                        void *userdata);
+/* push_batch: ids of job i at ids + i * DQ_ID_BUF, outcomes[i]; both NULL
+ * when status < 0 (except DQ_EREPLICAS: written, too few replicas). */
+typedef void dq_batch_cb(dq_async *a, size_t n, const char *ids,
+                         const int *outcomes, int status, void *userdata);
+/* poll, dead_list: jobs (NULL when none), next_due_ms as dq_poll gives it
+ * (poll only; 0 for dead_list). */
+typedef void dq_jobs_cb(dq_async *a, const dq_jobs *jobs, int64_t next_due_ms,
+                        int status, void *userdata);
+/* ack_batch: results[i] = 0, DQ_ESTALE or DQ_ENOTFOUND (NULL when
+ * status < 0). */
+typedef void dq_results_cb(dq_async *a, size_t n, const int *results,
+                           int status, void *userdata);
+/* extend: the new lease deadline (server epoch ms), 0 on failure. */
+typedef void dq_extend_cb(dq_async *a, int64_t deadline_ms, int status,
+                          void *userdata);
+/* stats: as dq_stats (all 0 on failure). */
+typedef void dq_stats_cb(dq_async *a, int64_t scheduled, int64_t due,
+                         int64_t inflight, int64_t dead, int64_t next_due_ms,
+                         int status, void *userdata);
+
+/* ---- Operations: twins of delayq.h, same arguments and checks --------- */
+
+DQ_EXTERN int dq_async_push(dq_async *a, const char *queue,
+                            const void *payload, size_t len, int64_t delay_ms,
+                            const char *id, int flags, dq_push_cb *cb,
+                            void *userdata);
+DQ_EXTERN int dq_async_push_at(dq_async *a, const char *queue,
+                               const void *payload, size_t len, int64_t at_ms,
+                               const char *id, int flags, dq_push_cb *cb,
+                               void *userdata);
+DQ_EXTERN int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
+                                  const void *const *payloads,
+                                  const size_t *lens,
+                                  const int64_t *delays_ms,
+                                  const char *const *ids, int flags,
+                                  dq_batch_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_cancel(dq_async *a, const char *queue, const char *id,
+                              int flags, dq_status_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_poll(dq_async *a, const char *queue, int max,
+                            int64_t lease_ms, dq_jobs_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_ack(dq_async *a, const char *queue, const char *id,
+                           const char *token, dq_status_cb *cb,
+                           void *userdata);
+DQ_EXTERN int dq_async_ack_batch(dq_async *a, const char *queue, size_t n,
+                                 const char *const *ids,
+                                 const char *const *tokens, dq_results_cb *cb,
+                                 void *userdata);
+DQ_EXTERN int dq_async_nack(dq_async *a, const char *queue, const char *id,
+                            const char *token, int64_t delay_ms, int flags,
+                            dq_status_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_extend(dq_async *a, const char *queue, const char *id,
+                              const char *token, int64_t lease_ms,
+                              dq_extend_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_dead_list(dq_async *a, const char *queue,
+                                 int64_t offset, int count, dq_jobs_cb *cb,
+                                 void *userdata);
+DQ_EXTERN int dq_async_dead_requeue(dq_async *a, const char *queue,
+                                    const char *id, int64_t delay_ms,
+                                    dq_status_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_dead_purge(dq_async *a, const char *queue,
+                                  const char *id, dq_status_cb *cb,
+                                  void *userdata);
+DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
+                             void *userdata);
+
+/* ---- Consumer on the event loop ---------------------------------------- */
+
+/* Called once when a graceful stop has finished: status is the number of
+ * jobs released unfinished (>= 0).  The consumer may be freed inside. */
+typedef void dq_stopped_cb(dq_consumer *c, int status, void *userdata);
+
+/*
+ * Creates a consumer of queue on client a (see delayq-consumer.h for the
+ * handler contract and options).  It does nothing until dq_consumer_start.
+ * On failure *out is NULL.  Returns 0, DQ_ENULL, DQ_EQUEUE, DQ_ECLOSED or
+ * DQ_ENOMEM.
+ */
+DQ_EXTERN int dq_consumer_new(dq_async *a, const char *queue,
+                              dq_handler_fn *handler, void *userdata,
+                              dq_consumer **out);
+
+/*
+ * Starts consuming: up to DQ_COPT_CONCURRENCY jobs run at once.  The
+ * consumer sleeps until the next job is due (the server says when) and is
+ * woken early through a second connection subscribed to the queue's wake
+ * channel when someone pushes an earlier job.  Idle, it sends Redis at most
+ * two commands per DQ_OPT_WAIT_CAP_MS (one poll, one subscriber check).
+ * Returns 0, DQ_ENULL, DQ_EINVAL (already started, or a sync consumer) or
+ * DQ_ENOMEM.
+ */
+DQ_EXTERN int dq_consumer_start(dq_consumer *c);
+
+/*
+ * Graceful stop: takes no new jobs, waits up to timeout_ms (0..
+ * DQ_DELAY_MAX) for running handlers to finish, releases (nacks without
+ * delay) the jobs whose handlers did not, then calls cb (may be NULL).  A
+ * later dq_consumer_done for a released job returns DQ_ESTALE.  Returns 0,
+ * DQ_ENULL, DQ_EDELAY, or DQ_EINVAL (not running, or already stopping).
+ */
+DQ_EXTERN int dq_consumer_stop(dq_consumer *c, int64_t timeout_ms,
+                               dq_stopped_cb *cb, void *userdata);
+
+/* Jobs handed to the handler and not finished yet. */
+DQ_EXTERN size_t dq_consumer_running(const dq_consumer *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DELAYQ_EVENT_H */

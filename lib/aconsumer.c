@@ -1,0 +1,664 @@
+/*
+ * aconsumer.c - the consumer on a libevent loop, built on the public async
+ * operations (poll, ack, nack, extend) plus a watch (async.c) for wake-ups.
+ *
+ * Scheduling.  One poll at a time claims up to the free slots.  When it
+ * claims nothing more, the server says how long until the next job is due
+ * (microseconds, from its own clock); the consumer sleeps exactly that long
+ * on its monotonic clock, measured from the middle of the poll's round trip
+ * (about when the script ran), capped at DQ_OPT_WAIT_CAP_MS.  A message on
+ * the queue's wake channel (published by a push that made a job the
+ * earliest) cuts the sleep short.  On Linux the sleep is a timerfd watched
+ * by the base, so it is as precise as the kernel's timers whatever the
+ * base's own timer settings; elsewhere a libevent timer is used and an
+ * early expiry (coarse clocks) is simply re-armed.
+ *
+ * Lifetimes.  Every operation the consumer starts carries the consumer as
+ * owner: when it is freed they complete silently (dq_async_forget).  Its
+ * memory, its deliveries and its watch go through dq_async_bury, so code
+ * that ran a user callback can look at them afterwards.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/timerfd.h>
+#endif
+
+#include <event2/event.h>
+
+#include "async_int.h"
+#include "consumer_int.h"
+#include "ops.h"
+
+typedef struct acons {
+    dq_child child;            /* in the client's children: first member */
+    dq_consumer *c;            /* the consumer */
+    dq_watch *watch;           /* wake-up subscription */
+    char channel[DQ_KEY_MAX + 8]; /* its channel */
+    struct event *timer_ev;    /* sleep: timerfd read event or a timer */
+    int tfd;                   /* timerfd, -1 if none */
+    int64_t target_us;         /* when the sleep ends (0 = not sleeping) */
+    int capped;                /* the sleep is the idle cap */
+    int polling;               /* a poll is outstanding */
+    int poll_again;            /* a wake-up came during that poll */
+    int saturated;             /* the last poll filled every free slot */
+    int requested;             /* max of the outstanding poll */
+    int64_t poll_sent_us;      /* when it was sent */
+    int64_t err_backoff_ms;    /* delay after a failed poll */
+    size_t active;             /* deliveries holding a slot */
+    int stopping, stopped;     /* graceful stop */
+    struct event *stop_ev;     /* its deadline */
+    dq_stopped_cb *stopped_cb; /* its callback */
+    void *stopped_ud;          /* its userdata */
+    int released;              /* jobs released unfinished */
+} acons;
+
+static void kick(acons *s);
+static void send_completion(acons *s, dq_delivery *d);
+static void on_stop_deadline(evutil_socket_t fd, short what, void *arg);
+
+/* ---- Sleep timer ---- */
+
+static void timer_set(acons *s, int64_t target_us, int capped) {
+    s->target_us = target_us;
+    s->capped = capped;
+#ifdef __linux__
+    if (s->tfd >= 0) {
+        struct itimerspec its;
+        memset(&its, 0, sizeof(its));
+        its.it_value.tv_sec = (time_t)(target_us / 1000000);
+        its.it_value.tv_nsec = (long)(target_us % 1000000) * 1000;
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1; /* 0 would disarm */
+        timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+        return;
+    }
+#endif
+    int64_t us = target_us - dq_mono_us();
+    if (us < 0)
+        us = 0;
+    struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+    evtimer_add(s->timer_ev, &tv);
+}
+
+static void timer_clear(acons *s) {
+    if (s->target_us == 0)
+        return;
+    s->target_us = 0;
+#ifdef __linux__
+    if (s->tfd >= 0) {
+        struct itimerspec its;
+        memset(&its, 0, sizeof(its));
+        timerfd_settime(s->tfd, 0, &its, NULL);
+        return;
+    }
+#endif
+    evtimer_del(s->timer_ev);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    acons *s = arg;
+    dq_consumer *c = s->c;
+    dq_async *a = c->a;
+    if (s->tfd >= 0) {
+        uint64_t n;
+        if (read(s->tfd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+            /* nothing to do: the time check below decides */
+        }
+    }
+    dq_async_enter(a);
+    if (!c->dead && s->target_us != 0) {
+        if (dq_mono_us() + 100 < s->target_us) {
+            timer_set(s, s->target_us, s->capped); /* woke early */
+        } else {
+            int capped = s->capped;
+            s->target_us = 0;
+            if (capped)
+                dq_watch_check(s->watch); /* idle: check the subscriber */
+            kick(s);
+        }
+    }
+    dq_async_leave(a);
+}
+
+/* ---- Deliveries ---- */
+
+static void timers_clear(dq_delivery *d) {
+    if (d->extend_ev != NULL)
+        event_free(d->extend_ev);
+    if (d->timeout_ev != NULL)
+        event_free(d->timeout_ev);
+    d->extend_ev = d->timeout_ev = NULL;
+}
+
+static void delivery_free(void *p) {
+    dq_delivery *d = p;
+    timers_clear(d);
+    dq_job_free(d->job);
+    free(d);
+}
+
+/* Frees d once no operation refers to it any more. */
+static void delivery_release(acons *s, dq_delivery *d) {
+    d->state = D_ENDED;
+    if (d->ops == 0)
+        dq_async_bury(s->c->a, delivery_free, d);
+}
+
+static void arm_ms(struct event *ev, int64_t ms) {
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(ev, &tv);
+}
+
+static void check_stopped(acons *s) {
+    if (!s->stopping || s->stopped || s->active > 0 || s->polling)
+        return;
+    s->stopped = 1;
+    if (s->stop_ev != NULL)
+        evtimer_del(s->stop_ev);
+    if (s->stopped_cb != NULL)
+        s->stopped_cb(s->c, s->released, s->stopped_ud); /* last */
+}
+
+/* A delivery gave its slot back. */
+static void slot_freed(acons *s) {
+    s->active--;
+    if (s->stopping)
+        check_stopped(s);
+    else if (s->saturated)
+        kick(s);
+}
+
+/* The ack/nack of d is done (status: its result). */
+static void completed(acons *s, dq_delivery *d, int status) {
+    dq_consumer *c = s->c;
+    int outcome = d->outcome;
+    if (status == 1) { /* nack: dead-lettered (max attempts) */
+        outcome = DQ_JOB_FAIL;
+        status = 0;
+    } else if (status > 0) {
+        status = 0;
+    }
+    if (status < 0)
+        dq_err_set(&c->err, status, "%s of job '%.200s': %s",
+                   d->outcome == DQ_JOB_OK ? "ack" : "nack",
+                   dq_job_id(d->job), dq_async_errmsg(c->a));
+    int releasing = d->state == D_RELEASING;
+    if (c->outcome_cb != NULL) {
+        c->outcome_cb(c, d->job, outcome, status, c->outcome_ud);
+        if (c->dead)
+            return;
+    }
+    if (releasing && !d->late_done) {
+        d->state = D_ABANDONED; /* kept for the handler's late done */
+    } else {
+        dq_cons_unlink(c, d);
+        delivery_release(s, d);
+    }
+    slot_freed(s);
+}
+
+static void on_completed(dq_async *a, int status, void *ud) {
+    (void)a;
+    dq_delivery *d = ud;
+    acons *s = d->c->as;
+    d->ops--;
+    /* The reply was lost with the connection: send it again once the
+     * client has reconnected (a lease outlives a short outage). */
+    if ((status == DQ_EIO || status == DQ_ETIMEDOUT) && d->tries < 20 &&
+        !s->stopping) {
+        send_completion(s, d);
+        return;
+    }
+    if (status == DQ_ENOTFOUND && d->tries > 1 && d->outcome == DQ_JOB_OK)
+        status = 0; /* the ack whose reply was lost did arrive */
+    completed(s, d, status);
+}
+
+static void send_completion(acons *s, dq_delivery *d) {
+    dq_consumer *c = s->c;
+    dq_async *a = c->a;
+    int rc;
+    d->tries++;
+    dq_async_set_owner(a, c);
+    if (d->outcome == DQ_JOB_OK)
+        rc = dq_async_ack(a, c->queue, dq_job_id(d->job), dq_job_token(d->job),
+                          on_completed, d);
+    else
+        rc = dq_async_nack(a, c->queue, dq_job_id(d->job),
+                           dq_job_token(d->job), d->delay_ms,
+                           d->outcome == DQ_JOB_FAIL ? DQ_NACK_DEAD : 0,
+                           on_completed, d);
+    dq_async_set_owner(a, NULL);
+    if (rc < 0)
+        completed(s, d, rc);
+    else
+        d->ops++;
+}
+
+/* Applies a handler's outcome to a running delivery. */
+static void finish_apply(acons *s, dq_delivery *d, int outcome,
+                         int64_t delay_ms) {
+    int64_t delay;
+    int flags;
+    timers_clear(d);
+    d->outcome = dq_cons_plan(s->c, d->job, outcome, delay_ms, &delay, &flags);
+    d->delay_ms = delay;
+    d->state = D_FINISHING;
+    send_completion(s, d);
+}
+
+/* Gives a running job back: after a handler timeout (policy backoff, may
+ * dead-letter) or at a stop deadline (at once, never dead-letters). */
+static void release(acons *s, dq_delivery *d, int at_stop) {
+    timers_clear(d);
+    if (at_stop) {
+        d->outcome = DQ_JOB_RETRY;
+        d->delay_ms = 0;
+        s->released++;
+    } else {
+        int64_t delay;
+        int flags;
+        d->outcome = dq_cons_plan(s->c, d->job, DQ_JOB_RETRY, -1, &delay,
+                                  &flags);
+        d->delay_ms = delay;
+    }
+    d->state = D_RELEASING;
+    send_completion(s, d);
+}
+
+static void on_extended(dq_async *a, int64_t deadline_ms, int status,
+                        void *ud);
+
+static void on_extend_timer(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    dq_delivery *d = arg;
+    dq_consumer *c = d->c;
+    dq_async *a = c->a;
+    dq_async_enter(a);
+    if (d->state == D_RUNNING && !c->dead && !d->lost) {
+        dq_async_set_owner(a, c);
+        int rc = dq_async_extend(a, c->queue, dq_job_id(d->job),
+                                 dq_job_token(d->job), c->lease_ms,
+                                 on_extended, d);
+        dq_async_set_owner(a, NULL);
+        if (rc == DQ_OK)
+            d->ops++;
+        else
+            arm_ms(d->extend_ev, c->lease_ms / 8 + 10);
+    }
+    dq_async_leave(a);
+}
+
+static void on_extended(dq_async *a, int64_t deadline_ms, int status,
+                        void *ud) {
+    (void)a;
+    dq_delivery *d = ud;
+    dq_consumer *c = d->c;
+    d->ops--;
+    if (d->state == D_ENDED) {
+        if (d->ops == 0)
+            dq_async_bury(c->a, delivery_free, d);
+        return;
+    }
+    if (d->state != D_RUNNING || d->extend_ev == NULL)
+        return;
+    if (status == DQ_OK) {
+        d->job->lease_deadline_ms = deadline_ms;
+        arm_ms(d->extend_ev, c->lease_ms / 2);
+    } else if (status == DQ_ESTALE || status == DQ_ENOTFOUND) {
+        d->lost = 1; /* the job is someone else's now */
+        dq_err_set(&c->err, status, "extend of job '%.200s': %s",
+                   dq_job_id(d->job), dq_async_errmsg(c->a));
+    } else {
+        arm_ms(d->extend_ev, c->lease_ms / 8 + 10); /* try again soon */
+    }
+}
+
+static void on_handler_timeout(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    dq_delivery *d = arg;
+    dq_consumer *c = d->c;
+    dq_async *a = c->a;
+    dq_async_enter(a);
+    if (d->state == D_RUNNING && !c->dead)
+        release(c->as, d, 0);
+    dq_async_leave(a);
+}
+
+/* Hands one claimed job to the handler. */
+static void dispatch(acons *s, const dq_job *job) {
+    dq_consumer *c = s->c;
+    struct event_base *base = dq_async_base(c->a);
+    dq_delivery *d = calloc(1, sizeof(*d));
+    if (d != NULL && (d->job = dq_job_dup(job)) == NULL) {
+        free(d);
+        d = NULL;
+    }
+    if (d == NULL) { /* its lease runs out and it comes back */
+        dq_err_set(&c->err, DQ_ENOMEM, "out of memory for job '%.200s'",
+                   dq_job_id(job));
+        return;
+    }
+    d->c = c;
+    d->state = D_RUNNING;
+    dq_cons_link(c, d);
+    s->active++;
+    if (dq_cons_over_max(c, d->job)) { /* delivered too often already */
+        finish_apply(s, d, DQ_JOB_FAIL, -1);
+        return;
+    }
+    if (c->extend) {
+        d->extend_ev = evtimer_new(base, on_extend_timer, d);
+        if (d->extend_ev != NULL)
+            arm_ms(d->extend_ev, c->lease_ms / 2);
+    }
+    if (c->handler_timeout_ms > 0) {
+        d->timeout_ev = evtimer_new(base, on_handler_timeout, d);
+        if (d->timeout_ev != NULL)
+            arm_ms(d->timeout_ev, c->handler_timeout_ms);
+    }
+    int r = c->handler(c, d->job, c->ud);
+    if (c->dead)
+        return;
+    r = dq_cons_outcome(r);
+    if (d->state == D_RUNNING && r != DQ_JOB_ASYNC)
+        finish_apply(s, d, r, -1);
+}
+
+/* A job claimed after the stop began: straight back. */
+static void give_back(acons *s, const dq_job *job) {
+    dq_consumer *c = s->c;
+    dq_delivery *d = calloc(1, sizeof(*d));
+    if (d != NULL && (d->job = dq_job_dup(job)) == NULL) {
+        free(d);
+        d = NULL;
+    }
+    if (d == NULL)
+        return; /* its lease runs out */
+    d->c = c;
+    d->late_done = 1; /* nobody holds it */
+    dq_cons_link(c, d);
+    s->active++;
+    release(s, d, 1);
+}
+
+/* ---- Polling ---- */
+
+static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
+                      int status, void *ud) {
+    acons *s = ud;
+    dq_consumer *c = s->c;
+    int64_t recv = dq_mono_us();
+    s->polling = 0;
+    if (status < 0) {
+        dq_err_set(&c->err, status, "poll: %s", dq_async_errmsg(a));
+        int64_t b = s->err_backoff_ms;
+        s->err_backoff_ms = b * 2 > 2000 ? 2000 : b * 2;
+        if (s->stopping)
+            check_stopped(s);
+        else
+            timer_set(s, recv + b * 1000, 0);
+        return;
+    }
+    s->err_backoff_ms = 50;
+    size_t n = dq_jobs_count(jobs);
+    s->saturated = (int)n >= s->requested;
+    for (size_t i = 0; i < n; i++) {
+        const dq_job *job = dq_jobs_at(jobs, i);
+        if (s->stopping)
+            give_back(s, job);
+        else
+            dispatch(s, job);
+        if (c->dead)
+            return; /* freed by a handler */
+    }
+    if (s->stopping) {
+        check_stopped(s);
+        return;
+    }
+    if (s->saturated || next_us == 0 || s->poll_again) {
+        s->poll_again = 0;
+        kick(s);
+        if (s->polling || s->saturated)
+            return;
+    }
+    /* Sleep until the next job is due (server offset, measured from about
+     * when the script ran), or the idle cap. */
+    int64_t cap = dq_async_opts(a)->wait_cap_ms * 1000;
+    if (next_us < 0 || next_us >= cap)
+        timer_set(s, recv + cap, 1);
+    else
+        timer_set(s, (s->poll_sent_us + recv) / 2 + next_us, 0);
+}
+
+static void kick(acons *s) {
+    dq_consumer *c = s->c;
+    dq_async *a = c->a;
+    if (c->dead || s->stopping || s->polling)
+        return;
+    int64_t free_slots = c->concurrency - (int64_t)s->active;
+    if (free_slots <= 0) {
+        s->saturated = 1; /* a finishing job polls again */
+        return;
+    }
+    int max = free_slots > DQ_POLL_MAX ? DQ_POLL_MAX : (int)free_slots;
+    timer_clear(s);
+    dq_async_set_owner(a, c);
+    int rc = dq_async_poll_us(a, c->queue, max, c->lease_ms, on_polled, s);
+    dq_async_set_owner(a, NULL);
+    if (rc < 0) {
+        dq_err_set(&c->err, rc, "poll: %s", dq_async_errmsg(a));
+        timer_set(s, dq_mono_us() + s->err_backoff_ms * 1000, 0);
+        return;
+    }
+    s->polling = 1;
+    s->requested = max;
+    s->poll_sent_us = dq_mono_us();
+}
+
+static void on_watch(void *ud, int event) {
+    (void)event; /* ready or wake: either way, look now */
+    acons *s = ud;
+    if (s->c->dead || s->stopping)
+        return;
+    if (s->polling)
+        s->poll_again = 1;
+    else
+        kick(s);
+}
+
+/* ---- Lifecycle ---- */
+
+static void acons_free_mem(void *p) {
+    dq_consumer *c = p;
+    free(c->as);
+    free(c);
+}
+
+static void as_destroy(dq_consumer *c) {
+    acons *s = c->as;
+    dq_async *a = c->a;
+    c->dead = 1;
+    dq_async_forget(a, c);
+    dq_async_disown(a, &s->child);
+    dq_watch_close(s->watch);
+    s->watch = NULL;
+    if (s->timer_ev != NULL)
+        event_free(s->timer_ev);
+    if (s->stop_ev != NULL)
+        event_free(s->stop_ev);
+    s->timer_ev = s->stop_ev = NULL;
+    if (s->tfd >= 0)
+        close(s->tfd);
+    s->tfd = -1;
+    while (c->list != NULL) {
+        dq_delivery *d = c->list;
+        dq_cons_unlink(c, d);
+        timers_clear(d);
+        dq_async_bury(a, delivery_free, d);
+    }
+    dq_async_bury(a, acons_free_mem, c);
+}
+
+static void as_release(dq_child *ch) {
+    acons *s = (acons *)ch;
+    as_destroy(s->c);
+}
+
+static int as_finish(dq_consumer *c, dq_delivery *d, int outcome,
+                     int64_t delay_ms) {
+    acons *s = c->as;
+    if (d->state == D_ABANDONED) {
+        dq_cons_unlink(c, d);
+        delivery_release(s, d);
+        return dq_err_set(&c->err, DQ_ESTALE,
+                          "dq_consumer_done: the consumer gave this job up "
+                          "already (handler timeout or stop)");
+    }
+    if (d->state == D_RELEASING) {
+        d->late_done = 1;
+        return dq_err_set(&c->err, DQ_ESTALE,
+                          "dq_consumer_done: the consumer is giving this "
+                          "job up (handler timeout or stop)");
+    }
+    dq_async_enter(c->a);
+    finish_apply(s, d, outcome, delay_ms);
+    dq_async_leave(c->a);
+    return DQ_OK;
+}
+
+int dq_consumer_new(dq_async *a, const char *queue, dq_handler_fn *handler,
+                    void *userdata, dq_consumer **out) {
+    if (out == NULL)
+        return DQ_ENULL;
+    *out = NULL;
+    if (a == NULL || handler == NULL)
+        return DQ_ENULL;
+    int rc = dq_check_queue(queue, NULL);
+    if (rc != DQ_OK)
+        return rc;
+    if (dq_async_closing(a))
+        return DQ_ECLOSED;
+    dq_consumer *c = calloc(1, sizeof(*c));
+    acons *s = calloc(1, sizeof(*s));
+    if (c == NULL || s == NULL) {
+        free(c);
+        free(s);
+        return DQ_ENOMEM;
+    }
+    dq_cons_init(c, CM_ASYNC, queue, handler, userdata);
+    c->a = a;
+    c->as = s;
+    c->finish = as_finish;
+    c->destroy = as_destroy;
+    s->c = c;
+    s->tfd = -1;
+    s->err_backoff_ms = 50;
+    s->child.release = as_release;
+    dq_async_adopt(a, &s->child);
+    *out = c;
+    return DQ_OK;
+}
+
+int dq_consumer_start(dq_consumer *c) {
+    if (c == NULL)
+        return DQ_ENULL;
+    if (c->mode != CM_ASYNC || c->started)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          c->mode != CM_ASYNC
+                              ? "dq_consumer_start is for libevent consumers"
+                              : "the consumer was started already");
+    acons *s = c->as;
+    struct event_base *base = dq_async_base(c->a);
+#ifdef __linux__
+    s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+#endif
+    if (s->tfd >= 0) {
+        s->timer_ev = event_new(base, s->tfd, EV_READ | EV_PERSIST, on_timer,
+                                s);
+        if (s->timer_ev != NULL && event_add(s->timer_ev, NULL) != 0) {
+            event_free(s->timer_ev);
+            s->timer_ev = NULL;
+        }
+    } else {
+        s->timer_ev = evtimer_new(base, on_timer, s);
+    }
+    s->stop_ev = evtimer_new(base, on_stop_deadline, s);
+    if (s->timer_ev == NULL || s->stop_ev == NULL)
+        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
+    dq_async_wake_channel(c->a, c->queue, s->channel, sizeof(s->channel));
+    if (dq_watch_open(c->a, s->channel, on_watch, s, &s->watch) != DQ_OK)
+        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
+    c->started = 1;
+    kick(s);
+    return DQ_OK;
+}
+
+static void on_stop_deadline(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    acons *s = arg;
+    dq_consumer *c = s->c;
+    dq_async *a = c->a;
+    dq_async_enter(a);
+    /* A release may call back and change the list: start over each time
+     * (a released job is no longer D_RUNNING). */
+    for (int again = 1; again && !c->dead;) {
+        again = 0;
+        for (dq_delivery *d = c->list; d != NULL; d = d->next)
+            if (d->state == D_RUNNING) {
+                release(s, d, 1);
+                again = 1;
+                break;
+            }
+    }
+    if (!c->dead)
+        check_stopped(s);
+    dq_async_leave(a);
+}
+
+int dq_consumer_stop(dq_consumer *c, int64_t timeout_ms, dq_stopped_cb *cb,
+                     void *userdata) {
+    if (c == NULL)
+        return DQ_ENULL;
+    acons *s = c->as;
+    if (c->mode != CM_ASYNC || !c->started || s->stopping)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          c->mode != CM_ASYNC
+                              ? "dq_consumer_stop is for libevent consumers "
+                                "(use dq_consumer_interrupt)"
+                              : "the consumer is not running");
+    int rc = dq_check_delay(timeout_ms, "timeout_ms", &c->err);
+    if (rc != DQ_OK)
+        return rc;
+    s->stopping = 1;
+    s->stopped_cb = cb;
+    s->stopped_ud = userdata;
+    timer_clear(s);
+    dq_watch_close(s->watch);
+    s->watch = NULL;
+    /* The deadline (or, with nothing running, the next loop turn) calls
+     * back from the loop, never from inside this call. */
+    arm_ms(s->stop_ev, s->active == 0 && !s->polling ? 0 : timeout_ms);
+    return DQ_OK;
+}
+
+size_t dq_consumer_running(const dq_consumer *c) {
+    if (c == NULL)
+        return 0;
+    if (c->mode == CM_SYNC)
+        return c->in_handler ? 1 : 0;
+    size_t n = 0;
+    for (const dq_delivery *d = c->list; d != NULL; d = d->next)
+        n += d->state == D_RUNNING;
+    return n;
+}

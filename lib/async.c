@@ -1,0 +1,1358 @@
+/*
+ * async.c - the libevent client: the ops of ops.c over dq_aconn (conn.c),
+ * with reconnects, timeouts and safe frees from inside callbacks.
+ *
+ * Shape.  A "link" is one connection slot that reconnects by itself: a
+ * dq_aconn while connected, a backoff timer while not, and one timer that
+ * bounds both the connection attempt (DQ_OPT_CONNECT_TIMEOUT_MS) and the
+ * silence of Redis while replies are awaited (DQ_OPT_COMMAND_TIMEOUT_MS;
+ * replies come in order, so "no reply for T ms while some are pending" is
+ * exactly "the oldest pending command is T ms late").  The client has one
+ * link for operations; each consumer's watch (the wake-up subscription) has
+ * its own.
+ *
+ * An operation (aop) is built exactly as the sync client builds it (the
+ * checks, dq_push_plan_make, dq_build_*), then its arguments are copied
+ * ("frozen": the key cache and the caller's buffers may change once we
+ * return) and it waits in `waiting` until the link is up, then sits in
+ * `inflight` until every reply came back.  NOSCRIPT resends that one
+ * command as EVAL, as the sync client does.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "async_int.h"
+#include "conn.h"
+#include "ops.h"
+#include "uri.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+
+/* ---- Links ------------------------------------------------------------- */
+
+enum { L_WAIT = 0, L_CONNECTING, L_UP, L_CLOSED };
+
+typedef struct link link;
+struct link {
+    dq_async *a;                 /* client (base, URI, options) */
+    dq_aconn *conn;              /* NULL unless connecting or up */
+    int state;                   /* L_* */
+    int64_t backoff_ms;          /* delay before the next attempt */
+    struct event *retry_ev;      /* next connection attempt */
+    struct event *tick_ev;       /* connect / reply timeout */
+    int64_t connect_deadline_us; /* monotonic */
+    int64_t last_us;             /* last reply, or first send while idle */
+    size_t pending;              /* commands awaiting replies */
+    void *owner;                 /* client or watch */
+    void (*up)(link *l);         /* connection ready */
+    /* connection lost (was_up) or attempt failed; always the last thing
+     * link code does, so the owner may free everything from inside */
+    void (*down)(link *l, int code, const char *msg, int was_up);
+};
+
+/* ---- Operations -------------------------------------------------------- */
+
+enum {
+    OP_PUSH, OP_PUSH_BATCH, OP_CANCEL, OP_POLL, OP_ACK, OP_ACK_BATCH,
+    OP_NACK, OP_EXTEND, OP_DEAD_LIST, OP_DEAD_REQUEUE, OP_DEAD_PURGE,
+    OP_STATS
+};
+
+enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
+
+typedef struct aop aop;
+struct aop {
+    aop *prev, *next;     /* in the client's waiting or inflight list */
+    dq_async *a;          /* client */
+    int where;            /* IN_* */
+    int kind;             /* OP_* */
+    const char *what;     /* "push", "poll", ... for messages */
+    void *owner;          /* internal tag (dq_async_set_owner) */
+    union {
+        dq_status_cb *st;
+        dq_push_cb *push;
+        dq_batch_cb *batch;
+        dq_jobs_cb *jobs;
+        dq_results_cb *res;
+        dq_extend_cb *ext;
+        dq_stats_cb *stats;
+    } cb;                 /* caller's callback (see has_cb) */
+    int has_cb;           /* cb set and not forgotten */
+    void *ud;             /* caller's userdata */
+    int64_t deadline_us;  /* waiting: when it gives up (0 = never) */
+    size_t ncmds;         /* script calls */
+    dq_cmd *cmds;         /* &one, or plan.cmds */
+    char **frozen;        /* per call: copy of its arguments */
+    size_t outstanding;   /* replies awaited */
+    int status;           /* result: count or code (first error wins) */
+    int failed;           /* status holds an error */
+    dq_err err;           /* message of that error */
+    int wait_sent;        /* push: WAIT for replicas sent */
+    int us;               /* poll: next_due in microseconds */
+    int64_t lease_ms;     /* poll: for the lease deadline of jobs */
+    size_t n;             /* ack: number of jobs */
+    int *results;         /* ack: per job */
+    dq_jobs *jobs;        /* poll, dead list */
+    int64_t next_us;      /* poll */
+    long long v;          /* integer result */
+    int64_t stats[5];     /* stats */
+    char id[DQ_ID_BUF];   /* job id, for messages */
+    dq_cmd one;           /* single-call operations */
+    dq_push_plan plan;    /* pushes */
+};
+
+typedef struct oplist {
+    aop *head, *tail;
+    size_t count;
+} oplist;
+
+typedef struct grave {
+    void (*fn)(void *); /* frees p */
+    void *p;
+} grave;
+
+struct dq_async {
+    dq_core core;            /* options, key cache, id generator */
+    dq_uri uri;              /* where to connect */
+    struct event_base *base; /* caller's loop */
+    dq_err err;              /* last failed call / running callback */
+    link main;               /* the operations' connection */
+    oplist waiting;          /* not sent yet (link down) */
+    oplist inflight;         /* sent, replies outstanding */
+    struct event *wait_ev;   /* expiry of the oldest waiting op */
+    dq_state_cb *state_cb;   /* state changes */
+    void *state_ud;          /* its userdata */
+    void *owner;             /* tag for new ops (dq_async_set_owner) */
+    int depth;               /* entries from the loop running */
+    int freeing;             /* dq_async_free started */
+    dq_child children;       /* consumers (list head) */
+    grave *graves;           /* objects to free at depth 0 */
+    size_t ngraves, graves_cap;
+    char where[300];         /* server address for messages */
+    int open_rc;             /* error of dq_async_open, 0 if it worked */
+};
+
+static void link_start(link *l, int64_t delay_ms);
+
+/* ---- Depth and deferred frees ---- */
+
+static void real_free(dq_async *a) {
+    free(a->graves);
+    dq_uri_clear(&a->uri);
+    dq_core_clear(&a->core);
+    free(a);
+}
+
+void dq_async_enter(dq_async *a) { a->depth++; }
+
+int dq_async_leave(dq_async *a) {
+    if (--a->depth > 0)
+        return a->freeing;
+    /* Graves may bury more graves while freed: loop by index. */
+    a->depth++;
+    for (size_t i = 0; i < a->ngraves; i++)
+        a->graves[i].fn(a->graves[i].p);
+    a->ngraves = 0;
+    a->depth--;
+    if (a->freeing) {
+        real_free(a);
+        return 1;
+    }
+    return 0;
+}
+
+int dq_async_closing(const dq_async *a) { return a->freeing; }
+
+void dq_async_bury(dq_async *a, void (*fn)(void *), void *p) {
+    if (a->depth == 0) {
+        fn(p);
+        return;
+    }
+    if (a->ngraves == a->graves_cap) {
+        size_t cap = a->graves_cap ? a->graves_cap * 2 : 8;
+        grave *g = realloc(a->graves, cap * sizeof(*g));
+        if (g == NULL)
+            return; /* out of memory: leak rather than free too early */
+        a->graves = g;
+        a->graves_cap = cap;
+    }
+    a->graves[a->ngraves].fn = fn;
+    a->graves[a->ngraves].p = p;
+    a->ngraves++;
+}
+
+struct event_base *dq_async_base(const dq_async *a) { return a->base; }
+const dq_options *dq_async_opts(const dq_async *a) { return &a->core.opts; }
+
+void dq_async_wake_channel(dq_async *a, const char *queue, char *out,
+                           size_t size) {
+    dq_core_keys(&a->core, queue);
+    const dq_keys *k = &a->core.keys;
+    snprintf(out, size, "%.*swake", (int)(k->len[0] - 3), k->key[0]);
+}
+
+void dq_async_set_owner(dq_async *a, void *owner) { a->owner = owner; }
+
+void dq_async_adopt(dq_async *a, dq_child *ch) {
+    ch->prev = &a->children;
+    ch->next = a->children.next;
+    a->children.next->prev = ch;
+    a->children.next = ch;
+}
+
+void dq_async_disown(dq_async *a, dq_child *ch) {
+    (void)a;
+    if (ch->next == NULL)
+        return;
+    ch->prev->next = ch->next;
+    ch->next->prev = ch->prev;
+    ch->prev = ch->next = NULL;
+}
+
+/* ---- Link mechanics ---- */
+
+static struct timeval tv_us(int64_t us) {
+    struct timeval tv;
+    if (us < 0)
+        us = 0;
+    tv.tv_sec = (time_t)(us / 1000000);
+    tv.tv_usec = (suseconds_t)(us % 1000000);
+    return tv;
+}
+
+static void link_arm(struct event *ev, int64_t us) {
+    struct timeval tv = tv_us(us);
+    evtimer_add(ev, &tv);
+}
+
+static int64_t cmd_timeout_us(const link *l) {
+    return l->a->core.opts.command_timeout_ms * 1000;
+}
+
+/* Drops the connection (if any), schedules the next attempt and tells the
+ * owner - as the very last step. */
+static void link_fail(link *l, int code, const char *msg) {
+    int was_up = l->state == L_UP;
+    dq_aconn_close(l->conn);
+    l->conn = NULL;
+    l->pending = 0;
+    evtimer_del(l->tick_ev);
+    l->state = L_WAIT;
+    link_arm(l->retry_ev, l->backoff_ms * 1000);
+    l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                       : l->backoff_ms * 2;
+    l->down(l, code, msg, was_up);
+}
+
+static void link_on_state(void *priv, int code, const char *msg) {
+    link *l = priv;
+    dq_async *a = l->a;
+    dq_async_enter(a);
+    if (code == DQ_OK) {
+        l->state = L_UP;
+        l->backoff_ms = BACKOFF_MIN_MS;
+        l->pending = 0;
+        evtimer_del(l->tick_ev);
+        l->up(l);
+    } else {
+        link_fail(l, code, msg);
+    }
+    dq_async_leave(a);
+}
+
+static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    link *l = arg;
+    dq_async *a = l->a;
+    dq_async_enter(a);
+    dq_conn_cfg cfg = {&a->uri, &a->core.opts};
+    dq_err e;
+    int rc = dq_aconn_open(&cfg, a->base, link_on_state, l, &l->conn, &e);
+    if (rc != DQ_OK) {
+        link_fail(l, rc, e.msg);
+    } else {
+        l->state = L_CONNECTING;
+        int64_t ct = a->core.opts.connect_timeout_ms * 1000;
+        if (ct > 0) {
+            l->connect_deadline_us = dq_mono_us() + ct;
+            link_arm(l->tick_ev, ct);
+        }
+    }
+    dq_async_leave(a);
+}
+
+static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    link *l = arg;
+    dq_async *a = l->a;
+    char msg[400];
+    dq_async_enter(a);
+    int64_t now = dq_mono_us();
+    if (l->state == L_CONNECTING) {
+        if (now >= l->connect_deadline_us) {
+            snprintf(msg, sizeof(msg),
+                     "connect to %s: not ready within %" PRId64
+                     " ms (DQ_OPT_CONNECT_TIMEOUT_MS)",
+                     a->where, a->core.opts.connect_timeout_ms);
+            link_fail(l, DQ_ETIMEDOUT, msg);
+        } else {
+            link_arm(l->tick_ev, l->connect_deadline_us - now);
+        }
+    } else if (l->state == L_UP && l->pending > 0 && cmd_timeout_us(l) > 0) {
+        int64_t due = l->last_us + cmd_timeout_us(l);
+        if (now >= due) {
+            snprintf(msg, sizeof(msg),
+                     "%s did not answer within %" PRId64
+                     " ms (DQ_OPT_COMMAND_TIMEOUT_MS): connection dropped",
+                     a->where, a->core.opts.command_timeout_ms);
+            link_fail(l, DQ_ETIMEDOUT, msg);
+        } else {
+            link_arm(l->tick_ev, due - now);
+        }
+    }
+    dq_async_leave(a);
+}
+
+static int link_init(link *l, dq_async *a, void *owner, void (*up)(link *),
+                     void (*down)(link *, int, const char *, int)) {
+    memset(l, 0, sizeof(*l));
+    l->a = a;
+    l->owner = owner;
+    l->up = up;
+    l->down = down;
+    l->backoff_ms = BACKOFF_MIN_MS;
+    l->retry_ev = evtimer_new(a->base, link_on_retry, l);
+    l->tick_ev = evtimer_new(a->base, link_on_tick, l);
+    if (l->retry_ev == NULL || l->tick_ev == NULL)
+        return DQ_ENOMEM;
+    return DQ_OK;
+}
+
+/* First attempt, from the loop (so open never calls back). */
+static void link_start(link *l, int64_t delay_ms) {
+    l->state = L_WAIT;
+    link_arm(l->retry_ev, delay_ms * 1000);
+}
+
+/* Makes the link inert: no callback of it runs after this. */
+static void link_close(link *l) {
+    dq_aconn_close(l->conn);
+    l->conn = NULL;
+    if (l->retry_ev != NULL)
+        event_free(l->retry_ev);
+    if (l->tick_ev != NULL)
+        event_free(l->tick_ev);
+    l->retry_ev = l->tick_ev = NULL;
+    l->state = L_CLOSED;
+}
+
+/* One more command awaits its reply. */
+static void link_sent(link *l) {
+    if (l->pending++ == 0) {
+        l->last_us = dq_mono_us();
+        if (cmd_timeout_us(l) > 0)
+            link_arm(l->tick_ev, cmd_timeout_us(l));
+    }
+}
+
+static void link_replied(link *l) {
+    if (l->pending > 0)
+        l->pending--;
+    l->last_us = dq_mono_us();
+}
+
+/* ---- Operation lists ---- */
+
+static void list_push(oplist *L, aop *op, int where) {
+    op->prev = L->tail;
+    op->next = NULL;
+    if (L->tail != NULL)
+        L->tail->next = op;
+    else
+        L->head = op;
+    L->tail = op;
+    L->count++;
+    op->where = where;
+}
+
+static void list_unlink(dq_async *a, aop *op) {
+    oplist *L = op->where == IN_WAITING  ? &a->waiting
+                : op->where == IN_FLIGHT ? &a->inflight
+                                         : NULL;
+    if (L == NULL)
+        return;
+    if (op->prev != NULL)
+        op->prev->next = op->next;
+    else
+        L->head = op->next;
+    if (op->next != NULL)
+        op->next->prev = op->prev;
+    else
+        L->tail = op->prev;
+    L->count--;
+    op->prev = op->next = NULL;
+    op->where = IN_NONE;
+}
+
+static aop *op_new(dq_async *a, int kind, const char *what) {
+    aop *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    op->a = a;
+    op->kind = kind;
+    op->what = what;
+    op->owner = a->owner;
+    return op;
+}
+
+static void op_free(aop *op) {
+    if (op->frozen != NULL)
+        for (size_t i = 0; i < op->ncmds; i++)
+            free(op->frozen[i]);
+    free(op->frozen);
+    if (op->kind == OP_PUSH || op->kind == OP_PUSH_BATCH)
+        dq_push_plan_free(&op->plan);
+    else if (op->cmds == &op->one)
+        dq_cmd_free(&op->one);
+    free(op->results);
+    dq_jobs_free(op->jobs);
+    free(op);
+}
+
+/* Copies the arguments of every call (keys live in the core's cache,
+ * payloads in the caller's buffers) so the op can be (re)sent later.
+ * argv[0..2] ("EVALSHA", sha, "6") are static. */
+static int op_freeze(aop *op) {
+    op->frozen = calloc(op->ncmds, sizeof(char *));
+    if (op->frozen == NULL)
+        return DQ_ENOMEM;
+    for (size_t i = 0; i < op->ncmds; i++) {
+        dq_cmd *c = &op->cmds[i];
+        size_t total = 1;
+        for (int j = 3; j < c->argc; j++)
+            total += c->lens[j];
+        char *buf = malloc(total);
+        if (buf == NULL)
+            return DQ_ENOMEM;
+        op->frozen[i] = buf;
+        for (int j = 3; j < c->argc; j++) {
+            if (c->lens[j] > 0)
+                memcpy(buf, c->argv[j], c->lens[j]);
+            c->argv[j] = buf;
+            buf += c->lens[j];
+        }
+    }
+    return DQ_OK;
+}
+
+/* Records an error for op (the first one wins). */
+static void op_error(aop *op, int code, const char *msg) {
+    if (op->failed)
+        return;
+    op->failed = 1;
+    op->status = code;
+    dq_err_set(&op->err, code, "%s: %s", op->what, msg);
+}
+
+static void op_error_err(aop *op, int code, const dq_err *e) {
+    if (op->failed)
+        return;
+    op->failed = 1;
+    op->status = code;
+    op->err = *e;
+}
+
+/* Calls op's callback (if any) and frees it.  The op is unlinked first:
+ * the callback may start ops or free the client. */
+static void op_finish(dq_async *a, aop *op) {
+    list_unlink(a, op);
+    int st = op->status;
+    if (op->has_cb) {
+        if (op->failed)
+            a->err = op->err;
+        else
+            dq_err_clear(&a->err);
+        int ok = !op->failed || st == DQ_EREPLICAS;
+        switch (op->kind) {
+        case OP_PUSH:
+            op->cb.push(a, ok ? op->plan.ids : NULL,
+                        ok ? op->plan.outcomes[0] : 0, st, op->ud);
+            break;
+        case OP_PUSH_BATCH:
+            op->cb.batch(a, op->plan.n, ok ? op->plan.ids : NULL,
+                         ok ? op->plan.outcomes : NULL, st, op->ud);
+            break;
+        case OP_POLL: {
+            int64_t next = 0;
+            if (st == 0)
+                next = op->us ? op->next_us
+                       : op->next_us < 0 ? -1
+                                         : (op->next_us + 999) / 1000;
+            op->cb.jobs(a, st > 0 ? op->jobs : NULL, next, st, op->ud);
+            break;
+        }
+        case OP_DEAD_LIST:
+            op->cb.jobs(a, st > 0 ? op->jobs : NULL, 0, st, op->ud);
+            break;
+        case OP_ACK_BATCH:
+            op->cb.res(a, op->n, op->failed ? NULL : op->results, st, op->ud);
+            break;
+        case OP_EXTEND:
+            op->cb.ext(a, op->failed ? 0 : op->v, st, op->ud);
+            break;
+        case OP_STATS: {
+            const int64_t *s = op->stats;
+            op->cb.stats(a, s[0], s[1], s[2], s[3], s[4], st, op->ud);
+            break;
+        }
+        default: /* ack, nack, cancel, dead requeue/purge */
+            op->cb.st(a, st, op->ud);
+            break;
+        }
+        if (!a->freeing)
+            dq_err_clear(&a->err);
+    }
+    op_free(op);
+}
+
+static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
+    op_error(op, code, msg);
+    op_finish(a, op);
+}
+
+/* ---- Sending and replies ---- */
+
+static void on_reply(void *priv, size_t tag, const dq_reply *r);
+
+/* Sends every call of op on the main link.  Returns the number sent; on a
+ * send failure op has the error. */
+static size_t op_send(dq_async *a, aop *op) {
+    dq_err e;
+    size_t sent = 0;
+    for (size_t i = 0; i < op->ncmds; i++) {
+        dq_cmd *c = &op->cmds[i];
+        int rc = dq_aconn_send(a->main.conn, c->argc, c->argv, c->lens,
+                               on_reply, op, i, &e);
+        if (rc != DQ_OK) {
+            op_error_err(op, rc, &e);
+            break;
+        }
+        link_sent(&a->main);
+        sent++;
+    }
+    op->outstanding += sent;
+    if (sent > 0)
+        list_push(&a->inflight, op, IN_FLIGHT);
+    return sent;
+}
+
+static void arm_wait(dq_async *a) {
+    if (a->waiting.head == NULL || a->waiting.head->deadline_us == 0) {
+        evtimer_del(a->wait_ev);
+        return;
+    }
+    link_arm(a->wait_ev, a->waiting.head->deadline_us - dq_mono_us());
+}
+
+/* Queues a built op: sent now when the link is up, else waits.  Returns
+ * DQ_OK (the callback will come) or an error (op freed, no callback). */
+static int op_submit(dq_async *a, aop *op) {
+    if (a->main.state == L_UP) {
+        if (op_send(a, op) == 0) {
+            int rc = op->status;
+            a->err = op->err;
+            op_free(op);
+            return rc;
+        }
+        return DQ_OK;
+    }
+    int64_t t = a->core.opts.command_timeout_ms * 1000;
+    op->deadline_us = t > 0 ? dq_mono_us() + t : 0;
+    list_push(&a->waiting, op, IN_WAITING);
+    if (a->waiting.head == op)
+        arm_wait(a);
+    return DQ_OK;
+}
+
+static int reply_int(aop *op, const dq_reply *r) {
+    dq_err e;
+    int rc = dq_decode_int(r, &op->v, &e);
+    if (rc != DQ_OK)
+        op_error_err(op, rc, &e);
+    return rc;
+}
+
+/* Decodes a non-error reply of call `tag` into op. */
+static void op_decode(dq_async *a, aop *op, size_t tag, const dq_reply *r) {
+    dq_err e;
+    int rc = DQ_OK;
+    switch (op->kind) {
+    case OP_PUSH:
+    case OP_PUSH_BATCH:
+        if (tag == op->ncmds) { /* WAIT */
+            long long want = a->core.opts.wait_replicas;
+            if (dq_reply_type(r) != DQ_R_INTEGER || dq_reply_int(r) < want) {
+                char msg[200];
+                snprintf(msg, sizeof(msg),
+                         "written, but only %lld of %lld replicas "
+                         "acknowledged it within %" PRId64 " ms",
+                         dq_reply_type(r) == DQ_R_INTEGER ? dq_reply_int(r)
+                                                          : 0,
+                         want, a->core.opts.wait_replicas_timeout_ms);
+                op_error(op, DQ_EREPLICAS, msg);
+            }
+            return;
+        }
+        rc = dq_push_plan_decode(&op->plan, tag, r, &e);
+        break;
+    case OP_POLL:
+        dq_jobs_free(op->jobs);
+        op->jobs = NULL;
+        rc = dq_decode_poll(r, op->lease_ms, &op->jobs, &op->next_us, &e);
+        if (rc >= 0)
+            op->status = rc;
+        break;
+    case OP_DEAD_LIST:
+        dq_jobs_free(op->jobs);
+        op->jobs = NULL;
+        rc = dq_decode_dead_list(r, &op->jobs, &e);
+        if (rc >= 0)
+            op->status = rc;
+        break;
+    case OP_ACK:
+    case OP_ACK_BATCH:
+        rc = dq_decode_ack(r, op->n, op->results, &e);
+        if (rc >= 0) {
+            op->status = op->kind == OP_ACK ? 0 : rc; /* dq_ack: 0 */
+            if (op->kind == OP_ACK && op->results[0] != 0)
+                rc = dq_result_code(op->results[0], "ack", op->id, &e);
+        }
+        break;
+    case OP_NACK:
+        if (reply_int(op, r) != DQ_OK)
+            return;
+        if (op->v < 0)
+            rc = dq_result_code(op->v, "nack", op->id, &e);
+        else
+            op->status = (int)op->v;
+        break;
+    case OP_EXTEND:
+        if (reply_int(op, r) != DQ_OK)
+            return;
+        if (op->v < 0)
+            rc = dq_result_code(op->v, "extend", op->id, &e);
+        break;
+    case OP_CANCEL:
+    case OP_DEAD_REQUEUE:
+    case OP_DEAD_PURGE:
+        if (reply_int(op, r) == DQ_OK)
+            op->status = (int)op->v;
+        return;
+    case OP_STATS:
+        rc = dq_decode_stats(r, op->stats, &e);
+        break;
+    }
+    if (rc < 0)
+        op_error_err(op, rc, &e);
+}
+
+/* All replies of op are in: a push may still need its WAIT, everything
+ * else completes. */
+static void op_replied(dq_async *a, aop *op) {
+    int is_push = op->kind == OP_PUSH || op->kind == OP_PUSH_BATCH;
+    if (is_push && !op->failed && !op->wait_sent &&
+        a->core.opts.wait_replicas > 0) {
+        char n[24], t[24];
+        snprintf(n, sizeof(n), "%" PRId64, a->core.opts.wait_replicas);
+        snprintf(t, sizeof(t), "%" PRId64,
+                 a->core.opts.wait_replicas_timeout_ms);
+        const char *argv[3] = {"WAIT", n, t};
+        dq_err e;
+        op->wait_sent = 1;
+        if (dq_aconn_send(a->main.conn, 3, argv, NULL, on_reply, op,
+                          op->ncmds, &e) == DQ_OK) {
+            link_sent(&a->main);
+            op->outstanding = 1;
+            return;
+        }
+        op_error_err(op, DQ_EIO, &e);
+    }
+    if (is_push && !op->failed)
+        op->status = op->kind == OP_PUSH ? 0 : dq_push_plan_count(&op->plan);
+    if (op->kind == OP_EXTEND && !op->failed)
+        op->status = 0;
+    op_finish(a, op);
+}
+
+
+static void on_reply(void *priv, size_t tag, const dq_reply *r) {
+    aop *op = priv;
+    dq_async *a = op->a;
+    dq_err e;
+    dq_async_enter(a);
+    link_replied(&a->main);
+    if (tag < op->ncmds && dq_reply_is_error(r, "NOSCRIPT")) {
+        /* Not run (SCRIPT FLUSH or a restarted server): send this call
+         * again as EVAL, which also loads the script for the next ones. */
+        dq_cmd *c = &op->cmds[tag];
+        dq_cmd_use_eval(c);
+        int rc = dq_aconn_send(a->main.conn, c->argc, c->argv, c->lens,
+                               on_reply, op, tag, &e);
+        dq_cmd_use_evalsha(c);
+        if (rc == DQ_OK) {
+            link_sent(&a->main);
+            dq_async_leave(a);
+            return;
+        }
+        op_error_err(op, rc, &e);
+    } else if (dq_reply_type(r) == DQ_R_ERROR) {
+        int rc = dq_reply_error(r, tag < op->ncmds ? op->what : "WAIT", &e);
+        op_error_err(op, rc, &e);
+    } else {
+        op_decode(a, op, tag, r);
+    }
+    if (--op->outstanding == 0)
+        op_replied(a, op);
+    dq_async_leave(a);
+}
+
+/* ---- The main link's owner: the client ---- */
+
+static void main_up(link *l) {
+    dq_async *a = l->owner;
+    size_t n = a->waiting.count;
+    for (size_t i = 0; i < n && !a->freeing && a->main.state == L_UP; i++) {
+        aop *op = a->waiting.head;
+        if (op == NULL)
+            break;
+        list_unlink(a, op);
+        if (op_send(a, op) == 0)
+            op_finish(a, op);
+    }
+    if (a->freeing)
+        return;
+    arm_wait(a);
+    if (a->state_cb != NULL && a->main.state == L_UP)
+        a->state_cb(a, DQ_CONNECTED, 0, "", a->state_ud);
+}
+
+/* Fails the first n ops of list L (later ones were added by callbacks). */
+static void fail_ops(dq_async *a, oplist *L, size_t n, int code,
+                     const char *msg) {
+    for (size_t i = 0; i < n && !a->freeing; i++) {
+        aop *op = L->head;
+        if (op == NULL)
+            break;
+        op_finish_code(a, op, code, msg);
+    }
+}
+
+static void main_down(link *l, int code, const char *msg, int was_up) {
+    dq_async *a = l->owner;
+    size_t nfl = a->inflight.count;
+    size_t nwait = was_up ? 0 : a->waiting.count;
+    if (a->state_cb != NULL) {
+        a->state_cb(a, DQ_DISCONNECTED, code, msg, a->state_ud);
+        if (a->freeing)
+            return;
+    }
+    /* In flight: lost with the connection (may or may not have run).
+     * Waiting: they waited for this attempt, which failed. */
+    fail_ops(a, &a->inflight, nfl, code, msg);
+    fail_ops(a, &a->waiting, nwait, code, msg);
+    if (!a->freeing)
+        arm_wait(a);
+}
+
+static void on_wait_timer(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    dq_async *a = arg;
+    char msg[400];
+    dq_async_enter(a);
+    int64_t now = dq_mono_us();
+    aop *op;
+    snprintf(msg, sizeof(msg),
+             "not connected to %s within %" PRId64
+             " ms (DQ_OPT_COMMAND_TIMEOUT_MS)",
+             a->where, a->core.opts.command_timeout_ms);
+    while (!a->freeing && (op = a->waiting.head) != NULL &&
+           op->deadline_us != 0 && op->deadline_us <= now)
+        op_finish_code(a, op, DQ_ETIMEDOUT, msg);
+    if (!a->freeing)
+        arm_wait(a);
+    dq_async_leave(a);
+}
+
+/* ---- Client ---- */
+
+int dq_async_open(struct event_base *base, const char *uri,
+                  const dq_options *opts, dq_async **out) {
+    if (out == NULL)
+        return DQ_ENULL;
+    dq_async *a = calloc(1, sizeof(*a));
+    *out = a;
+    if (a == NULL)
+        return DQ_ENOMEM;
+    a->children.next = a->children.prev = &a->children;
+    a->base = base;
+    int rc = DQ_OK;
+    if (dq_core_init(&a->core, opts) != DQ_OK)
+        rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+    else if (base == NULL)
+        rc = dq_err_set(&a->err, DQ_ENULL, "base is NULL");
+    else
+        rc = dq_uri_parse(uri, &a->uri, &a->err);
+    if (rc != DQ_OK)
+        goto fail;
+    const dq_options *o = &a->core.opts;
+    if ((a->uri.tls || o->tls_ca || o->tls_cert || o->tls_key ||
+         o->tls_sni) &&
+        !dq_conn_tls_supported()) {
+        rc = dq_err_set(&a->err, DQ_ENOTSUP,
+                        "TLS requested but this libdelayq was built "
+                        "without TLS (needs hiredis >= 1.0 with "
+                        "hiredis_ssl and -Dtls=enabled)");
+        goto fail;
+    }
+    if (a->uri.kind == DQ_URI_UNIX)
+        snprintf(a->where, sizeof(a->where), "unix:%s", a->uri.path);
+    else
+        snprintf(a->where, sizeof(a->where), "%s:%d", a->uri.host,
+                 a->uri.port);
+    a->wait_ev = evtimer_new(base, on_wait_timer, a);
+    if (a->wait_ev == NULL ||
+        link_init(&a->main, a, a, main_up, main_down) != DQ_OK) {
+        rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+        goto fail;
+    }
+    link_start(&a->main, 0);
+    return DQ_OK;
+fail:
+    /* The client holds the message; calls on it return this code. */
+    a->open_rc = rc;
+    a->main.state = L_CLOSED;
+    return rc;
+}
+
+void dq_async_free(dq_async *a) {
+    if (a == NULL || a->freeing)
+        return;
+    a->freeing = 1;
+    dq_async_enter(a);
+    while (a->children.next != NULL && a->children.next != &a->children) {
+        dq_child *ch = a->children.next;
+        dq_async_disown(a, ch);
+        ch->release(ch);
+    }
+    link_close(&a->main);
+    if (a->wait_ev != NULL)
+        event_free(a->wait_ev);
+    a->wait_ev = NULL;
+    aop *op;
+    while ((op = a->inflight.head) != NULL || (op = a->waiting.head) != NULL)
+        op_finish_code(a, op, DQ_ECANCELED,
+                       "canceled: the client is being freed");
+    dq_async_leave(a);
+}
+
+int dq_async_set_state_cb(dq_async *a, dq_state_cb *cb, void *userdata) {
+    if (a == NULL)
+        return DQ_ENULL;
+    a->state_cb = cb;
+    a->state_ud = userdata;
+    return DQ_OK;
+}
+
+int dq_async_connected(const dq_async *a) {
+    return a != NULL && a->main.state == L_UP;
+}
+
+const char *dq_async_errmsg(const dq_async *a) {
+    if (a == NULL)
+        return "client is NULL (out of memory, or NULL passed)";
+    return a->err.msg;
+}
+
+size_t dq_async_pending(const dq_async *a) {
+    return a == NULL ? 0 : a->waiting.count + a->inflight.count;
+}
+
+void dq_async_forget(dq_async *a, void *owner) {
+    for (aop *op = a->waiting.head; op != NULL; op = op->next)
+        if (op->owner == owner)
+            op->has_cb = 0;
+    for (aop *op = a->inflight.head; op != NULL; op = op->next)
+        if (op->owner == owner)
+            op->has_cb = 0;
+}
+
+/* Entry of every operation: clears the last error. */
+#define ENTER(a)                                                          \
+    do {                                                                  \
+        if ((a) == NULL)                                                  \
+            return DQ_ENULL;                                              \
+        if ((a)->open_rc != DQ_OK)                                        \
+            return (a)->open_rc;                                          \
+        if ((a)->freeing)                                                 \
+            return dq_err_set(&(a)->err, DQ_ECLOSED,                      \
+                              "the client is being freed");               \
+        dq_err_clear(&(a)->err);                                          \
+    } while (0)
+
+/* ---- Push ---- */
+
+static aop *push_build(dq_async *a, int kind, const char *queue, size_t n,
+                       const void *const *payloads, const size_t *lens,
+                       const int64_t *times, int absolute,
+                       const char *const *ids, int flags, int *rc) {
+    aop *op = op_new(a, kind, "push");
+    if (op == NULL) {
+        *rc = DQ_ENOMEM;
+        return NULL;
+    }
+    *rc = dq_push_plan_make(&op->plan, &a->core, queue, n, payloads, lens,
+                            times, absolute, ids, flags, &a->err);
+    if (*rc == DQ_OK) {
+        op->cmds = op->plan.cmds;
+        op->ncmds = op->plan.nchunks;
+        if (op_freeze(op) != DQ_OK)
+            *rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+    }
+    if (*rc != DQ_OK) {
+        op_free(op);
+        return NULL;
+    }
+    return op;
+}
+
+static int push_one(dq_async *a, const char *queue, const void *payload,
+                    size_t len, int64_t t, int absolute, const char *id,
+                    int flags, dq_push_cb *cb, void *userdata) {
+    ENTER(a);
+    const void *pl[1] = {payload};
+    const char *ids[1] = {id};
+    int rc;
+    aop *op = push_build(a, OP_PUSH, queue, 1, pl, &len, &t, absolute, ids,
+                         flags, &rc);
+    if (op == NULL)
+        return rc;
+    op->cb.push = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return op_submit(a, op);
+}
+
+int dq_async_push(dq_async *a, const char *queue, const void *payload,
+                  size_t len, int64_t delay_ms, const char *id, int flags,
+                  dq_push_cb *cb, void *userdata) {
+    return push_one(a, queue, payload, len, delay_ms, 0, id, flags, cb,
+                    userdata);
+}
+
+int dq_async_push_at(dq_async *a, const char *queue, const void *payload,
+                     size_t len, int64_t at_ms, const char *id, int flags,
+                     dq_push_cb *cb, void *userdata) {
+    return push_one(a, queue, payload, len, at_ms, 1, id, flags, cb,
+                    userdata);
+}
+
+int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
+                        const void *const *payloads, const size_t *lens,
+                        const int64_t *delays_ms, const char *const *ids,
+                        int flags, dq_batch_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc;
+    aop *op = push_build(a, OP_PUSH_BATCH, queue, n, payloads, lens,
+                         delays_ms, 0, ids, flags, &rc);
+    if (op == NULL)
+        return rc;
+    op->cb.batch = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return op_submit(a, op);
+}
+
+/* ---- Single-call operations ---- */
+
+/* A new op of one script call on queue (keys selected in the core). */
+static aop *single_new(dq_async *a, int kind, const char *what,
+                       const char *queue) {
+    aop *op = op_new(a, kind, what);
+    if (op == NULL)
+        return NULL;
+    op->cmds = &op->one;
+    op->ncmds = 1;
+    dq_core_keys(&a->core, queue);
+    return op;
+}
+
+/* Submits op once its builder returned build_rc. */
+static int single_submit(dq_async *a, aop *op, int build_rc) {
+    if (build_rc == DQ_OK && op_freeze(op) != DQ_OK)
+        build_rc = DQ_ENOMEM;
+    if (build_rc != DQ_OK) {
+        op_free(op);
+        return dq_err_set(&a->err, build_rc, "out of memory");
+    }
+    return op_submit(a, op);
+}
+
+int dq_async_cancel(dq_async *a, const char *queue, const char *id,
+                    int flags, dq_status_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_id(id, "id", &a->err);
+    if (rc == DQ_OK && (flags & ~DQ_CANCEL_INFLIGHT) != 0)
+        rc = dq_err_set(&a->err, DQ_EINVAL,
+                        "flags is %d; use 0 or DQ_CANCEL_INFLIGHT", flags);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_CANCEL, "cancel", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.st = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    snprintf(op->id, sizeof(op->id), "%s", id);
+    return single_submit(a, op, dq_build_cancel(&op->one, &a->core, id,
+                                                flags));
+}
+
+static int poll_common(dq_async *a, const char *queue, int max,
+                       int64_t lease_ms, int us, dq_jobs_cb *cb,
+                       void *userdata) {
+    ENTER(a);
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_max(max, DQ_POLL_MAX, "max", &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_lease(lease_ms, &a->err);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_POLL, "poll", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.jobs = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    op->lease_ms = lease_ms;
+    op->us = us;
+    return single_submit(a, op,
+                         dq_build_poll(&op->one, &a->core, max, lease_ms));
+}
+
+int dq_async_poll(dq_async *a, const char *queue, int max, int64_t lease_ms,
+                  dq_jobs_cb *cb, void *userdata) {
+    return poll_common(a, queue, max, lease_ms, 0, cb, userdata);
+}
+
+int dq_async_poll_us(dq_async *a, const char *queue, int max,
+                     int64_t lease_ms, dq_jobs_cb *cb, void *userdata) {
+    return poll_common(a, queue, max, lease_ms, 1, cb, userdata);
+}
+
+/* Checks and builds an ack of n jobs; kind OP_ACK or OP_ACK_BATCH. */
+static aop *ack_build(dq_async *a, int kind, const char *queue, size_t n,
+                      const char *const *ids, const char *const *tokens,
+                      int *rc) {
+    aop *op = NULL;
+    *rc = dq_check_queue(queue, &a->err);
+    if (*rc != DQ_OK)
+        return NULL;
+    if (n == 0 || n > DQ_BATCH_MAX) {
+        *rc = dq_err_set(&a->err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
+                         DQ_BATCH_MAX);
+        return NULL;
+    }
+    if (ids == NULL || tokens == NULL) {
+        *rc = dq_err_set(&a->err, DQ_ENULL, "%s is NULL",
+                         ids == NULL ? "ids" : "tokens");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((*rc = dq_check_id(ids[i], n == 1 ? "id" : "an id", &a->err)) ||
+            (*rc = dq_check_token_arg(tokens[i], &a->err)))
+            return NULL;
+    if ((op = single_new(a, kind, "ack", queue)) == NULL) {
+        *rc = DQ_ENOMEM;
+        return NULL;
+    }
+    op->n = n;
+    op->results = calloc(n, sizeof(int));
+    int b = op->results == NULL ? DQ_ENOMEM
+                                : dq_build_ack(&op->one, &a->core, n, ids,
+                                               tokens);
+    if (b == DQ_OK && op_freeze(op) != DQ_OK)
+        b = DQ_ENOMEM;
+    if (b != DQ_OK) {
+        op_free(op);
+        *rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (n == 1)
+        snprintf(op->id, sizeof(op->id), "%s", ids[0]);
+    return op;
+}
+
+int dq_async_ack(dq_async *a, const char *queue, const char *id,
+                 const char *token, dq_status_cb *cb, void *userdata) {
+    ENTER(a);
+    const char *ids[1] = {id};
+    const char *toks[1] = {token};
+    int rc;
+    aop *op = ack_build(a, OP_ACK, queue, 1, ids, toks, &rc);
+    if (op == NULL)
+        return rc;
+    op->cb.st = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return op_submit(a, op);
+}
+
+int dq_async_ack_batch(dq_async *a, const char *queue, size_t n,
+                       const char *const *ids, const char *const *tokens,
+                       dq_results_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc;
+    aop *op = ack_build(a, OP_ACK_BATCH, queue, n, ids, tokens, &rc);
+    if (op == NULL)
+        return rc;
+    op->cb.res = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return op_submit(a, op);
+}
+
+/* Checks queue, id and token of nack/extend. */
+static int check_held(dq_async *a, const char *queue, const char *id,
+                      const char *token) {
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_id(id, "id", &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_token_arg(token, &a->err);
+    return rc;
+}
+
+int dq_async_nack(dq_async *a, const char *queue, const char *id,
+                  const char *token, int64_t delay_ms, int flags,
+                  dq_status_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc = check_held(a, queue, id, token);
+    if (rc == DQ_OK)
+        rc = dq_check_delay(delay_ms, "delay_ms", &a->err);
+    if (rc == DQ_OK && (flags & ~DQ_NACK_DEAD) != 0)
+        rc = dq_err_set(&a->err, DQ_EINVAL,
+                        "flags is %d; use 0 or DQ_NACK_DEAD", flags);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_NACK, "nack", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.st = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    snprintf(op->id, sizeof(op->id), "%s", id);
+    return single_submit(a, op, dq_build_nack(&op->one, &a->core, id, token,
+                                              delay_ms, flags));
+}
+
+int dq_async_extend(dq_async *a, const char *queue, const char *id,
+                    const char *token, int64_t lease_ms, dq_extend_cb *cb,
+                    void *userdata) {
+    ENTER(a);
+    int rc = check_held(a, queue, id, token);
+    if (rc == DQ_OK)
+        rc = dq_check_lease(lease_ms, &a->err);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_EXTEND, "extend", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.ext = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    snprintf(op->id, sizeof(op->id), "%s", id);
+    return single_submit(a, op, dq_build_extend(&op->one, &a->core, id,
+                                                token, lease_ms));
+}
+
+int dq_async_dead_list(dq_async *a, const char *queue, int64_t offset,
+                       int count, dq_jobs_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_max(count, DQ_POLL_MAX, "count", &a->err);
+    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
+        rc = dq_err_set(&a->err, DQ_EINVAL,
+                        "offset is %" PRId64 "; it must be 0..%d", offset,
+                        INT32_MAX);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_DEAD_LIST, "dead list", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.jobs = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return single_submit(a, op, dq_build_dead_list(&op->one, &a->core,
+                                                   offset, count));
+}
+
+static int dead_change(dq_async *a, int kind, const char *queue,
+                       const char *action, const char *id, int64_t delay_ms,
+                       dq_status_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc == DQ_OK && id != NULL)
+        rc = dq_check_id(id, "id", &a->err);
+    if (rc == DQ_OK)
+        rc = dq_check_delay(delay_ms, "delay_ms", &a->err);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, kind, action, queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.st = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return single_submit(a, op, dq_build_dead_change(&op->one, &a->core,
+                                                     action, id, delay_ms));
+}
+
+int dq_async_dead_requeue(dq_async *a, const char *queue, const char *id,
+                          int64_t delay_ms, dq_status_cb *cb,
+                          void *userdata) {
+    return dead_change(a, OP_DEAD_REQUEUE, queue, "requeue", id, delay_ms,
+                       cb, userdata);
+}
+
+int dq_async_dead_purge(dq_async *a, const char *queue, const char *id,
+                        dq_status_cb *cb, void *userdata) {
+    return dead_change(a, OP_DEAD_PURGE, queue, "purge", id, 0, cb,
+                       userdata);
+}
+
+int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
+                   void *userdata) {
+    ENTER(a);
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_STATS, "stats", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.stats = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return single_submit(a, op, dq_build_stats(&op->one, &a->core));
+}
+
+/* ---- Watch: the wake-up subscription of a consumer ---- */
+
+struct dq_watch {
+    dq_async *a;      /* client */
+    link l;           /* its own connection */
+    char *channel;    /* channel subscribed to */
+    dq_watch_fn *fn;  /* consumer's callback */
+    void *ud;         /* its userdata */
+    int subscribed;   /* confirmation received on this connection */
+};
+
+static void watch_on_sub(void *priv, size_t tag, const dq_reply *r) {
+    (void)tag;
+    dq_watch *w = priv;
+    dq_async *a = w->a;
+    int ev = 0;
+    dq_async_enter(a);
+    if (dq_reply_type(r) == DQ_R_ARRAY && dq_reply_len(r) >= 1) {
+        size_t len;
+        const char *kind = dq_reply_str(dq_reply_at(r, 0), &len);
+        if (len == 9 && memcmp(kind, "subscribe", 9) == 0) {
+            link_replied(&w->l);
+            if (!w->subscribed) {
+                w->subscribed = 1;
+                ev = DQ_WATCH_READY;
+            }
+        } else if (len == 7 && memcmp(kind, "message", 7) == 0) {
+            w->l.last_us = dq_mono_us();
+            ev = DQ_WATCH_WAKE;
+        }
+    }
+    if (ev != 0)
+        w->fn(w->ud, ev); /* last: it may close the watch */
+    dq_async_leave(a);
+}
+
+static void watch_up(link *l) {
+    dq_watch *w = l->owner;
+    dq_err e;
+    int rc = dq_aconn_subscribe(l->conn, w->channel, watch_on_sub, w, &e);
+    if (rc != DQ_OK)
+        link_fail(l, rc, e.msg);
+    else
+        link_sent(l);
+}
+
+static void watch_down(link *l, int code, const char *msg, int was_up) {
+    (void)code;
+    (void)msg;
+    (void)was_up;
+    dq_watch *w = l->owner;
+    w->subscribed = 0;
+}
+
+static void watch_free(void *p) {
+    dq_watch *w = p;
+    free(w->channel);
+    free(w);
+}
+
+int dq_watch_open(dq_async *a, const char *channel, dq_watch_fn *fn,
+                  void *userdata, dq_watch **out) {
+    *out = NULL;
+    dq_watch *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return DQ_ENOMEM;
+    w->a = a;
+    w->fn = fn;
+    w->ud = userdata;
+    if ((w->channel = strdup(channel)) == NULL ||
+        link_init(&w->l, a, w, watch_up, watch_down) != DQ_OK) {
+        link_close(&w->l);
+        watch_free(w);
+        return DQ_ENOMEM;
+    }
+    link_start(&w->l, 0);
+    *out = w;
+    return DQ_OK;
+}
+
+void dq_watch_check(dq_watch *w) {
+    if (w == NULL || w->l.state != L_UP || w->l.pending > 0)
+        return;
+    dq_err e;
+    int rc = dq_aconn_subscribe(w->l.conn, w->channel, watch_on_sub, w, &e);
+    if (rc == DQ_OK)
+        link_sent(&w->l);
+}
+
+int dq_watch_ready(const dq_watch *w) { return w != NULL && w->subscribed; }
+
+void dq_watch_close(dq_watch *w) {
+    if (w == NULL)
+        return;
+    link_close(&w->l);
+    dq_async_bury(w->a, watch_free, w);
+}

@@ -1,0 +1,359 @@
+/*
+ * consumer.c - what both consumer loops share (options, the retry policy,
+ * dq_consumer_done) and the sync loop over dq_poll_wait.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "consumer_int.h"
+#include "ops.h"
+
+/* ---- Shared ---- */
+
+void dq_cons_init(dq_consumer *c, int mode, const char *queue,
+                  dq_handler_fn *handler, void *ud) {
+    c->mode = mode;
+    snprintf(c->queue, sizeof(c->queue), "%s", queue);
+    c->handler = handler;
+    c->ud = ud;
+    c->concurrency = mode == CM_SYNC ? 1 : 10;
+    c->lease_ms = 30000;
+    c->extend = 1;
+    c->backoff = DQ_BACKOFF_EXPONENTIAL;
+    c->retry_base_ms = 1000;
+    c->retry_max_ms = 300000;
+    c->jitter = 20;
+    c->rng = ((uint64_t)dq_mono_us() << 16) ^ (uint64_t)(uintptr_t)c ^
+             0x9E3779B97F4A7C15ULL;
+}
+
+void dq_cons_link(dq_consumer *c, dq_delivery *d) {
+    d->prev = NULL;
+    d->next = c->list;
+    if (c->list != NULL)
+        c->list->prev = d;
+    c->list = d;
+}
+
+void dq_cons_unlink(dq_consumer *c, dq_delivery *d) {
+    if (d->prev != NULL)
+        d->prev->next = d->next;
+    else if (c->list == d)
+        c->list = d->next;
+    if (d->next != NULL)
+        d->next->prev = d->prev;
+    d->prev = d->next = NULL;
+}
+
+int dq_cons_outcome(int r) {
+    return r == DQ_JOB_OK || r == DQ_JOB_FAIL || r == DQ_JOB_ASYNC
+               ? r
+               : DQ_JOB_RETRY;
+}
+
+int dq_cons_over_max(const dq_consumer *c, const dq_job *job) {
+    return c->max_attempts > 0 && dq_job_attempt(job) > c->max_attempts;
+}
+
+int dq_cons_plan(dq_consumer *c, const dq_job *job, int outcome,
+                 int64_t delay_ms, int64_t *delay, int *flags) {
+    *delay = 0;
+    *flags = 0;
+    if (outcome == DQ_JOB_RETRY && c->max_attempts > 0 &&
+        dq_job_attempt(job) >= c->max_attempts)
+        outcome = DQ_JOB_FAIL;
+    if (outcome == DQ_JOB_FAIL)
+        *flags = DQ_NACK_DEAD;
+    else if (outcome == DQ_JOB_RETRY)
+        *delay = delay_ms >= 0 ? delay_ms
+                               : dq_consumer_backoff_ms(c, dq_job_attempt(job));
+    return outcome;
+}
+
+static uint64_t cons_rand(dq_consumer *c) {
+    /* xorshift64* */
+    c->rng ^= c->rng >> 12;
+    c->rng ^= c->rng << 25;
+    c->rng ^= c->rng >> 27;
+    return c->rng * 0x2545F4914F6CDD1DULL;
+}
+
+int64_t dq_consumer_backoff_ms(dq_consumer *c, int64_t attempt) {
+    if (c == NULL)
+        return 0;
+    if (attempt < 1)
+        attempt = 1;
+    int64_t d = c->retry_base_ms;
+    if (c->backoff == DQ_BACKOFF_EXPONENTIAL) {
+        for (int64_t i = 1; i < attempt && d < c->retry_max_ms; i++)
+            d *= 2;
+        if (d > c->retry_max_ms)
+            d = c->retry_max_ms;
+    }
+    if (c->jitter > 0 && d > 0) {
+        uint64_t cut = (uint64_t)d * (uint64_t)c->jitter / 100;
+        d -= (int64_t)(cons_rand(c) % (cut + 1));
+    }
+    return d;
+}
+
+int dq_consumer_set_int(dq_consumer *c, int option, int64_t v) {
+    if (c == NULL)
+        return DQ_ENULL;
+    if (c->started)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          "options are set before the consumer starts");
+    int64_t lo = 0, hi = 0, *slot = NULL;
+    switch (option) {
+    case DQ_COPT_CONCURRENCY:
+        slot = &c->concurrency, lo = 1, hi = 1000;
+        break;
+    case DQ_COPT_LEASE_MS:
+        slot = &c->lease_ms, lo = DQ_LEASE_MIN, hi = DQ_LEASE_MAX;
+        break;
+    case DQ_COPT_EXTEND:
+        slot = &c->extend, hi = 1;
+        break;
+    case DQ_COPT_RETRY_BACKOFF:
+        slot = &c->backoff, lo = DQ_BACKOFF_FIXED, hi = DQ_BACKOFF_EXPONENTIAL;
+        break;
+    case DQ_COPT_RETRY_BASE_MS:
+        slot = &c->retry_base_ms, hi = DQ_DELAY_MAX;
+        break;
+    case DQ_COPT_RETRY_MAX_MS:
+        slot = &c->retry_max_ms, hi = DQ_DELAY_MAX;
+        break;
+    case DQ_COPT_RETRY_JITTER:
+        slot = &c->jitter, hi = 100;
+        break;
+    case DQ_COPT_MAX_ATTEMPTS:
+        slot = &c->max_attempts, hi = INT32_MAX;
+        break;
+    case DQ_COPT_HANDLER_TIMEOUT_MS:
+        slot = &c->handler_timeout_ms, hi = DQ_DELAY_MAX;
+        break;
+    default:
+        return dq_err_set(&c->err, DQ_EINVAL, "unknown consumer option %d",
+                          option);
+    }
+    if (v < lo || v > hi)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          "consumer option %d is %" PRId64
+                          "; it must be %" PRId64 "..%" PRId64,
+                          option, v, lo, hi);
+    *slot = v;
+    return DQ_OK;
+}
+
+int dq_consumer_set_outcome_cb(dq_consumer *c, dq_outcome_cb *cb,
+                               void *userdata) {
+    if (c == NULL)
+        return DQ_ENULL;
+    c->outcome_cb = cb;
+    c->outcome_ud = userdata;
+    return DQ_OK;
+}
+
+const char *dq_consumer_errmsg(const dq_consumer *c) {
+    return c == NULL ? "consumer is NULL" : c->err.msg;
+}
+
+int dq_consumer_done(dq_consumer *c, const dq_job *job, int outcome,
+                     int64_t delay_ms) {
+    if (c == NULL || job == NULL)
+        return DQ_ENULL;
+    if (outcome != DQ_JOB_OK && outcome != DQ_JOB_RETRY &&
+        outcome != DQ_JOB_FAIL)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          "outcome is %d; use DQ_JOB_OK, DQ_JOB_RETRY or "
+                          "DQ_JOB_FAIL",
+                          outcome);
+    if (delay_ms < -1 || delay_ms > DQ_DELAY_MAX)
+        return dq_err_set(&c->err, DQ_EDELAY,
+                          "delay_ms is %" PRId64 "; use -1 or 0..%" PRId64,
+                          delay_ms, (int64_t)DQ_DELAY_MAX);
+    dq_delivery *d = c->list;
+    while (d != NULL && d->job != job)
+        d = d->next;
+    if (d == NULL || d->state == D_FINISHING || d->state == D_ENDED ||
+        d->late_done)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          "dq_consumer_done: that job is not running on "
+                          "this consumer (finished already?)");
+    return c->finish(c, d, outcome, delay_ms);
+}
+
+void dq_consumer_free(dq_consumer *c) {
+    if (c == NULL || c->dead)
+        return;
+    c->destroy(c);
+}
+
+/* ---- Sync consumer ---- */
+
+static int sync_finish(dq_consumer *c, dq_delivery *d, int outcome,
+                       int64_t delay_ms) {
+    if (!c->in_handler || d->done_called)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          "dq_consumer_done: a sync consumer's job is "
+                          "finished once, before its handler returns");
+    d->done_called = 1;
+    d->outcome = outcome;
+    d->delay_ms = delay_ms;
+    return DQ_OK;
+}
+
+static void sync_destroy(dq_consumer *c) {
+    c->dead = 1;
+    c->interrupted = 1;
+    if (!c->in_handler && !c->started)
+        free(c);
+    /* else dq_consumer_run frees it when it returns */
+}
+
+int dq_consumer_new_sync(dq_client *client, const char *queue,
+                         dq_handler_fn *handler, void *userdata,
+                         dq_consumer **out) {
+    if (out == NULL)
+        return DQ_ENULL;
+    *out = NULL;
+    if (client == NULL || handler == NULL)
+        return DQ_ENULL;
+    int rc = dq_check_queue(queue, NULL);
+    if (rc != DQ_OK)
+        return rc;
+    dq_consumer *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return DQ_ENOMEM;
+    dq_cons_init(c, CM_SYNC, queue, handler, userdata);
+    c->client = client;
+    c->finish = sync_finish;
+    c->destroy = sync_destroy;
+    *out = c;
+    return DQ_OK;
+}
+
+void dq_consumer_interrupt(dq_consumer *c) {
+    if (c != NULL)
+        c->interrupted = 1;
+}
+
+static void sleep_ms(int64_t ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Runs ack or nack for a finished job; retries a few times after an I/O
+ * error (the client reconnects on the next call).  An ack that finds the
+ * job gone after such a retry is taken as done: the first one arrived. */
+static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
+                      int64_t delay_ms) {
+    int64_t delay;
+    int flags;
+    *outcome = dq_cons_plan(c, job, *outcome, delay_ms, &delay, &flags);
+    int rc = 0;
+    for (int tries = 0; tries < 5; tries++) {
+        if (tries > 0)
+            sleep_ms(50 << tries);
+        if (*outcome == DQ_JOB_OK)
+            rc = dq_ack(c->client, c->queue, dq_job_id(job),
+                        dq_job_token(job));
+        else
+            rc = dq_nack(c->client, c->queue, dq_job_id(job),
+                         dq_job_token(job), delay, flags);
+        if (rc == DQ_ENOTFOUND && tries > 0 && *outcome == DQ_JOB_OK)
+            rc = 0;
+        if (rc != DQ_EIO && rc != DQ_ETIMEDOUT)
+            break;
+    }
+    if (rc == 1) { /* nack: dead-lettered by the server's max attempts */
+        *outcome = DQ_JOB_FAIL;
+        rc = 0;
+    }
+    if (rc < 0)
+        dq_err_set(&c->err, rc, "%s of job '%.200s': %s",
+                   *outcome == DQ_JOB_OK ? "ack" : "nack", dq_job_id(job),
+                   dq_errmsg(c->client));
+    return rc;
+}
+
+/* Runs the handler for one job and applies its outcome. */
+static void sync_handle(dq_consumer *c, const dq_job *job) {
+    dq_delivery d;
+    memset(&d, 0, sizeof(d));
+    d.c = c;
+    d.job = (dq_job *)job;
+    d.state = D_RUNNING;
+    int outcome;
+    int64_t delay_ms = -1;
+    if (dq_cons_over_max(c, job)) {
+        outcome = DQ_JOB_FAIL;
+    } else {
+        dq_cons_link(c, &d);
+        c->in_handler = 1;
+        int r = c->handler(c, job, c->ud);
+        c->in_handler = 0;
+        dq_cons_unlink(c, &d);
+        if (d.done_called) {
+            outcome = d.outcome;
+            delay_ms = d.delay_ms;
+        } else {
+            outcome = dq_cons_outcome(r);
+            if (outcome == DQ_JOB_ASYNC)
+                outcome = DQ_JOB_RETRY; /* nobody will finish it later */
+        }
+    }
+    int rc = sync_apply(c, job, &outcome, delay_ms);
+    if (c->outcome_cb != NULL) {
+        c->in_handler = 1; /* a free inside is deferred to the loop */
+        c->outcome_cb(c, job, outcome, rc, c->outcome_ud);
+        c->in_handler = 0;
+    }
+}
+
+int dq_consumer_run(dq_consumer *c) {
+    if (c == NULL)
+        return DQ_ENULL;
+    if (c->mode != CM_SYNC || c->started)
+        return dq_err_set(&c->err, DQ_EINVAL,
+                          c->mode != CM_SYNC
+                              ? "dq_consumer_run is for sync consumers"
+                              : "the consumer is already running");
+    c->started = 1;
+    int released = 0;
+    int64_t backoff = 50;
+    while (!c->interrupted && !c->dead) {
+        dq_jobs *jobs = NULL;
+        int n = dq_poll_wait(c->client, c->queue, (int)c->concurrency,
+                             c->lease_ms, 1000, &jobs);
+        if (n < 0) {
+            dq_err_set(&c->err, n, "poll: %s", dq_errmsg(c->client));
+            for (int64_t t = 0; t < backoff && !c->interrupted; t += 50)
+                sleep_ms(50);
+            backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+            continue;
+        }
+        backoff = 50;
+        for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
+            const dq_job *job = dq_jobs_at(jobs, i);
+            if (c->interrupted || c->dead) {
+                /* Stopping: give the job back at once. */
+                if (dq_nack(c->client, c->queue, dq_job_id(job),
+                            dq_job_token(job), 0, 0) >= 0)
+                    released++;
+                continue;
+            }
+            sync_handle(c, job);
+        }
+        dq_jobs_free(jobs);
+    }
+    c->started = 0;
+    if (c->dead)
+        free(c);
+    return released;
+}

@@ -1,0 +1,91 @@
+/*
+ * consumer_int.h - the consumer object shared by the sync loop
+ * (consumer.c) and the libevent loop (aconsumer.c).  Not installed.
+ */
+#ifndef DQ_CONSUMER_INT_H
+#define DQ_CONSUMER_INT_H
+
+#include <signal.h>
+
+#include "delayq-consumer.h"
+#include "internal.h"
+
+struct event;
+struct dq_async;
+struct dq_watch;
+
+enum { CM_SYNC = 1, CM_ASYNC = 2 };
+
+/* Delivery states. */
+enum {
+    D_RUNNING = 1, /* handler has it */
+    D_FINISHING,   /* ack/nack sent */
+    D_RELEASING,   /* given up by the consumer (timeout, stop): nack sent,
+                      handler still holds the job */
+    D_ABANDONED,   /* given up and released; waits for the handler's
+                      dq_consumer_done (which returns DQ_ESTALE) */
+    D_ENDED        /* finished; freed once no operation refers to it */
+};
+
+/* One job handed to the handler. */
+typedef struct dq_delivery {
+    struct dq_delivery *prev, *next; /* consumer's list */
+    dq_consumer *c;           /* owner */
+    dq_job *job;              /* the handler's job (a copy in async mode) */
+    int state;                /* D_* */
+    int outcome;              /* outcome applied (DQ_JOB_*) */
+    int done_called;          /* sync: dq_consumer_done ran in the handler */
+    int late_done;            /* done called while releasing */
+    int64_t delay_ms;         /* retry delay chosen by dq_consumer_done */
+    int ops;                  /* async operations referring to it */
+    int tries;                /* ack/nack sends (retried after I/O errors) */
+    int lost;                 /* an extend said the lease is gone */
+    struct event *extend_ev;  /* lease renewal timer */
+    struct event *timeout_ev; /* handler timeout */
+} dq_delivery;
+
+struct dq_consumer {
+    int mode;                    /* CM_SYNC or CM_ASYNC */
+    char queue[DQ_QUEUE_MAX + 1];
+    dq_handler_fn *handler;      /* the job handler */
+    void *ud;                    /* its userdata */
+    dq_outcome_cb *outcome_cb;   /* optional report */
+    void *outcome_ud;            /* its userdata */
+    /* options (DQ_COPT_*) */
+    int64_t concurrency, lease_ms, extend, backoff, retry_base_ms,
+        retry_max_ms, jitter, max_attempts, handler_timeout_ms;
+    int started;                 /* loop started (options frozen) */
+    int dead;                    /* freed (memory may be deferred) */
+    dq_err err;                  /* last error */
+    uint64_t rng;                /* jitter generator */
+    dq_delivery *list;           /* deliveries not freed yet */
+    /* sync */
+    dq_client *client;
+    volatile sig_atomic_t interrupted; /* dq_consumer_interrupt */
+    int in_handler;              /* sync: a handler is running */
+    /* async */
+    struct dq_async *a;          /* client */
+    void *as;                    /* aconsumer.c's state */
+    /* mode hooks */
+    int (*finish)(dq_consumer *c, dq_delivery *d, int outcome,
+                  int64_t delay_ms);
+    void (*destroy)(dq_consumer *c);
+};
+
+/* Defaults for a new consumer. */
+void dq_cons_init(dq_consumer *c, int mode, const char *queue,
+                  dq_handler_fn *handler, void *ud);
+/* Delivery list. */
+void dq_cons_link(dq_consumer *c, dq_delivery *d);
+void dq_cons_unlink(dq_consumer *c, dq_delivery *d);
+/* What a finished job turns into: *flags DQ_NACK_DEAD or 0, *delay.
+ * Returns the outcome actually applied (a retry past the max attempts
+ * becomes DQ_JOB_FAIL). */
+int dq_cons_plan(dq_consumer *c, const dq_job *job, int outcome,
+                 int64_t delay_ms, int64_t *delay, int *flags);
+/* Normalizes a handler's return value. */
+int dq_cons_outcome(int r);
+/* 1 if the job had more deliveries than the consumer allows. */
+int dq_cons_over_max(const dq_consumer *c, const dq_job *job);
+
+#endif
