@@ -1,0 +1,637 @@
+/*
+ * tests/async/test_async_ops.c - the libevent client: every operation's
+ * callback path, argument errors (no callback), NOSCRIPT reload, frees
+ * from inside callbacks, operations before the connection, unreachable
+ * servers, reconnects after CLIENT KILL, command and connect timeouts
+ * (a SIGSTOPped server), AUTH and SELECT.
+ */
+#include "async_common.h"
+
+static void setup(void) { base_setup(); }
+static void teardown(void) { base_teardown(); }
+
+/* Finds the kept job with this id (NULL if none). */
+static const dq_job *find_job(const res *r, const char *id) {
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(dq_job_id(kept(r, i)), id) == 0)
+            return kept(r, i);
+    return NULL;
+}
+
+START_TEST(push_poll_ack) {
+    states st = {0};
+    dq_async *a = aopen_uri(g_srv.uri, NULL, &st);
+    ck_assert_int_eq(st.connected, 1);
+
+    res p = {0}, k = {0}, rp = {0}, at = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "hello", 5, 0, NULL, DQ_PUSH_KEEP,
+                                   push_rec, &p),
+                     0);
+    WAIT_CB(p, 0);
+    ck_assert_int_eq(p.outcome, DQ_PUSHED);
+    ck_assert_uint_eq(strlen(p.id), 22);
+    ck_assert_int_eq(dq_async_push(a, Q, "x", 1, 0, p.id, DQ_PUSH_KEEP,
+                                   push_rec, &k),
+                     0);
+    ck_assert_int_eq(dq_async_push(a, Q, "hello2", 6, 0, p.id,
+                                   DQ_PUSH_REPLACE, push_rec, &rp),
+                     0);
+    ck_assert_int_eq(dq_async_push_at(a, Q, "at", 2, 1000, "at-job",
+                                      DQ_PUSH_KEEP, push_rec, &at),
+                     0);
+    ck_assert_uint_eq(dq_async_pending(a), 3);
+    WAIT_CB(k, 0);
+    WAIT_CB(rp, 0);
+    WAIT_CB(at, 0);
+    ck_assert_int_eq(k.outcome, DQ_KEPT);
+    ck_assert_str_eq(k.id, p.id);
+    ck_assert_int_eq(rp.outcome, DQ_REPLACED);
+    ck_assert_int_eq(at.outcome, DQ_PUSHED);
+    ck_assert_str_eq(at.id, "at-job");
+
+    res pl = {0};
+    ck_assert_int_eq(dq_async_poll(a, Q, 10, 5000, jobs_rec, &pl), 0);
+    WAIT_CB(pl, 2);
+    ck_assert_uint_eq(pl.n, 2);
+    ck_assert_int_eq(pl.v, 0);
+    ck_assert_str_eq(dq_job_id(kept(&pl, 0)), "at-job"); /* oldest first */
+    const dq_job *j = find_job(&pl, p.id);
+    ck_assert_ptr_nonnull(j);
+    size_t len = 0;
+    ck_assert_str_eq(dq_job_payload(j, &len), "hello2");
+    ck_assert_uint_eq(len, 6);
+    ck_assert_int_eq(dq_job_attempt(j), 1);
+    ck_assert_str_ne(dq_job_token(j), "");
+    ck_assert_int_gt(dq_job_lease_deadline_ms(j), wall_ms());
+
+    /* Nothing due: the next event is a lease deadline, ~5 s away. */
+    res empty = {0};
+    ck_assert_int_eq(dq_async_poll(a, Q, 10, 5000, jobs_rec, &empty), 0);
+    WAIT_CB(empty, 0);
+    ck_assert_ptr_null(empty.jobs);
+    ck_assert_msg(empty.v > 3000 && empty.v <= 5000, "next %" PRId64, empty.v);
+
+    res ak = {0}, ak2 = {0}, stale = {0};
+    ck_assert_int_eq(dq_async_ack(a, Q, dq_job_id(j), dq_job_token(j), st_rec,
+                                  &ak),
+                     0);
+    WAIT_CB(ak, 0);
+    ck_assert_int_eq(dq_async_ack(a, Q, dq_job_id(j), dq_job_token(j), st_rec,
+                                  &ak2),
+                     0);
+    WAIT_CB(ak2, DQ_ENOTFOUND);
+    ck_assert_msg(strstr(ak2.msg, "no job") != NULL, "%s", ak2.msg);
+    ck_assert_int_eq(dq_async_ack(a, Q, "at-job", "999999", st_rec, &stale),
+                     0);
+    WAIT_CB(stale, DQ_ESTALE);
+    ck_assert_msg(strstr(stale.msg, "stale") != NULL, "%s", stale.msg);
+
+    res sr = {0};
+    ck_assert_int_eq(dq_async_stats(a, Q, stats_rec, &sr), 0);
+    WAIT_CB(sr, 0);
+    ck_assert_int_eq(sr.s[0], 0);
+    ck_assert_int_eq(sr.s[1], 0);
+    ck_assert_int_eq(sr.s[2], 1);
+    ck_assert_int_eq(sr.s[3], 0);
+    ck_assert_uint_eq(dq_async_pending(a), 0);
+    res_clear(&pl);
+    res_clear(&empty);
+    dq_async_free(a);
+}
+END_TEST
+
+START_TEST(batch_ops) {
+    dq_async *a = aopen();
+    enum { N = 2500 }; /* three script calls of up to 1000 */
+    static const void *pls[N];
+    static size_t lens[N];
+    static int64_t delays[N];
+    for (int i = 0; i < N; i++) {
+        pls[i] = "batch";
+        lens[i] = 5;
+        delays[i] = i < 3 ? 0 : 60000;
+    }
+    res b = {0};
+    ck_assert_int_eq(dq_async_push_batch(a, Q, N, pls, lens, delays, NULL,
+                                         DQ_PUSH_KEEP, batch_rec, &b),
+                     0);
+    WAIT_CB(b, N);
+    ck_assert_uint_eq(b.n, N);
+    ck_assert_int_eq(b.results[0], DQ_PUSHED);
+    ck_assert_uint_eq(strlen(b.id), 22);
+
+    res pl = {0};
+    ck_assert_int_eq(dq_async_poll(a, Q, 1000, 5000, jobs_rec, &pl), 0);
+    WAIT_CB(pl, 3);
+    const char *ids[3], *toks[3] = {NULL, NULL, "999999"};
+    for (int i = 0; i < 3; i++) {
+        ids[i] = dq_job_id(kept(&pl, (size_t)i));
+        if (i < 2)
+            toks[i] = dq_job_token(kept(&pl, (size_t)i));
+    }
+    res ab = {0};
+    ck_assert_int_eq(dq_async_ack_batch(a, Q, 3, ids, toks, results_rec, &ab),
+                     0);
+    WAIT_CB(ab, 2);
+    ck_assert_uint_eq(ab.n, 3);
+    ck_assert_int_eq(ab.results[0], 0);
+    ck_assert_int_eq(ab.results[1], 0);
+    ck_assert_int_eq(ab.results[2], DQ_ESTALE);
+
+    /* Ids chosen by the caller, some already there. */
+    const char *myids[3] = {"b-1", "b-2", "b-1"};
+    res b2 = {0};
+    ck_assert_int_eq(dq_async_push_batch(a, Q, 3, pls, lens, NULL, myids,
+                                         DQ_PUSH_KEEP, batch_rec, &b2),
+                     0);
+    WAIT_CB(b2, 2);
+    ck_assert_str_eq(b2.id, "b-1");
+    ck_assert_int_eq(b2.results[0], DQ_PUSHED);
+    ck_assert_int_eq(b2.results[2], DQ_KEPT);
+    res_clear(&pl);
+    dq_async_free(a);
+}
+END_TEST
+
+START_TEST(nack_extend_cancel) {
+    dq_async *a = aopen();
+    res p = {0}, pl = {0}, nk = {0};
+    dq_async_push(a, Q, "n", 1, 0, "n1", 0, push_rec, &p);
+    WAIT_CB(p, 0);
+    dq_async_poll(a, Q, 1, 5000, jobs_rec, &pl);
+    WAIT_CB(pl, 1);
+    char tok1[DQ_TOKEN_BUF];
+    snprintf(tok1, sizeof(tok1), "%s", dq_job_token(kept(&pl, 0)));
+    ck_assert_int_eq(dq_async_nack(a, Q, "n1", tok1, 0, 0, st_rec, &nk), 0);
+    WAIT_CB(nk, 0);
+    res pl2 = {0};
+    dq_async_poll(a, Q, 1, 5000, jobs_rec, &pl2);
+    WAIT_CB(pl2, 1);
+    ck_assert_int_eq(dq_job_attempt(kept(&pl2, 0)), 2);
+    const char *tok2 = dq_job_token(kept(&pl2, 0));
+
+    res ex = {0}, ex_stale = {0};
+    int64_t before = wall_ms();
+    ck_assert_int_eq(dq_async_extend(a, Q, "n1", tok2, 20000, extend_rec, &ex),
+                     0);
+    WAIT_CB(ex, 0);
+    ck_assert_msg(ex.v >= before + 19000 && ex.v <= wall_ms() + 21000,
+                  "deadline %" PRId64, ex.v);
+    ck_assert_int_eq(
+        dq_async_extend(a, Q, "n1", tok1, 20000, extend_rec, &ex_stale), 0);
+    WAIT_CB(ex_stale, DQ_ESTALE);
+    ck_assert_int_eq(ex_stale.v, 0);
+
+    res dead = {0};
+    ck_assert_int_eq(
+        dq_async_nack(a, Q, "n1", tok2, 0, DQ_NACK_DEAD, st_rec, &dead), 0);
+    WAIT_CB(dead, 1);
+
+    res c1 = {0}, c2 = {0}, c3 = {0}, c4 = {0}, q1 = {0}, q2 = {0}, pl3 = {0};
+    dq_async_push(a, Q, "c", 1, 10000, "c1", 0, push_rec, &q1);
+    dq_async_push(a, Q, "c", 1, 0, "c2", 0, push_rec, &q2);
+    WAIT_CB(q2, 0);
+    dq_async_poll(a, Q, 1, 5000, jobs_rec, &pl3);
+    WAIT_CB(pl3, 1);
+    ck_assert_int_eq(dq_async_cancel(a, Q, "c1", 0, st_rec, &c1), 0);
+    ck_assert_int_eq(dq_async_cancel(a, Q, "c2", 0, st_rec, &c2), 0);
+    WAIT_CB(c1, DQ_CANCELED_PENDING);
+    WAIT_CB(c2, DQ_CANCEL_BUSY);
+    ck_assert_int_eq(
+        dq_async_cancel(a, Q, "c2", DQ_CANCEL_INFLIGHT, st_rec, &c3), 0);
+    WAIT_CB(c3, DQ_CANCELED_INFLIGHT);
+    ck_assert_int_eq(dq_async_cancel(a, Q, "nope", 0, st_rec, &c4), 0);
+    WAIT_CB(c4, 0);
+    res_clear(&pl);
+    res_clear(&pl2);
+    res_clear(&pl3);
+    dq_async_free(a);
+}
+END_TEST
+
+START_TEST(dead_ops) {
+    dq_async *a = aopen();
+    const char *ids[3] = {"d1", "d2", "d3"};
+    res p[3] = {{0}}, pl = {0};
+    for (int i = 0; i < 3; i++)
+        dq_async_push(a, Q, "dead", 4, 0, ids[i], 0, push_rec, &p[i]);
+    WAIT_CB(p[2], 0);
+    dq_async_poll(a, Q, 3, 5000, jobs_rec, &pl);
+    WAIT_CB(pl, 3);
+    res nk[3] = {{0}};
+    for (int i = 0; i < 3; i++)
+        dq_async_nack(a, Q, dq_job_id(kept(&pl, (size_t)i)),
+                      dq_job_token(kept(&pl, (size_t)i)), 0, DQ_NACK_DEAD,
+                      st_rec, &nk[i]);
+    for (int i = 0; i < 3; i++)
+        WAIT_CB(nk[i], 1);
+
+    res dl = {0};
+    ck_assert_int_eq(dq_async_dead_list(a, Q, 0, 10, jobs_rec, &dl), 0);
+    WAIT_CB(dl, 3);
+    ck_assert_int_eq(dq_job_attempt(kept(&dl, 0)), 1);
+    ck_assert_str_eq(dq_job_payload(kept(&dl, 0), NULL), "dead");
+    ck_assert_int_gt(dq_job_due_ms(kept(&dl, 0)), wall_ms() - 60000);
+
+    res rq = {0}, pg = {0}, dl2 = {0}, rq2 = {0};
+    ck_assert_int_eq(dq_async_dead_requeue(a, Q, "d1", 0, st_rec, &rq), 0);
+    WAIT_CB(rq, 1);
+    ck_assert_int_eq(dq_async_dead_purge(a, Q, NULL, st_rec, &pg), 0);
+    WAIT_CB(pg, 2);
+    ck_assert_int_eq(dq_async_dead_list(a, Q, 0, 10, jobs_rec, &dl2), 0);
+    WAIT_CB(dl2, 0);
+    ck_assert_ptr_null(dl2.jobs);
+    ck_assert_int_eq(dq_async_dead_requeue(a, Q, NULL, 0, st_rec, &rq2), 0);
+    WAIT_CB(rq2, 0);
+
+    res sr = {0};
+    dq_async_stats(a, Q, stats_rec, &sr);
+    WAIT_CB(sr, 0);
+    ck_assert_int_eq(sr.s[1], 1); /* d1 is due again */
+    ck_assert_int_eq(sr.s[3], 0);
+    res_clear(&pl);
+    res_clear(&dl);
+    dq_async_free(a);
+}
+END_TEST
+
+/* Every argument error: returned at once, no callback, nothing queued. */
+START_TEST(bad_args_no_callback) {
+    dq_options *o = dq_options_new();
+    ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_MAX_PAYLOAD, 10), 0);
+    dq_async *a = aopen_uri(g_srv.uri, o, NULL);
+    dq_options_free(o);
+    res r = {0};
+    const char *one[1] = {"id"}, *tok[1] = {"1"}, *badtok[1] = {"abc"};
+    ck_assert_int_eq(dq_async_push(NULL, Q, "x", 1, 0, NULL, 0, push_rec, &r),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_push(a, "", "x", 1, 0, NULL, 0, push_rec, &r),
+                     DQ_EQUEUE);
+    ck_assert_msg(strstr(dq_async_errmsg(a), "queue") != NULL, "%s",
+                  dq_async_errmsg(a));
+    ck_assert_int_eq(dq_async_push(a, Q, NULL, 3, 0, NULL, 0, push_rec, &r),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_push(a, Q, "x", 1, -1, NULL, 0, push_rec, &r),
+                     DQ_EDELAY);
+    ck_assert_int_eq(dq_async_push(a, Q, "x", 1, 0, NULL, 7, push_rec, &r),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_push(a, Q, "x", 1, 0, "", 0, push_rec, &r),
+                     DQ_EID);
+    ck_assert_int_eq(
+        dq_async_push(a, Q, "0123456789ab", 12, 0, NULL, 0, push_rec, &r),
+        DQ_ETOOBIG);
+    ck_assert_int_eq(dq_async_push_at(a, Q, "x", 1, -5, NULL, 0, push_rec, &r),
+                     DQ_EDELAY);
+    ck_assert_int_eq(dq_async_push_batch(a, Q, 0, NULL, NULL, NULL, NULL, 0,
+                                         batch_rec, &r),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_poll(a, Q, 0, 1000, jobs_rec, &r), DQ_EINVAL);
+    ck_assert_int_eq(dq_async_poll(a, Q, 1, 0, jobs_rec, &r), DQ_ELEASE);
+    ck_assert_int_eq(dq_async_ack(a, Q, "id", "abc", st_rec, &r), DQ_EINVAL);
+    ck_assert_int_eq(dq_async_ack(a, Q, NULL, "1", st_rec, &r), DQ_ENULL);
+    ck_assert_int_eq(dq_async_ack_batch(a, Q, 1, one, badtok, results_rec, &r),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_ack_batch(a, Q, 1, NULL, tok, results_rec, &r),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_nack(a, Q, "id", "1", -1, 0, st_rec, &r),
+                     DQ_EDELAY);
+    ck_assert_int_eq(dq_async_nack(a, Q, "id", "1", 0, 4, st_rec, &r),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_extend(a, Q, "id", "1", 0, extend_rec, &r),
+                     DQ_ELEASE);
+    ck_assert_int_eq(dq_async_cancel(a, Q, "id", 9, st_rec, &r), DQ_EINVAL);
+    ck_assert_int_eq(dq_async_dead_list(a, Q, -1, 10, jobs_rec, &r),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_dead_list(a, Q, 0, 0, jobs_rec, &r), DQ_EINVAL);
+    ck_assert_int_eq(dq_async_dead_requeue(a, Q, "", 0, st_rec, &r), DQ_EID);
+    ck_assert_int_eq(dq_async_dead_purge(a, NULL, NULL, st_rec, &r),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_stats(a, NULL, stats_rec, &r), DQ_ENULL);
+    ck_assert_uint_eq(dq_async_pending(a), 0);
+    run_for(100);
+    ck_assert_int_eq(r.calls, 0);
+    dq_async_free(a);
+}
+END_TEST
+
+/* SCRIPT FLUSH: every call (and every chunk of a batch) reloads by EVAL. */
+START_TEST(noscript_reload) {
+    dq_async *a = aopen();
+    redisContext *r = rconn();
+    freeReplyObject(rcmd(r, "SCRIPT FLUSH"));
+    res p = {0};
+    dq_async_push(a, Q, "x", 1, 0, NULL, 0, push_rec, &p);
+    WAIT_CB(p, 0);
+    freeReplyObject(rcmd(r, "SCRIPT FLUSH"));
+    enum { N = 2100 };
+    static const void *pls[N];
+    static size_t lens[N];
+    for (int i = 0; i < N; i++)
+        pls[i] = "y", lens[i] = 1;
+    res b = {0};
+    dq_async_push_batch(a, Q, N, pls, lens, NULL, NULL, 0, batch_rec, &b);
+    WAIT_CB(b, N);
+    freeReplyObject(rcmd(r, "SCRIPT FLUSH"));
+    res pl = {0}, sr = {0};
+    dq_async_poll(a, Q, 1000, 5000, jobs_rec, &pl);
+    dq_async_stats(a, Q, stats_rec, &sr);
+    WAIT_CB(pl, 1000);
+    WAIT_CB(sr, 0);
+    ck_assert_int_eq(sr.s[1], N + 1 - 1000);
+    res_clear(&pl);
+    redisFree(r);
+    dq_async_free(a);
+}
+END_TEST
+
+/* ---- frees inside callbacks ---- */
+
+typedef struct freer {
+    int calls;      /* callbacks */
+    int rc_inside;  /* what a call inside a canceled callback returned */
+    int status;     /* status of the last call */
+} freer;
+
+static void free_in_push(dq_async *a, const char *id, int outcome, int status,
+                         void *ud) {
+    (void)id;
+    (void)outcome;
+    freer *f = ud;
+    f->calls++;
+    f->status = status;
+    dq_async_free(a);
+    dq_async_free(a); /* a second free inside is a no-op */
+}
+
+static void canceled_push(dq_async *a, const char *id, int outcome,
+                          int status, void *ud) {
+    (void)id;
+    (void)outcome;
+    freer *f = ud;
+    f->calls++;
+    f->status = status;
+    f->rc_inside = dq_async_push(a, "other", "z", 1, 0, NULL, 0, NULL, NULL);
+}
+
+START_TEST(free_inside_callback) {
+    dq_async *a = aopen();
+    freer first = {0}, rest[5] = {{0}};
+    ck_assert_int_eq(dq_async_push(a, Q, "a", 1, 0, NULL, 0, free_in_push,
+                                   &first),
+                     0);
+    for (int i = 0; i < 5; i++)
+        dq_async_push(a, Q, "b", 1, 0, NULL, 0, canceled_push, &rest[i]);
+    ck_assert(RUN_UNTIL(first.calls == 1, 5000));
+    ck_assert_int_eq(first.status, 0);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(rest[i].calls, 1);
+        ck_assert_int_eq(rest[i].status, DQ_ECANCELED);
+        ck_assert_int_eq(rest[i].rc_inside, DQ_ECLOSED);
+    }
+    run_for(50); /* nothing of the freed client may run now */
+    ck_assert_int_eq(first.calls, 1);
+}
+END_TEST
+
+static void free_in_state(dq_async *a, int state, int status,
+                          const char *reason, void *ud) {
+    (void)status;
+    (void)reason;
+    int *n = ud;
+    (*n)++;
+    if (state == DQ_DISCONNECTED)
+        dq_async_free(a);
+}
+
+/* Free at depth 0 with work pending; free inside the state callback. */
+START_TEST(free_with_pending) {
+    dq_async *a = aopen();
+    freer f[3] = {{0}};
+    for (int i = 0; i < 3; i++)
+        dq_async_push(a, Q, "p", 1, 0, NULL, 0, canceled_push, &f[i]);
+    dq_async_free(a);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(f[i].calls, 1);
+        ck_assert_int_eq(f[i].status, DQ_ECANCELED);
+    }
+
+    /* Unreachable server: the first failed attempt frees the client. */
+    int n = 0;
+    dq_async *b = NULL;
+    ck_assert_int_eq(
+        dq_async_open(g_base, "unix:///nonexistent/dq-test.sock", NULL, &b),
+        0);
+    dq_async_set_state_cb(b, free_in_state, &n);
+    freer g = {0};
+    dq_async_push(b, Q, "p", 1, 0, NULL, 0, canceled_push, &g);
+    ck_assert(RUN_UNTIL(n == 1, 3000));
+    ck_assert_int_eq(g.calls, 1);
+    ck_assert_int_eq(g.status, DQ_ECANCELED);
+    run_for(200);
+    ck_assert_int_eq(n, 1);
+
+    /* Freed before the loop ever ran. */
+    dq_async *c = NULL;
+    ck_assert_int_eq(dq_async_open(g_base, g_srv.uri, NULL, &c), 0);
+    dq_async_free(c);
+    dq_async_free(NULL);
+    run_for(50);
+}
+END_TEST
+
+START_TEST(ops_before_connect) {
+    dq_async *a = NULL;
+    ck_assert_int_eq(dq_async_open(g_base, g_srv.uri, NULL, &a), 0);
+    ck_assert_int_eq(dq_async_connected(a), 0);
+    res p = {0}, s = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "early", 5, 0, NULL, 0, push_rec, &p),
+                     0);
+    ck_assert_int_eq(dq_async_stats(a, Q, stats_rec, &s), 0);
+    ck_assert_int_eq(p.calls, 0); /* never from inside the call */
+    WAIT_CB(p, 0);
+    WAIT_CB(s, 0);
+    ck_assert_int_eq(s.s[1], 1);
+    dq_async_free(a);
+}
+END_TEST
+
+START_TEST(open_errors) {
+    dq_async *a = NULL;
+    ck_assert_int_eq(dq_async_open(g_base, "http://x", NULL, &a), DQ_EURI);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_str_ne(dq_async_errmsg(a), "");
+    res r = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "x", 1, 0, NULL, 0, push_rec, &r),
+                     DQ_EURI);
+    dq_async_free(a);
+    ck_assert_int_eq(dq_async_open(NULL, g_srv.uri, NULL, &a), DQ_ENULL);
+    dq_async_free(a);
+    ck_assert_int_eq(dq_async_open(g_base, g_srv.uri, NULL, NULL), DQ_ENULL);
+    ck_assert_int_eq(dq_async_set_state_cb(NULL, NULL, NULL), DQ_ENULL);
+    ck_assert_int_eq(dq_async_connected(NULL), 0);
+    ck_assert_uint_eq(dq_async_pending(NULL), 0);
+    ck_assert_str_ne(dq_async_errmsg(NULL), "");
+}
+END_TEST
+
+START_TEST(unreachable_server) {
+    states st = {0};
+    dq_async *a = NULL;
+    ck_assert_int_eq(
+        dq_async_open(g_base, "unix:///nonexistent/dq-test.sock", NULL, &a),
+        0);
+    dq_async_set_state_cb(a, state_rec, &st);
+    res p = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "x", 1, 0, NULL, 0, push_rec, &p), 0);
+    WAIT_CB(p, DQ_EIO);
+    ck_assert_msg(strstr(p.msg, "nonexistent") != NULL, "%s", p.msg);
+    ck_assert_int_ge(st.disconnected, 1);
+    ck_assert_int_eq(st.connected, 0);
+    ck_assert_int_eq(st.last_status, DQ_EIO);
+    /* It keeps trying with a backoff: a few attempts in 400 ms, not 100s. */
+    int before = st.disconnected;
+    run_for(400);
+    ck_assert_msg(st.disconnected - before >= 1 && st.disconnected - before <= 5,
+                  "%d attempts", st.disconnected - before);
+    dq_async_free(a);
+}
+END_TEST
+
+START_TEST(client_kill_reconnect) {
+    states st = {0};
+    dq_async *a = aopen_uri(g_srv.uri, NULL, &st);
+    redisContext *r = rconn();
+    freeReplyObject(rcmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
+    ck_assert_msg(RUN_UNTIL(st.disconnected >= 1 && st.connected >= 2, 3000),
+                  "disconnected %d connected %d", st.disconnected,
+                  st.connected);
+    res p = {0};
+    dq_async_push(a, Q, "again", 5, 0, NULL, 0, push_rec, &p);
+    WAIT_CB(p, 0);
+
+    /* Killed with a command outstanding: it fails with DQ_EIO (or ran in
+     * time), nothing hangs, and the client comes back. */
+    res q = {0};
+    dq_async_push(a, Q, "racing", 6, 0, NULL, 0, push_rec, &q);
+    freeReplyObject(rcmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
+    ck_assert(RUN_UNTIL(q.calls == 1, 5000));
+    ck_assert_msg(q.status == 0 || q.status == DQ_EIO, "%d %s", q.status,
+                  q.msg);
+    ck_assert(RUN_UNTIL(dq_async_connected(a), 3000));
+    redisFree(r);
+    dq_async_free(a);
+}
+END_TEST
+
+/* A frozen server: replies time out, the connection is dropped, attempts
+ * time out too, and everything resumes once it runs again. */
+START_TEST(command_timeout) {
+    th_redis srv;
+    ck_assert_int_eq(th_redis_start(&srv, 0, NULL), 0);
+    dq_options *o = dq_options_new();
+    dq_options_set_int(o, DQ_OPT_COMMAND_TIMEOUT_MS, 300);
+    dq_options_set_int(o, DQ_OPT_CONNECT_TIMEOUT_MS, 300);
+    states st = {0};
+    dq_async *a = aopen_uri(srv.uri, o, &st);
+    dq_options_free(o);
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    res p = {0};
+    int64_t t0 = mono_ms();
+    dq_async_push(a, Q, "x", 1, 0, NULL, 0, push_rec, &p);
+    WAIT_CB(p, DQ_ETIMEDOUT);
+    int64_t took = mono_ms() - t0;
+    ck_assert_msg(took >= 250 && took < 2000, "timed out after %" PRId64,
+                  took);
+    ck_assert_int_ge(st.disconnected, 1);
+    ck_assert_msg(strstr(p.msg, "300 ms") != NULL, "%s", p.msg);
+    /* Attempts while frozen: connected socket, but no PING answer. */
+    res q = {0};
+    dq_async_push(a, Q, "y", 1, 0, NULL, 0, push_rec, &q);
+    WAIT_CB(q, DQ_ETIMEDOUT);
+    ck_assert_int_eq(dq_async_connected(a), 0);
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+    ck_assert(RUN_UNTIL(dq_async_connected(a), 5000));
+    res z = {0};
+    dq_async_push(a, Q, "z", 1, 0, NULL, 0, push_rec, &z);
+    WAIT_CB(z, 0);
+    dq_async_free(a);
+    th_redis_stop(&srv);
+}
+END_TEST
+
+START_TEST(auth_and_select) {
+    th_redis srv;
+    ck_assert_int_eq(th_redis_start(&srv, 0, "requirepass s3cret"), 0);
+    char uri[600];
+    snprintf(uri, sizeof(uri), "%s?password=wrong", srv.uri);
+    states st = {0};
+    dq_async *bad = NULL;
+    ck_assert_int_eq(dq_async_open(g_base, uri, NULL, &bad), 0);
+    dq_async_set_state_cb(bad, state_rec, &st);
+    res p = {0};
+    dq_async_push(bad, Q, "x", 1, 0, NULL, 0, push_rec, &p);
+    WAIT_CB(p, DQ_EAUTH);
+    ck_assert_int_eq(st.last_status, DQ_EAUTH);
+    ck_assert_msg(strstr(st.reason, "AUTH") != NULL, "%s", st.reason);
+    dq_async_free(bad);
+
+    snprintf(uri, sizeof(uri), "%s?db=3&password=s3cret", srv.uri);
+    dq_async *a = aopen_uri(uri, NULL, NULL);
+    res q = {0};
+    dq_async_push(a, Q, "x", 1, 0, "in-db-3", 0, push_rec, &q);
+    WAIT_CB(q, 0);
+    redisContext *r = th_redis_connect(&srv);
+    ck_assert_ptr_nonnull(r);
+    freeReplyObject(rcmd(r, "AUTH s3cret"));
+    freeReplyObject(rcmd(r, "SELECT 3"));
+    char key[200];
+    snprintf(key, sizeof(key), "dq:{%s}:jobs", Q);
+    redisReply *rep = rcmd(r, "HEXISTS %s in-db-3", key);
+    ck_assert_int_eq(rep->integer, 1);
+    freeReplyObject(rep);
+    redisFree(r);
+    dq_async_free(a);
+    th_redis_stop(&srv);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("async_ops");
+    struct {
+        const char *name;
+        const TTest *fn;
+    } cases[] = {
+        {"push_poll_ack", push_poll_ack},
+        {"batch", batch_ops},
+        {"nack_extend_cancel", nack_extend_cancel},
+        {"dead", dead_ops},
+        {"bad_args", bad_args_no_callback},
+        {"noscript", noscript_reload},
+        {"free_inside_callback", free_inside_callback},
+        {"free_with_pending", free_with_pending},
+        {"ops_before_connect", ops_before_connect},
+        {"open_errors", open_errors},
+        {"unreachable", unreachable_server},
+        {"client_kill", client_kill_reconnect},
+        {"command_timeout", command_timeout},
+        {"auth_select", auth_and_select},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, cases[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void) {
+    srv_start();
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    srv_stop();
+    return failed == 0 ? 0 : 1;
+}
