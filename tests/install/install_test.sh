@@ -86,7 +86,26 @@ fi
 cc -std=c11 -Wall -Wextra -Werror "${SAN[@]}" -o "$TMP/consumer_app" "$SRC" $CFLAGS $LIBS \
     || fail "compiling $SRC against the installed library"
 # Static: the same flags, the archive chosen explicitly through -Bstatic.
+# The sysroot stands for the DESTDIR and so also prefixes the paths of
+# delayq's own dependencies (hiredis from a private prefix, say): a -L/-I
+# path that only exists without the prefix gets it removed.
+unsysroot() {
+    local w out=()
+    for w in "$@"; do
+        case $w in
+            -L"$DEST"/* | -I"$DEST"/*)
+                if [[ ! -e ${w:2} && -e ${w:2+${#DEST}} ]]; then
+                    w=${w:0:2}${w:2+${#DEST}}
+                fi ;;
+        esac
+        out+=("$w")
+    done
+    printf '%s ' "${out[@]}"
+}
 STATIC_LIBS=$(pkg-config --static --libs delayq) || fail "pkg-config --static --libs delayq"
+# shellcheck disable=SC2086
+STATIC_LIBS=$(unsysroot $STATIC_LIBS)
+note "pkg-config --static --libs delayq: $STATIC_LIBS"
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Werror "${SAN[@]}" -o "$TMP/consumer_app_static" "$SRC" $CFLAGS \
     ${STATIC_LIBS/-ldelayq/-Wl,-Bstatic -ldelayq -Wl,-Bdynamic} \
