@@ -164,24 +164,22 @@ class Header:
             if self.intro:
                 self.intro[0] = re.sub(r"^\S+\.h\s+-\s+", "", self.intro[0])
             i = j + 1
-        title, cur = None, []
+        # Declarations before the first ruler form an untitled section.
+        title, cur = "", []
         for ln in lines[i:]:
             m = RULER.match(ln.strip())
             if m:
-                if title is not None:
-                    self.sections.append((title, cur))
+                self.sections.append((title, cur))
                 title, cur = m.group(1).strip(), []
                 continue
-            if title is not None:
-                cur.append(ln)
-        if title is not None:
-            self.sections.append((title, cur))
+            cur.append(ln)
+        self.sections.append((title, cur))
         parsed = []
         for title, body in self.sections:
             blocks = []
             for b in split_blocks(body):
                 b = [x for x in b if not re.match(
-                    r"^\s*#\s*(ifdef __cplusplus|endif|ifndef DELAYQ|"
+                    r"^\s*#\s*(ifdef __cplusplus|endif|ifndef DELAYQ|include|"
                     r"define DELAYQ_\w+_H\s*$|define DELAYQ_H\s*$)", x)
                     and x.strip() not in ("}", 'extern "C" {')
                     and not x.strip().startswith("#endif /*")]
@@ -193,8 +191,20 @@ class Header:
                                             "\n".join(code), flags=re.S))
                 self.functions += funcs
                 blocks.append((comment, code, funcs))
-            parsed.append((title, blocks))
+            if blocks:
+                parsed.append((title, blocks))
         self.sections = parsed
+        # Nothing may be dropped: every DQ_EXTERN prototype gets an entry.
+        text = re.sub(r"/\*.*?\*/", "", "\n".join(lines), flags=re.S)
+        text = re.sub(r"#\s*define[^\n]*(\\\n[^\n]*)*", "", text)
+        declared = FUNC.findall(text)
+        if declared != self.functions:
+            raise SystemExit("gen_api_md: %s: found %d DQ_EXTERN functions, "
+                             "documented %d: %s" % (
+                                 self.name, len(declared),
+                                 len(self.functions),
+                                 sorted(set(declared) ^
+                                        set(self.functions))))
 
 
 def split_functions(comment, code):
@@ -265,8 +275,9 @@ def render(headers, version):
                 "[`%s`](#%s)" % (f, anchor(f)) for f in h.functions) + ".")
             out.append("")
         for title, blocks in h.sections:
-            out.append("### %s" % title)
-            out.append("")
+            if title:
+                out.append("### %s" % title)
+                out.append("")
             for comment, code, funcs in blocks:
                 if funcs:
                     for name, fcode, doc in split_functions(comment, code):

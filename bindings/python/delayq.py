@@ -36,6 +36,7 @@ __all__ = [
     "version", "version_number", "strerror", "errname", "library_path",
     "PUSHED", "KEPT", "REPLACED", "CANCELED_PENDING", "CANCEL_BUSY",
     "CANCELED_INFLIGHT", "LIST_SCHEDULED", "LIST_INFLIGHT", "LIST_DEAD",
+    "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL",
 ]
 
 # ---- Constants of delayq.h (macros are not in the ABI) -------------------
@@ -57,6 +58,14 @@ _OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED}
 _CANCEL_INFLIGHT = 1
 CANCELED_PENDING, CANCEL_BUSY, CANCELED_INFLIGHT = 1, 2, 3
 _NACK_DEAD = 1
+# Consumer outcomes (delayq-consumer.h).
+JOB_OK, JOB_RETRY, JOB_FAIL = 1, 2, 3
+_COPT = {
+    "concurrency": 1, "lease_ms": 2, "retry_base_ms": 5, "retry_max_ms": 6,
+    "retry_jitter": 7, "max_attempts": 8,
+}
+_COPT_RETRY_BACKOFF = 4
+_BACKOFF = {"fixed": 1, "exponential": 2}
 # dq_list (only in libraries that define it).
 LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 
@@ -183,6 +192,10 @@ class _Job(ctypes.Structure):
     """Opaque dq_job."""
 
 
+class _Consumer(ctypes.Structure):
+    """Opaque dq_consumer."""
+
+
 _P_CLIENT = ctypes.POINTER(_Client)
 _P_OPTIONS = ctypes.POINTER(_Options)
 _P_JOBS = ctypes.POINTER(_Jobs)
@@ -193,6 +206,11 @@ _P_I64 = ctypes.POINTER(_c_i64)
 _P_INT = ctypes.POINTER(_c_int)
 _P_SIZE = ctypes.POINTER(_c_size)
 _P_STR = ctypes.POINTER(_c_str)
+_P_CONSUMER = ctypes.POINTER(_Consumer)
+# Callback types of delayq-consumer.h (ctypes takes the GIL around them).
+_HANDLER_FN = ctypes.CFUNCTYPE(_c_int, _P_CONSUMER, _P_JOB, _c_void)
+_OUTCOME_CB = ctypes.CFUNCTYPE(None, _P_CONSUMER, _P_JOB, _c_int, _c_int,
+                               _c_void)
 
 # name: (restype, [argtypes]) for every function of delayq.h.
 _PROTOTYPES = {
@@ -248,10 +266,26 @@ _PROTOTYPES = {
                           _P_I64]),
 }
 
-# Functions that only newer libraries have: declared when present.
+# Functions that only some builds have: declared when present.  The
+# libevent API (delayq-event.h: dq_async_*, dq_consumer_new/start/stop/
+# running) needs a struct event_base from libevent itself and is not
+# wrapped here.
 _OPTIONAL_PROTOTYPES = {
     "dq_list": (_c_int, [_P_CLIENT, _c_str, _c_int, _c_i64, _c_int,
                          ctypes.POINTER(_P_JOBS), _P_I64]),
+    # delayq-consumer.h
+    "dq_consumer_set_int": (_c_int, [_P_CONSUMER, _c_int, _c_i64]),
+    "dq_consumer_set_outcome_cb": (_c_int, [_P_CONSUMER, _OUTCOME_CB,
+                                            _c_void]),
+    "dq_consumer_done": (_c_int, [_P_CONSUMER, _P_JOB, _c_int, _c_i64]),
+    "dq_consumer_backoff_ms": (_c_i64, [_P_CONSUMER, _c_i64]),
+    "dq_consumer_errmsg": (_c_str, [_P_CONSUMER]),
+    "dq_consumer_free": (None, [_P_CONSUMER]),
+    "dq_consumer_new_sync": (_c_int, [_P_CLIENT, _c_str, _HANDLER_FN,
+                                      _c_void,
+                                      ctypes.POINTER(_P_CONSUMER)]),
+    "dq_consumer_run": (_c_int, [_P_CONSUMER]),
+    "dq_consumer_interrupt": (None, [_P_CONSUMER]),
 }
 
 
@@ -284,6 +318,7 @@ def _load():
 
 _lib = _load()
 HAVE_LIST = hasattr(_lib, "dq_list")
+HAVE_CONSUMER = hasattr(_lib, "dq_consumer_new_sync")
 
 
 def version():
@@ -718,3 +753,154 @@ class Client:
                                       *[ctypes.byref(x) for x in v]))
         return dict(zip(("scheduled", "due", "inflight", "dead",
                          "next_due_ms"), (x.value for x in v)))
+
+    def consumer(self, queue, handler, **options):
+        """A Consumer of queue on this client (see Consumer)."""
+        return Consumer(self, queue, handler, **options)
+
+
+# ---- Consumer (delayq-consumer.h) ------------------------------------------
+
+
+class Consumer:
+    """The library's sync consumer loop, with a Python handler.
+
+    Consumer(client, queue, handler, *, concurrency=None, lease_ms=None,
+             retry_backoff=None ("fixed" | "exponential"),
+             retry_base_ms=None, retry_max_ms=None, retry_jitter=None,
+             max_attempts=None, on_outcome=None)
+
+    handler(job) is called for every job (a Job; do not ack it yourself).
+    Its result decides: None or True -> acked (JOB_OK); False -> retried
+    after the backoff (JOB_RETRY), dead-lettered after max_attempts; or
+    return JOB_OK / JOB_RETRY / JOB_FAIL (dead-letter now).  An exception
+    counts as JOB_RETRY and is kept in .errors (the last 100).
+    on_outcome(job_id, outcome, status) is called after each job was
+    finished in Redis (status 0, or a negative code such as -16 ESTALE).
+
+    run() blocks until interrupt() (from a handler or another thread) or
+    Ctrl-C, then stops gracefully and returns the number of claimed jobs it
+    released.  The loop runs in a helper thread so that Ctrl-C reaches the
+    main thread; handlers are called from that helper thread.  While it
+    runs, the loop holds the client: use another Client for other work."""
+
+    def __init__(self, client, queue, handler, **options):
+        if not HAVE_CONSUMER:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "consumer (delayq-consumer.h)")
+        self._c = None
+        self._client = client
+        self.queue = _dec(_enc(queue, "queue", "EQUEUE"))
+        self._handler = handler
+        self._on_outcome = options.pop("on_outcome", None)
+        self.errors = []
+        # Keep the C callbacks alive as long as the consumer.
+        self._handler_cb = _HANDLER_FN(self._call_handler)
+        self._outcome_cb = _OUTCOME_CB(self._call_outcome)
+        backoff = options.pop("retry_backoff", None)
+        unknown = set(options) - set(_COPT)
+        if unknown:
+            raise TypeError("unknown option(s): %s"
+                            % ", ".join(sorted(unknown)))
+        if backoff is not None and backoff not in _BACKOFF:
+            raise ValueError("retry_backoff must be 'fixed' or "
+                             "'exponential'")
+        c = _P_CONSUMER()
+        with client._lock:
+            rc = _lib.dq_consumer_new_sync(
+                client._handle(), _enc(queue, "queue", "EQUEUE"),
+                self._handler_cb, None, ctypes.byref(c))
+            if rc < 0:
+                raise _error(rc, _dec(_lib.dq_errmsg(client._c)) or None)
+        self._c = c
+        try:
+            sets = [(_COPT[k], v) for k, v in options.items()
+                    if v is not None]
+            if backoff is not None:
+                sets.append((_COPT_RETRY_BACKOFF, _BACKOFF[backoff]))
+            for opt, value in sets:
+                rc = _lib.dq_consumer_set_int(c, opt, value)
+                if rc < 0:
+                    raise _error(rc, "consumer option %d: %r refused"
+                                 % (opt, value))
+            if self._on_outcome is not None:
+                _lib.dq_consumer_set_outcome_cb(c, self._outcome_cb, None)
+        except BaseException:
+            self.close()
+            raise
+
+    def _call_handler(self, c, jobp, userdata):
+        # Never let an exception out of a ctypes callback: ctypes would
+        # print it and return 0, which means DQ_JOB_ASYNC to the library.
+        try:
+            r = self._handler(Job(self._client, self.queue, jobp))
+            if r is None or r is True:
+                return JOB_OK
+            if r is False:
+                return JOB_RETRY
+            if r in (JOB_OK, JOB_RETRY, JOB_FAIL):
+                return r
+            return JOB_RETRY
+        except BaseException as e:  # noqa: B902 - see above
+            self.errors = (self.errors + [e])[-100:]
+            return JOB_RETRY
+
+    def _call_outcome(self, c, jobp, outcome, status, userdata):
+        try:
+            self._on_outcome(_dec(_lib.dq_job_id(jobp)), outcome, status)
+        except BaseException as e:  # noqa: B902
+            self.errors = (self.errors + [e])[-100:]
+
+    def backoff_ms(self, attempt):
+        """The retry delay the consumer gives a job at this attempt."""
+        return _lib.dq_consumer_backoff_ms(self._live(), attempt)
+
+    @property
+    def errmsg(self):
+        """The consumer's last error from Redis ("" if none)."""
+        return _dec(_lib.dq_consumer_errmsg(self._live()))
+
+    def _live(self):
+        if not self._c:
+            raise Closed(ERRORS["ECLOSED"], "the consumer is closed")
+        return self._c
+
+    def run(self):
+        """Runs the loop until interrupt() or Ctrl-C; returns the number of
+        claimed jobs released at the stop."""
+        c = self._live()
+        result = {}
+
+        def loop():
+            with self._client._lock:
+                result["rc"] = _lib.dq_consumer_run(c)
+        t = threading.Thread(target=loop, name="delayq-consumer",
+                             daemon=True)
+        t.start()
+        try:
+            while t.is_alive():
+                t.join(0.1)
+        except KeyboardInterrupt:
+            self.interrupt()
+            t.join()
+        rc = result.get("rc", 0)
+        if rc < 0:
+            raise _error(rc, self.errmsg or None)
+        return rc
+
+    def interrupt(self):
+        """Asks run() to stop (thread-safe; only sets a flag)."""
+        if self._c:
+            _lib.dq_consumer_interrupt(self._c)
+
+    def close(self):
+        """Frees the consumer (after run() returned).  Idempotent."""
+        c, self._c = self._c, None
+        if c:
+            _lib.dq_consumer_free(c)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

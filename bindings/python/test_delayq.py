@@ -141,6 +141,22 @@ class TestLibrary(unittest.TestCase):
             fn = getattr(lib, name)
             self.assertEqual(fn.argtypes, args, name)
             self.assertEqual(fn.restype, res, name)
+        # Every function of delayq.h / delayq-consumer.h has a prototype
+        # here (the libevent API of delayq-event.h is left out on purpose).
+        inc = os.environ.get("DELAYQ_INCLUDE")
+        if inc:
+            import re
+            known = set(delayq._PROTOTYPES) | set(delayq._OPTIONAL_PROTOTYPES)
+            for h in ("delayq.h", "delayq-consumer.h"):
+                path = os.path.join(inc, h)
+                if not os.path.exists(path):
+                    continue
+                with open(path) as f:
+                    text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+                for name in re.findall(r"DQ_EXTERN[^;(]*?\b(dq_\w+)\s*\(",
+                                       text):
+                    self.assertIn(name, known, "%s: %s has no prototype"
+                                  % (h, name))
 
 
 class TestConnect(unittest.TestCase):
@@ -399,6 +415,86 @@ class TestDeadLetters(Base):
             return
         [j] = self.c.list(self.q, delayq.LIST_SCHEDULED)
         self.assertEqual((j.id, j.payload, j.token), ("s1", b"later", ""))
+
+
+@unittest.skipUnless(delayq.HAVE_CONSUMER or os.environ.get(
+    "DELAYQ_REQUIRE_CONSUMER") == "1", "library without delayq-consumer.h")
+class TestConsumer(Base):
+    def test_handler_outcomes(self):
+        q = self.q
+        self.c.push(q, b"fine", id="ok")
+        self.c.push(q, b"flaky", id="retry")
+        self.c.push(q, b"boom", id="raise")
+        self.c.push(q, b"hopeless", id="fail")
+        seen, outcomes = [], []
+        done = threading.Event()
+
+        def handler(job):
+            seen.append((job.id, job.attempt, job.payload))
+            if job.id == "retry" and job.attempt == 1:
+                return False
+            if job.id == "raise":
+                raise RuntimeError("handler failed")
+            if job.id == "fail":
+                return delayq.JOB_FAIL
+            return None
+
+        def on_outcome(job_id, outcome, status):
+            outcomes.append((job_id, outcome, status))
+            # ok, retry x2, raise x2 (dead at 2 attempts), fail.
+            if len(outcomes) >= 6:
+                done.set()
+
+        with delayq.Client(SERVER.uri) as worker:
+            with worker.consumer(q, handler, concurrency=4, lease_ms=10000,
+                                 retry_backoff="fixed", retry_base_ms=50,
+                                 retry_jitter=0, max_attempts=2,
+                                 on_outcome=on_outcome) as cons:
+                self.assertEqual(cons.backoff_ms(1), 50)
+
+                def stopper():
+                    done.wait(30)
+                    cons.interrupt()
+                t = threading.Thread(target=stopper)
+                t.start()
+                released = cons.run()
+                t.join(30)
+                self.assertTrue(done.is_set(), (seen, outcomes))
+                self.assertEqual(released, 0)
+                self.assertEqual(len(cons.errors), 2)
+                self.assertIsInstance(cons.errors[0], RuntimeError)
+        by = {}
+        for job_id, outcome, status in outcomes:
+            self.assertEqual(status, 0)
+            by.setdefault(job_id, []).append(outcome)
+        self.assertEqual(by["ok"], [delayq.JOB_OK])
+        self.assertEqual(by["retry"], [delayq.JOB_RETRY, delayq.JOB_OK])
+        self.assertEqual(by["fail"], [delayq.JOB_FAIL])
+        self.assertEqual(by["raise"], [delayq.JOB_RETRY, delayq.JOB_FAIL])
+        self.assertIn(("ok", 1, b"fine"), seen)
+        st = self.c.stats(q)
+        self.assertEqual((st["scheduled"], st["due"], st["inflight"],
+                          st["dead"]), (0, 0, 0, 2))
+        self.assertEqual(sorted(j.id for j in self.c.dead_list(q)),
+                         ["fail", "raise"])
+
+    def test_interrupt_while_idle_and_options(self):
+        with delayq.Client(SERVER.uri, wait_cap_ms=100) as worker:
+            with self.assertRaises(TypeError):
+                worker.consumer(self.q, print, bogus=1)
+            with self.assertRaises(delayq.InvalidArgument):
+                worker.consumer(self.q, print, concurrency=0)
+            cons = worker.consumer(self.q, lambda job: None)
+            timer = threading.Timer(0.3, cons.interrupt)
+            timer.start()
+            t0 = time.monotonic()
+            self.assertEqual(cons.run(), 0)
+            self.assertLess(time.monotonic() - t0, 20)
+            timer.join()
+            cons.close()
+            cons.close()
+            with self.assertRaises(delayq.Closed):
+                cons.run()
 
 
 class TestArgumentErrors(Base):
