@@ -31,8 +31,16 @@ else
         || die "meson setup failed (see build/meson-logs/meson-log.txt)"
 fi
 log "compiling the library and the demo"
-meson compile -C build examples/demo >/dev/null \
-    || { meson compile -C build examples/demo; die "build failed"; }
+# A build/ configured before examples/demo.c existed has no such target:
+# reconfigure once and try again.
+if ! meson compile -C build examples/demo >"${TMPDIR:-/tmp}/quickstart-build.$$.log" 2>&1; then
+    if grep -q "not found" "${TMPDIR:-/tmp}/quickstart-build.$$.log"; then
+        log "reconfiguring build/ (the demo target is new to it)"
+        meson setup --reconfigure build >/dev/null || die "meson setup --reconfigure failed"
+    fi
+    meson compile -C build examples/demo || { rm -f "${TMPDIR:-/tmp}/quickstart-build.$$.log"; die "build failed"; }
+fi
+rm -f "${TMPDIR:-/tmp}/quickstart-build.$$.log"
 DEMO=build/examples/demo
 [[ -x $DEMO ]] || die "$DEMO was not built"
 
