@@ -503,6 +503,19 @@ class TestList(CliCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(states.get("s1"), "scheduled")
             self.assertRegex(r.stdout.decode(), r"s1\s+in (29|30)m")
+            # In flight: by lease deadline, no token shown.
+            self.push(q, "now", "--id", "f1")
+            j = self.poll_one(q, "--lease", "2m")
+            doc = json.loads(self.ok(["list", "inflight", "--json"], q))
+            self.assertEqual([(x["id"], x["state"], x["attempt"],
+                               x["lease_deadline_ms"]) for x in doc["jobs"]],
+                             [("f1", "inflight", 1, j["lease_deadline_ms"])])
+            self.assertNotIn("token", doc["jobs"][0])
+            out = self.ok(["list", "inflight"], q)
+            self.assertRegex(out, r"f1\s+in (1m \d+s|2m)")
+            out = self.ok(["list"], q)
+            for head in ("scheduled jobs", "inflight jobs", "dead jobs"):
+                self.assertIn(head, out)
 
 
 class TestStats(CliCase):
