@@ -158,6 +158,56 @@ START_TEST(generated_ids_unique) {
 }
 END_TEST
 
+/* A client used in a forked child (the parent waiting meanwhile) must not
+ * repeat the ids its parent generates after the fork: both start from the
+ * same generator state. */
+START_TEST(generated_ids_after_fork) {
+    enum { N = 500 };
+    dq_client *c = open_client();
+    push_text(c, Q, "warm", 60000, NULL, 0, NULL);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        for (int i = 0; i < N; i++) {
+            char id[DQ_ID_BUF];
+            if (dq_push(c, Q, "c", 1, 60000, NULL, 0, id, sizeof(id), NULL) != 0)
+                _exit(2);
+            id[22] = '\n';
+            if (write(fds[1], id, 23) != 23)
+                _exit(3);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    static char child_ids[N][DQ_ID_BUF];
+    FILE *f = fdopen(fds[0], "r");
+    int n = 0;
+    while (n < N && fscanf(f, "%22s", child_ids[n]) == 1)
+        n++;
+    fclose(f);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d",
+                  status);
+    ck_assert_int_eq(n, N);
+    for (int i = 0; i < N; i++) {
+        char id[DQ_ID_BUF];
+        int outcome = 0;
+        ck_assert_int_eq(
+            dq_push(c, Q, "p", 1, 60000, NULL, 0, id, sizeof(id), &outcome), 0);
+        ck_assert_int_eq(outcome, DQ_PUSHED);
+        for (int k = 0; k < N; k++)
+            if (strcmp(id, child_ids[k]) == 0)
+                ck_abort_msg("parent repeated the child's id %s", id);
+    }
+    ck_stats(c, Q, 1 + 2 * N, 0, 0, 0);
+    dq_close(c);
+}
+END_TEST
+
 /* ---- caller ids: keep / replace ---------------------------------------- */
 
 START_TEST(keep_existing) {
@@ -694,6 +744,7 @@ static Suite *basic_suite(void) {
     ADD("payload_limit_option", payload_limit_option);
     ADD("payload_limit_default", payload_limit_default);
     ADD("generated_ids", generated_ids_unique);
+    ADD("generated_ids_fork", generated_ids_after_fork);
     ADD("keep", keep_existing);
     ADD("replace_later", replace_later);
     ADD("replace_earlier", replace_earlier);
