@@ -1,0 +1,737 @@
+/*
+ * tests/async/test_async_consumer.c - the consumers: jobs spread over
+ * delays with the right attempt counts and retries (lateness bounded
+ * loosely: bench/ measures it), waking on an earlier push made on another
+ * connection, retry / fail / bad return values / max attempts, handlers
+ * that finish later, concurrency, lease extension, handler timeout,
+ * graceful stop, frees from inside handlers, the idle command budget, and
+ * the sync consumer with the same handler contract.
+ */
+#include "async_common.h"
+
+static void setup(void) { base_setup(); }
+static void teardown(void) { base_teardown(); }
+
+enum { MAXJ = 400 };
+
+/* What a test's handler and outcome callback saw. */
+typedef struct seen {
+    int calls[MAXJ];          /* handler calls per job */
+    int64_t attempt[MAXJ][4]; /* attempt of each call */
+    int64_t at_us[MAXJ][4];   /* wall clock of each call */
+    int64_t due_ms[MAXJ];     /* due time of the first delivery */
+    int ok[MAXJ];             /* DQ_JOB_OK outcomes with status 0 */
+    int retry[MAXJ];          /* DQ_JOB_RETRY outcomes */
+    int fail[MAXJ];           /* DQ_JOB_FAIL outcomes */
+    int bad_status;           /* outcomes with status < 0 */
+    int total_ok;             /* sum of ok */
+    int finished;             /* outcomes of any kind */
+    int mode;                 /* test-specific behaviour */
+    int mode2;                /* later_handler: ms for attempts > 1 */
+    int running, max_running; /* handlers not finished */
+    const dq_job *held[MAXJ]; /* jobs kept for a later done */
+    int nheld;
+    dq_consumer *c;           /* the consumer */
+    dq_async *a;              /* its client */
+} seen;
+
+static int job_index(const dq_job *job) {
+    const char *id = dq_job_id(job);
+    int i = atoi(id + 1); /* ids are "j<i>" */
+    ck_assert_msg(i >= 0 && i < MAXJ, "job id %s", id);
+    return i;
+}
+
+static void record_call(seen *s, const dq_job *job) {
+    int i = job_index(job);
+    int k = s->calls[i]++;
+    if (k < 4) {
+        s->attempt[i][k] = dq_job_attempt(job);
+        s->at_us[i][k] = wall_us();
+    }
+    if (k == 0)
+        s->due_ms[i] = dq_job_due_ms(job);
+}
+
+static void outcome_rec(dq_consumer *c, const dq_job *job, int outcome,
+                        int status, void *ud) {
+    (void)c;
+    seen *s = ud;
+    int i = job_index(job);
+    s->finished++;
+    if (status < 0) {
+        s->bad_status++;
+        fprintf(stderr, "outcome %d of %s: status %s: %s\n", outcome,
+                dq_job_id(job), dq_errname(status), dq_consumer_errmsg(c));
+        return;
+    }
+    if (outcome == DQ_JOB_OK) {
+        s->ok[i]++;
+        s->total_ok++;
+    } else if (outcome == DQ_JOB_RETRY) {
+        s->retry[i]++;
+    } else if (outcome == DQ_JOB_FAIL) {
+        s->fail[i]++;
+    }
+}
+
+/* Pushes job "j<i>" with this delay through a sync client. */
+static void push_j(dq_client *cl, const char *q, int i, int64_t delay_ms) {
+    char id[16];
+    snprintf(id, sizeof(id), "j%d", i);
+    int rc = dq_push(cl, q, id, strlen(id), delay_ms, id, 0, NULL, 0, NULL);
+    ck_assert_msg(rc == 0, "push: %s", dq_errmsg(cl));
+}
+
+static dq_consumer *consumer(dq_async *a, const char *q, dq_handler_fn *h,
+                             seen *s) {
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new(a, q, h, s, &c), 0);
+    ck_assert_int_eq(dq_consumer_set_outcome_cb(c, outcome_rec, s), 0);
+    s->c = c;
+    s->a = a;
+    return c;
+}
+
+/* ---- jobs spread over delays, with retries ---- */
+
+static int spread_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    record_call(s, job);
+    int i = job_index(job);
+    if (i % 5 == 0 && dq_job_attempt(job) == 1)
+        return DQ_JOB_RETRY;
+    return DQ_JOB_OK;
+}
+
+START_TEST(spread_delays_and_retries) {
+    enum { N = 200 };
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, spread_handler, &s);
+    ck_assert_int_eq(dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 8), 0);
+    ck_assert_int_eq(
+        dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED), 0);
+    ck_assert_int_eq(dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 50), 0);
+    ck_assert_int_eq(dq_consumer_set_int(c, DQ_COPT_RETRY_JITTER, 0), 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert_int_eq(dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 2),
+                     DQ_EINVAL); /* running */
+    for (int i = 0; i < N; i++)
+        push_j(cl, Q, i, (i * 7) % 1500);
+    ck_assert_msg(RUN_UNTIL(s.total_ok == N, 15000), "%d of %d acked",
+                  s.total_ok, N);
+    run_for(100); /* nothing more may come */
+    ck_assert_int_eq(s.bad_status, 0);
+    int64_t worst = 0;
+    for (int i = 0; i < N; i++) {
+        int retried = i % 5 == 0;
+        ck_assert_int_eq(s.ok[i], 1);
+        ck_assert_int_eq(s.calls[i], retried ? 2 : 1);
+        ck_assert_int_eq(s.retry[i], retried ? 1 : 0);
+        ck_assert_int_eq(s.attempt[i][0], 1);
+        /* Never before its due time; late by (loosely) < 500 ms. */
+        int64_t late_us = s.at_us[i][0] - s.due_ms[i] * 1000;
+        ck_assert_msg(late_us >= -1000, "j%d fired %" PRId64 " us early", i,
+                      -late_us);
+        if (late_us > worst)
+            worst = late_us;
+        if (retried) {
+            ck_assert_int_eq(s.attempt[i][1], 2);
+            int64_t gap = s.at_us[i][1] - s.at_us[i][0];
+            ck_assert_msg(gap >= 45000, "retry of j%d after %" PRId64 " us",
+                          i, gap);
+        }
+    }
+    fprintf(stderr, "spread: worst first-delivery lateness %.3f ms\n",
+            worst / 1000.0);
+    ck_assert_msg(worst < 500000, "lateness %" PRId64 " us", worst);
+    ck_stats(cl, Q, 0, 0, 0, 0);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- waking up early ---- */
+
+static int ok_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    record_call(ud, job);
+    return DQ_JOB_OK;
+}
+
+START_TEST(wake_on_earlier_push) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    /* A long idle cap: without the wake-up, the consumer would sleep 20 s. */
+    dq_options *o = dq_options_new();
+    dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 20000);
+    dq_async *a = aopen_uri(g_srv.uri, o, NULL);
+    dq_options_free(o);
+    push_j(cl, Q, 1, 30000); /* the consumer sleeps towards this one */
+    dq_consumer *c = consumer(a, Q, ok_handler, &s);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    run_for(300); /* idle, subscribed */
+    int64_t t0 = wall_us();
+    push_j(cl, Q, 2, 200); /* another connection, earlier job */
+    ck_assert_msg(RUN_UNTIL(s.ok[2] == 1, 3000), "not woken");
+    int64_t after = s.at_us[2][0] - t0;
+    ck_assert_msg(after >= 150000 && after < 1000000,
+                  "handled %" PRId64 " us after the push", after);
+    t0 = wall_us();
+    push_j(cl, Q, 3, 0);
+    ck_assert(RUN_UNTIL(s.ok[3] == 1, 3000));
+    after = s.at_us[3][0] - t0;
+    ck_assert_msg(after < 500000, "handled %" PRId64 " us after the push",
+                  after);
+    ck_assert_int_eq(s.calls[1], 0);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- outcomes: retry, fail, bad return values, max attempts ---- */
+
+static int outcome_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    record_call(s, job);
+    switch (job_index(job)) {
+    case 1:
+        return DQ_JOB_RETRY; /* always: dead after max attempts */
+    case 2:
+        return DQ_JOB_FAIL;
+    case 3:
+        return dq_job_attempt(job) == 1 ? 42 : DQ_JOB_OK; /* 42: retry */
+    default:
+        return DQ_JOB_OK;
+    }
+}
+
+START_TEST(retry_fail_and_max_attempts) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, outcome_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_MAX_ATTEMPTS, 3);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 20);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    for (int i = 1; i <= 3; i++)
+        push_j(cl, Q, i, 0);
+    ck_assert(RUN_UNTIL(s.fail[1] == 1 && s.fail[2] == 1 && s.ok[3] == 1,
+                        5000));
+    run_for(100);
+    ck_assert_int_eq(s.calls[1], 3);
+    ck_assert_int_eq(s.retry[1], 2);
+    ck_assert_int_eq(s.attempt[1][2], 3);
+    ck_assert_int_eq(s.calls[2], 1);
+    ck_assert_int_eq(s.retry[2], 0);
+    ck_assert_int_eq(s.calls[3], 2);
+    ck_assert_int_eq(s.retry[3], 1);
+    ck_assert_int_eq(s.bad_status, 0);
+    dq_jobs *dead = NULL;
+    ck_assert_int_eq(dq_dead_list(cl, Q, 0, 10, &dead), 2);
+    for (size_t i = 0; i < 2; i++) {
+        const dq_job *j = dq_jobs_at(dead, i);
+        ck_assert_int_eq(dq_job_attempt(j),
+                         strcmp(dq_job_id(j), "j1") == 0 ? 3 : 1);
+    }
+    dq_jobs_free(dead);
+    ck_stats(cl, Q, 0, 0, 0, 2);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+START_TEST(backoff_policy) {
+    dq_async *a = aopen();
+    static seen s;
+    dq_consumer *c = consumer(a, Q, ok_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 100);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_MAX_MS, 1000);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_JITTER, 0);
+    const int64_t want[7] = {100, 100, 200, 400, 800, 1000, 1000};
+    for (int k = 1; k <= 6; k++)
+        ck_assert_int_eq(dq_consumer_backoff_ms(c, k), want[k]);
+    ck_assert_int_eq(dq_consumer_backoff_ms(c, 1000), 1000);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_JITTER, 50);
+    for (int k = 0; k < 200; k++) {
+        int64_t d = dq_consumer_backoff_ms(c, 3);
+        ck_assert_msg(d >= 200 && d <= 400, "jittered %" PRId64, d);
+    }
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_JITTER, 0);
+    ck_assert_int_eq(dq_consumer_backoff_ms(c, 5), 100);
+    ck_assert_int_eq(dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 0),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_consumer_set_int(c, DQ_COPT_RETRY_JITTER, 101),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_consumer_set_int(c, 999, 1), DQ_EINVAL);
+    ck_assert_int_eq(dq_consumer_set_int(NULL, DQ_COPT_LEASE_MS, 1),
+                     DQ_ENULL);
+    dq_consumer *bad = NULL;
+    ck_assert_int_eq(dq_consumer_new(a, "", ok_handler, NULL, &bad),
+                     DQ_EQUEUE);
+    ck_assert_ptr_null(bad);
+    ck_assert_int_eq(dq_consumer_new(a, Q, NULL, NULL, &bad), DQ_ENULL);
+    ck_assert_int_eq(dq_consumer_run(c), DQ_EINVAL); /* not a sync one */
+    ck_assert_int_eq(dq_consumer_stop(c, 0, NULL, NULL), DQ_EINVAL);
+    dq_consumer_free(c);
+    dq_consumer_free(NULL);
+    dq_async_free(a);
+}
+END_TEST
+
+/* ---- handlers that finish later; concurrency ---- */
+
+typedef struct later {
+    seen *s;
+    const dq_job *job;
+    int outcome;
+    struct event *ev;
+} later;
+
+static void later_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    later *l = arg;
+    seen *s = l->s;
+    s->running--;
+    int rc = dq_consumer_done(s->c, l->job, l->outcome, -1);
+    ck_assert_int_eq(rc, 0);
+    /* Twice: the job is no longer running. */
+    ck_assert_int_eq(dq_consumer_done(s->c, l->job, l->outcome, -1),
+                     DQ_EINVAL);
+    event_free(l->ev);
+    free(l);
+}
+
+static void finish_later(seen *s, const dq_job *job, int outcome,
+                         int64_t ms) {
+    later *l = calloc(1, sizeof(*l));
+    ck_assert_ptr_nonnull(l);
+    l->s = s;
+    l->job = job;
+    l->outcome = outcome;
+    l->ev = evtimer_new(g_base, later_cb, l);
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(l->ev, &tv);
+}
+
+static int later_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    record_call(s, job);
+    if (++s->running > s->max_running)
+        s->max_running = s->running;
+    int64_t ms = s->mode2 > 0 && dq_job_attempt(job) > 1 ? s->mode2 : s->mode;
+    finish_later(s, job, DQ_JOB_OK, ms);
+    return DQ_JOB_ASYNC;
+}
+
+START_TEST(finish_later_and_concurrency) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = 50; /* each job takes 50 ms */
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, later_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 4);
+    for (int i = 0; i < 20; i++)
+        push_j(cl, Q, i, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.total_ok == 20, 5000));
+    ck_assert_int_eq(s.max_running, 4);
+    ck_assert_int_eq(s.bad_status, 0);
+    ck_assert_uint_eq(dq_consumer_running(c), 0);
+    ck_stats(cl, Q, 0, 0, 0, 0);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* A 300 ms lease outlives a 1 s handler when extended, not otherwise. */
+START_TEST(lease_extension) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = 1000;
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, later_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_LEASE_MS, 300);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 2);
+    push_j(cl, Q, 1, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.calls[1] == 1, 3000));
+    run_for(700);
+    ck_stats(cl, Q, 0, 0, 1, 0); /* still leased at ~700 ms */
+    ck_assert_uint_eq(dq_consumer_running(c), 1);
+    ck_assert(RUN_UNTIL(s.ok[1] == 1, 3000));
+    ck_assert_int_eq(s.calls[1], 1);
+    ck_assert_int_eq(s.bad_status, 0);
+    dq_consumer_free(c);
+
+    /* Without extension the job comes back (attempt 2) while the first
+     * handler still runs, and the first ack is stale. */
+    static seen t;
+    memset(&t, 0, sizeof(t));
+    t.mode = 700;
+    t.mode2 = 10;
+    const char *q2 = "lease_extension_off";
+    c = consumer(a, q2, later_handler, &t);
+    dq_consumer_set_int(c, DQ_COPT_LEASE_MS, 300);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 2);
+    dq_consumer_set_int(c, DQ_COPT_EXTEND, 0);
+    push_j(cl, q2, 1, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(t.ok[1] == 1 && t.bad_status == 1, 5000));
+    ck_assert_int_eq(t.calls[1], 2);
+    ck_assert_int_eq(t.attempt[1][1], 2);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- handler timeout and graceful stop ---- */
+
+static int hang_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    record_call(s, job);
+    if (s->mode == 1 && dq_job_attempt(job) > 1)
+        return DQ_JOB_OK;
+    s->held[s->nheld++] = job; /* never finished by the handler */
+    return DQ_JOB_ASYNC;
+}
+
+START_TEST(handler_timeout) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = 1;
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, hang_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_HANDLER_TIMEOUT_MS, 200);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 10);
+    push_j(cl, Q, 1, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.ok[1] == 1, 3000));
+    ck_assert_int_eq(s.calls[1], 2);
+    ck_assert_int_eq(s.retry[1], 1);
+    int64_t gap = s.at_us[1][1] - s.at_us[1][0];
+    ck_assert_msg(gap >= 190000, "released after %" PRId64 " us", gap);
+    ck_assert_int_eq(s.nheld, 1);
+    ck_assert_int_eq(dq_consumer_done(c, s.held[0], DQ_JOB_OK, -1),
+                     DQ_ESTALE);
+    ck_assert_int_eq(dq_consumer_done(c, s.held[0], DQ_JOB_OK, -1),
+                     DQ_EINVAL);
+    ck_stats(cl, Q, 0, 0, 0, 0);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+typedef struct stopinfo {
+    int calls;
+    int status;
+    int64_t at_ms;
+    int free_inside;
+} stopinfo;
+
+static void stopped_rec(dq_consumer *c, int status, void *ud) {
+    stopinfo *si = ud;
+    si->calls++;
+    si->status = status;
+    si->at_ms = mono_ms();
+    if (si->free_inside)
+        dq_consumer_free(c);
+}
+
+START_TEST(graceful_stop) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, hang_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 5);
+    for (int i = 0; i < 3; i++)
+        push_j(cl, Q, i, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.nheld == 3, 3000));
+    stopinfo si = {0};
+    int64_t t0 = mono_ms();
+    ck_assert_int_eq(dq_consumer_stop(c, 200, stopped_rec, &si), 0);
+    ck_assert_int_eq(dq_consumer_stop(c, 200, stopped_rec, &si), DQ_EINVAL);
+    ck_assert_int_eq(si.calls, 0);
+    ck_assert(RUN_UNTIL(si.calls == 1, 3000));
+    ck_assert_int_eq(si.status, 3);
+    ck_assert_msg(si.at_ms - t0 >= 190, "stopped after %" PRId64 " ms",
+                  si.at_ms - t0);
+    ck_stats(cl, Q, 0, 3, 0, 0); /* released at once, due again */
+    ck_assert_int_eq(dq_consumer_done(c, s.held[0], DQ_JOB_OK, -1),
+                     DQ_ESTALE);
+    run_for(100);
+    ck_assert_int_eq(si.calls, 1);
+    dq_consumer_free(c);
+
+    /* A handler that finishes before the deadline: nothing released, and
+     * the stop ends when it does (not at the deadline). */
+    static seen t;
+    memset(&t, 0, sizeof(t));
+    t.mode = 100;
+    const char *q2 = "graceful_stop_finish";
+    push_j(cl, q2, 0, 0);
+    c = consumer(a, q2, later_handler, &t);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(t.running == 1, 3000));
+    stopinfo sj = {0};
+    t0 = mono_ms();
+    ck_assert_int_eq(dq_consumer_stop(c, 5000, stopped_rec, &sj), 0);
+    ck_assert(RUN_UNTIL(sj.calls == 1, 3000));
+    ck_assert_int_eq(sj.status, 0);
+    ck_assert_msg(sj.at_ms - t0 < 2000, "stop took %" PRId64 " ms",
+                  sj.at_ms - t0);
+    ck_assert_int_eq(t.total_ok, 1);
+    dq_consumer_free(c);
+
+    /* Nothing running: called back from the loop, freed inside. */
+    static seen u;
+    memset(&u, 0, sizeof(u));
+    c = consumer(a, "graceful_stop_idle", hang_handler, &u);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    run_for(50);
+    stopinfo sk = {0};
+    sk.free_inside = 1;
+    ck_assert_int_eq(dq_consumer_stop(c, 1000, stopped_rec, &sk), 0);
+    ck_assert_int_eq(sk.calls, 0);
+    ck_assert(RUN_UNTIL(sk.calls == 1, 1000));
+    ck_assert_int_eq(sk.status, 0);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- frees from inside the consumer's callbacks ---- */
+
+static int free_consumer_handler(dq_consumer *c, const dq_job *job,
+                                 void *ud) {
+    seen *s = ud;
+    record_call(s, job);
+    if (s->mode == 1)
+        dq_consumer_free(c);
+    else if (s->mode == 2)
+        dq_async_free(s->a);
+    return DQ_JOB_OK;
+}
+
+static void free_in_outcome(dq_consumer *c, const dq_job *job, int outcome,
+                            int status, void *ud) {
+    outcome_rec(c, job, outcome, status, ud);
+    dq_consumer_free(c);
+}
+
+START_TEST(free_inside_handler) {
+    dq_client *cl = open_client();
+    for (int i = 0; i < 5; i++)
+        push_j(cl, Q, i, 0);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = 1;
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, free_consumer_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 5);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.calls[0] + s.calls[1] + s.calls[2] + s.calls[3] +
+                                s.calls[4] ==
+                            1,
+                        3000));
+    run_for(200);
+    int total = 0;
+    for (int i = 0; i < 5; i++)
+        total += s.calls[i];
+    ck_assert_int_eq(total, 1); /* the rest of that poll was not handled */
+    ck_assert_int_eq(s.finished, 0);
+
+    /* The client freed from a handler frees its consumer too. */
+    const char *q2 = "free_inside_handler_client";
+    for (int i = 0; i < 3; i++)
+        push_j(cl, q2, i, 0);
+    static seen t;
+    memset(&t, 0, sizeof(t));
+    t.mode = 2;
+    c = consumer(a, q2, free_consumer_handler, &t);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(t.calls[0] + t.calls[1] + t.calls[2] == 1, 3000));
+    run_for(200);
+
+    /* Freed from the outcome report. */
+    const char *q3 = "free_inside_handler_outcome";
+    push_j(cl, q3, 0, 0);
+    push_j(cl, q3, 1, 0);
+    static seen u;
+    memset(&u, 0, sizeof(u));
+    a = aopen();
+    c = consumer(a, q3, ok_handler, &u);
+    dq_consumer_set_outcome_cb(c, free_in_outcome, &u);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(u.finished == 1, 3000));
+    run_for(200);
+    ck_assert_int_eq(u.finished, 1);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- idle: a bounded handful of commands per second ---- */
+
+START_TEST(idle_command_budget) {
+    dq_async *a = aopen();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_consumer *c = consumer(a, Q, ok_handler, &s);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    run_for(500);
+    redisContext *r = rconn();
+    long long before = client_commands(r);
+    run_for(3000);
+    long long used = client_commands(r) - before;
+    fprintf(stderr, "idle consumer: %lld commands in 3 s\n", used);
+    ck_assert_msg(used >= 2 && used <= 3 * 2 + 2, "%lld commands in 3 s",
+                  used);
+    redisFree(r);
+    dq_async_free(a); /* frees the consumer too */
+}
+END_TEST
+
+/* ---- the sync consumer ---- */
+
+static int sync_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    seen *s = ud;
+    record_call(s, job);
+    int first = dq_job_attempt(job) == 1;
+    switch (job_index(job)) {
+    case 1:
+        return DQ_JOB_OK;
+    case 2:
+        return first ? DQ_JOB_RETRY : DQ_JOB_OK;
+    case 3:
+        return DQ_JOB_FAIL;
+    case 4:
+        ck_assert_int_eq(dq_consumer_done(c, job, DQ_JOB_OK, -1), 0);
+        ck_assert_int_eq(dq_consumer_done(c, job, DQ_JOB_OK, -1), DQ_EINVAL);
+        return DQ_JOB_ASYNC;
+    case 5:
+        return first ? 99 : DQ_JOB_OK;
+    default:
+        return DQ_JOB_OK;
+    }
+}
+
+static void sync_outcome(dq_consumer *c, const dq_job *job, int outcome,
+                         int status, void *ud) {
+    seen *s = ud;
+    outcome_rec(c, job, outcome, status, ud);
+    if (s->total_ok == 4 && s->fail[3] == 1)
+        dq_consumer_interrupt(c);
+}
+
+static int interrupt_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    record_call(ud, job);
+    dq_consumer_interrupt(c);
+    return DQ_JOB_OK;
+}
+
+START_TEST(sync_consumer) {
+    dq_client *cl = open_client();
+    for (int i = 1; i <= 5; i++)
+        push_j(cl, Q, i, i == 5 ? 300 : 0);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_client *cc = open_client();
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new_sync(cc, Q, sync_handler, &s, &c), 0);
+    dq_consumer_set_outcome_cb(c, sync_outcome, &s);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 50);
+    ck_assert_int_eq(dq_consumer_start(c), DQ_EINVAL); /* not libevent */
+    int64_t t0 = mono_ms();
+    ck_assert_int_eq(dq_consumer_run(c), 0);
+    ck_assert_msg(mono_ms() - t0 < 5000, "ran %" PRId64 " ms",
+                  mono_ms() - t0);
+    ck_assert_int_eq(s.ok[1] + s.ok[2] + s.ok[4] + s.ok[5], 4);
+    ck_assert_int_eq(s.calls[2], 2);
+    ck_assert_int_eq(s.calls[5], 2);
+    ck_assert_int_eq(s.fail[3], 1);
+    ck_assert_int_eq(s.bad_status, 0);
+    ck_stats(cl, Q, 0, 0, 0, 1);
+    dq_consumer_free(c);
+
+    /* Interrupted in the middle of a claimed batch: the rest is released. */
+    const char *q2 = "sync_consumer_batch";
+    for (int i = 0; i < 3; i++)
+        push_j(cl, q2, i, 0);
+    static seen t;
+    memset(&t, 0, sizeof(t));
+    ck_assert_int_eq(dq_consumer_new_sync(cc, q2, interrupt_handler, &t, &c),
+                     0);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 3);
+    ck_assert_int_eq(dq_consumer_run(c), 2);
+    ck_stats(cl, q2, 0, 2, 0, 0);
+    dq_consumer_free(c);
+    ck_assert_int_eq(dq_consumer_new_sync(NULL, Q, sync_handler, NULL, &c),
+                     DQ_ENULL);
+    dq_close(cc);
+    dq_close(cl);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("async_consumer");
+    struct {
+        const char *name;
+        const TTest *fn;
+    } cases[] = {
+        {"spread_delays_and_retries", spread_delays_and_retries},
+        {"wake_on_earlier_push", wake_on_earlier_push},
+        {"retry_fail_max_attempts", retry_fail_and_max_attempts},
+        {"backoff_policy", backoff_policy},
+        {"finish_later_concurrency", finish_later_and_concurrency},
+        {"lease_extension", lease_extension},
+        {"handler_timeout", handler_timeout},
+        {"graceful_stop", graceful_stop},
+        {"free_inside_handler", free_inside_handler},
+        {"idle_command_budget", idle_command_budget},
+        {"sync_consumer", sync_consumer},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, cases[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void) {
+    srv_start();
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    srv_stop();
+    return failed == 0 ? 0 : 1;
+}
