@@ -595,6 +595,94 @@ START_TEST(auth_and_select) {
 }
 END_TEST
 
+#ifdef DQ_TEST_TLS
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+/* Runs a shell command in dir; fails the test if it fails. */
+static void sh_in(const char *dir, const char *cmd) {
+    char full[2400];
+    snprintf(full, sizeof(full), "cd '%s' && { %s; } >>openssl.log 2>&1", dir,
+             cmd);
+    ck_assert_msg(system(full) == 0, "failed: %s (see %s/openssl.log)", cmd,
+                  dir);
+}
+
+static int free_tcp_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* hiredis >= 1.0 only: the TLS handshake runs inside the async connect. */
+START_TEST(tls_round_trip) {
+    char dir[64] = "/tmp/dq-async-tlsXXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    sh_in(dir, "openssl req -x509 -newkey ec -pkeyopt "
+               "ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out "
+               "ca.crt -days 2 -subj /CN=ca");
+    sh_in(dir, "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+               "-nodes -keyout server.key -out server.csr -subj /CN=localhost"
+               " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > "
+               "server.ext && openssl x509 -req -in server.csr -CA ca.crt "
+               "-CAkey ca.key -CAcreateserial -out server.crt -days 2 "
+               "-extfile server.ext");
+    th_redis srv;
+    int port = 0, started = -1;
+    for (int i = 0; i < 5 && started != 0; i++) {
+        char conf[1200];
+        port = free_tcp_port();
+        snprintf(conf, sizeof(conf),
+                 "tls-port %d\ntls-cert-file %s/server.crt\n"
+                 "tls-key-file %s/server.key\ntls-ca-cert-file %s/ca.crt\n"
+                 "tls-auth-clients no\n",
+                 port, dir, dir, dir);
+        started = th_redis_start(&srv, 0, conf);
+    }
+    ck_assert_int_eq(started, 0);
+    char uri[100], ca[128];
+    snprintf(uri, sizeof(uri), "rediss://127.0.0.1:%d", port);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    dq_options *o = dq_options_new();
+    dq_options_set_str(o, DQ_OPT_TLS_CA_FILE, ca);
+    dq_async *a = aopen_uri(uri, o, NULL);
+    dq_options_free(o);
+    res p = {0}, pl = {0}, ak = {0};
+    dq_async_push(a, Q, "secret", 6, 0, "t1", 0, push_rec, &p);
+    WAIT_CB(p, 0);
+    dq_async_poll(a, Q, 1, 5000, jobs_rec, &pl);
+    WAIT_CB(pl, 1);
+    ck_assert_str_eq(dq_job_payload(kept(&pl, 0), NULL), "secret");
+    dq_async_ack(a, Q, "t1", dq_job_token(kept(&pl, 0)), st_rec, &ak);
+    WAIT_CB(ak, 0);
+    res_clear(&pl);
+    dq_async_free(a);
+    th_redis_stop(&srv);
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+#else
+/* Without TLS support rediss:// is refused at once. */
+START_TEST(tls_round_trip) {
+    dq_async *a = NULL;
+    ck_assert_int_eq(dq_async_open(g_base, "rediss://127.0.0.1:1", NULL, &a),
+                     DQ_ENOTSUP);
+    dq_async_free(a);
+}
+END_TEST
+#endif
+
 static Suite *suite(void) {
     Suite *s = suite_create("async_ops");
     struct {
@@ -615,6 +703,7 @@ static Suite *suite(void) {
         {"client_kill", client_kill_reconnect},
         {"command_timeout", command_timeout},
         {"auth_select", auth_and_select},
+        {"tls", tls_round_trip},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
