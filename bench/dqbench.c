@@ -23,6 +23,11 @@
 
 #include "harness.h"
 
+#ifdef DQ_BENCH_EVENT
+#include <delayq-event.h>
+#include <event2/event.h>
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -364,13 +369,13 @@ static row *val_row(const char *name, const series *s, const char *unit,
 }
 
 static void print_table(FILE *f, const char *header) {
-    const char *fmt = "%-36s %11s %-6s %-17s %-23s %9s %5s  %-10s %s\n";
+    const char *fmt = "%-40s %11s %-6s %-17s %-21s %9s %5s  %-10s %s\n";
     char line[160];
     fprintf(f, "%s\n", header);
     fprintf(f, fmt, "scenario", "value", "unit", "runs min..max",
             "limit (same runs)", "limit", "ratio", "target", "status");
-    memset(line, '-', 145);
-    line[145] = '\0';
+    memset(line, '-', 147);
+    line[147] = '\0';
     fprintf(f, "%s\n", line);
     for (int i = 0; i < g_nrows; i++) {
         row *r = &g_rows[i];
@@ -644,10 +649,20 @@ static series g_drain[4], g_drain_srv[4];
 
 static series g_e2e, g_e2e_prod, g_e2e_l50, g_e2e_l99;
 
-static series g_late[4]; /* p50 p95 p99 max, ms */
-static double g_late_unc;  /* ms, worst over runs */
-static double *g_late_all; /* samples of all runs */
-static size_t g_late_nall;
+/* Lateness per consumer kind: 0 = dq_poll_wait loop, 1 = the libevent
+ * consumer of delayq-event.h (when the library has it). */
+#ifdef DQ_BENCH_EVENT
+#define NLATE 2
+#else
+#define NLATE 1
+#endif
+static const char *const late_kind[2] = {"dq_poll_wait", "event_consumer"};
+static const char *const late_desc[2] = {"dq_poll_wait (max 100)",
+                                         "event consumer (conc 100)"};
+static series g_late[NLATE][4]; /* p50 p95 p99 max, ms */
+static double g_late_unc;         /* ms, worst over runs */
+static double *g_late_all[NLATE]; /* samples of all runs */
+static size_t g_late_nall[NLATE];
 
 /* ---- limits: redis-benchmark on the same socket ---------------------- */
 
@@ -978,16 +993,97 @@ static pctl percentiles(double *v, size_t n) {
     return p;
 }
 
-/* One lateness run: a consumer process waits in dq_poll_wait, then this
+#ifdef DQ_BENCH_EVENT
+/* The libevent consumer (issue 3) in a process of its own: its handler
+ * records the lateness and returns DQ_JOB_OK (the consumer acks). */
+typedef struct ev_ctx {
+    late_res *res;
+    long expect;
+    double offset_us;
+    struct event_base *base;
+    dq_async *a;
+    dq_consumer *cons;
+    int64_t deadline, t_conn;
+    int ready_fd, signalled;
+} ev_ctx;
+
+static int ev_handler(dq_consumer *cons, const dq_job *job, void *ud) {
+    ev_ctx *x = ud;
+    int64_t now = real_us();
+    (void)cons;
+    if (x->res->got < x->expect)
+        x->res->lat_ms[x->res->got++] =
+            ((double)now + x->offset_us) / 1000.0 -
+            (double)dq_job_due_ms(job);
+    return DQ_JOB_OK;
+}
+
+/* Every 5 ms: says "ready" 200 ms after connecting, stops when every job
+ * was received and acked (or at the time bound). */
+static void ev_tick(evutil_socket_t fd, short what, void *ud) {
+    ev_ctx *x = ud;
+    (void)fd;
+    (void)what;
+    int64_t now = mono_ns();
+    if (!x->signalled && dq_async_connected(x->a)) {
+        if (x->t_conn == 0)
+            x->t_conn = now;
+        else if (now - x->t_conn > 200000000) {
+            char b = 1;
+            if (write(x->ready_fd, &b, 1) != 1)
+                event_base_loopbreak(x->base);
+            x->signalled = 1;
+        }
+    }
+    if ((x->res->got >= x->expect && dq_consumer_running(x->cons) == 0 &&
+         dq_async_pending(x->a) == 0) ||
+        now > x->deadline)
+        event_base_loopbreak(x->base);
+}
+
+static void late_child_event(long expect, double offset_us, int64_t bound_ms,
+                             late_res *res, int ready_fd) {
+    ev_ctx x;
+    memset(&x, 0, sizeof(x));
+    x.res = res;
+    x.expect = expect;
+    x.offset_us = offset_us;
+    x.ready_fd = ready_fd;
+    x.deadline = mono_ns() + bound_ms * 1000000;
+    x.base = event_base_new();
+    if (x.base == NULL || dq_async_open(x.base, g_srv.uri, NULL, &x.a) != 0 ||
+        dq_consumer_new(x.a, QUEUE, ev_handler, &x, &x.cons) != 0 ||
+        dq_consumer_set_int(x.cons, DQ_COPT_CONCURRENCY, 100) != 0 ||
+        dq_consumer_set_int(x.cons, DQ_COPT_LEASE_MS, LEASE_MS) != 0 ||
+        dq_consumer_set_int(x.cons, DQ_COPT_EXTEND, 0) != 0 ||
+        dq_consumer_start(x.cons) != 0) {
+        fail("event consumer: cannot start: %s", dq_async_errmsg(x.a));
+        _exit(2);
+    }
+    struct event *tick = event_new(x.base, -1, EV_PERSIST, ev_tick, &x);
+    struct timeval tv = {0, 5000};
+    event_add(tick, &tv);
+    event_base_dispatch(x.base);
+    event_free(tick);
+    res->t_end = mono_ns();
+    res->ok = res->got == expect;
+    dq_consumer_free(x.cons);
+    dq_async_free(x.a);
+    event_base_free(x.base);
+    _exit(0);
+}
+#endif
+
+/* One lateness run: a consumer process of the given kind waits, then this
  * process pushes late_n jobs due late_base..late_base+late_spread ms on. */
-static void run_lateness(const cfg *c, int run) {
+static void run_lateness(const cfg *c, int run, int kind) {
     long n = c->late_n;
     size_t rsize = sizeof(late_res) + sizeof(double) * (size_t)n;
     late_res *res = shared_alloc(rsize);
     if (res == NULL)
         return;
-    if (g_late_all == NULL)
-        g_late_all = malloc(sizeof(double) * (size_t)n * (size_t)c->runs);
+    if (g_late_all[kind] == NULL)
+        g_late_all[kind] = malloc(sizeof(double) * (size_t)n * (size_t)c->runs);
     flushall();
     clk_cal before = calibrate(g_adm, 15);
     int ready[2], go[2];
@@ -997,6 +1093,12 @@ static void run_lateness(const cfg *c, int run) {
     if (pid == 0) {
         close(ready[0]);
         close(go[1]);
+#ifdef DQ_BENCH_EVENT
+        if (kind == 1)
+            late_child_event(n, before.offset_us,
+                             c->late_base_ms + c->late_spread_ms + 10000, res,
+                             ready[1]);
+#endif
         late_child(n, 100, before.offset_us,
                    c->late_base_ms + c->late_spread_ms + 10000, res, ready[1],
                    go[0]);
@@ -1017,24 +1119,27 @@ static void run_lateness(const cfg *c, int run) {
     waitpid(pid, &st, 0);
     clk_cal after = calibrate(g_adm, 15);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !res->ok)
-        fail("lateness: consumer got %ld of %ld jobs", res->got, n);
+        fail("lateness (%s): consumer got %ld of %ld jobs", late_kind[kind],
+             res->got, n);
     expect_empty(cl, "lateness");
     dq_close(cl);
     double drift = fabs(after.offset_us - before.offset_us);
     double u = (before.unc_us > drift ? before.unc_us : drift) / 1000.0;
     g_late_unc = u > g_late_unc ? u : g_late_unc;
     size_t got = (size_t)res->got;
-    if (g_late_all) {
-        memcpy(g_late_all + g_late_nall, res->lat_ms, got * sizeof(double));
-        g_late_nall += got;
+    if (g_late_all[kind]) {
+        memcpy(g_late_all[kind] + g_late_nall[kind], res->lat_ms,
+               got * sizeof(double));
+        g_late_nall[kind] += got;
     }
     pctl p = percentiles(res->lat_ms, got);
-    s_add(&g_late[0], p.p50);
-    s_add(&g_late[1], p.p95);
-    s_add(&g_late[2], p.p99);
-    s_add(&g_late[3], p.max);
-    logf_("lateness: p50 %.2f p95 %.2f p99 %.2f max %.2f ms (clock offset "
-          "%.1f us +-%.1f us, drift %.1f us)", p.p50, p.p95, p.p99, p.max,
+    s_add(&g_late[kind][0], p.p50);
+    s_add(&g_late[kind][1], p.p95);
+    s_add(&g_late[kind][2], p.p99);
+    s_add(&g_late[kind][3], p.max);
+    logf_("lateness %s: p50 %.2f p95 %.2f p99 %.2f max %.2f ms (clock offset "
+          "%.1f us +-%.1f us, drift %.1f us)", late_kind[kind], p.p50, p.p95,
+          p.p99, p.max,
           before.offset_us, before.unc_us, drift);
     munmap(res, rsize);
 }
@@ -1416,27 +1521,31 @@ static void rows_lateness(const cfg *c) {
              c->late_base_ms + c->late_spread_ms);
     add_section(title);
     static const char *const names[4] = {"p50", "p95", "p99", "max"};
-    for (int i = 0; i < 4; i++) {
-        char nm[64];
-        snprintf(nm, sizeof(nm), "lateness %s, dq_poll_wait (max 100)",
-                 names[i]);
-        row *rw = val_row(nm, &g_late[i], "ms", "%.2f");
-        snprintf(rw->limit, sizeof(rw->limit), "clock +-%.3f ms", g_late_unc);
-        if (i == 2)
-            set_target(rw, "<= 5 ms", s_med(&g_late[i]), 5.0, 0);
-    }
-    qsort(g_late_all, g_late_nall, sizeof(double), cmp_double);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/lateness-dq_poll_wait.dat", c->out);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "# lateness_ms cumulative_fraction (%zu jobs, %d runs "
-                   "pooled; clock calibration +-%.3f ms)\n",
-                g_late_nall, c->runs, g_late_unc);
-        for (size_t i = 0; i < g_late_nall; i++)
-            fprintf(f, "%.4f %.6f\n", g_late_all[i],
-                    (double)(i + 1) / (double)g_late_nall);
-        fclose(f);
+    for (int k = 0; k < NLATE; k++) {
+        for (int i = 0; i < 4; i++) {
+            char nm[64];
+            snprintf(nm, sizeof(nm), "lateness %s, %s", names[i],
+                     late_desc[k]);
+            row *rw = val_row(nm, &g_late[k][i], "ms", "%.2f");
+            snprintf(rw->limit, sizeof(rw->limit), "clock +-%.3f ms",
+                     g_late_unc);
+            if (i == 2)
+                set_target(rw, "<= 5 ms", s_med(&g_late[k][i]), 5.0, 0);
+        }
+        qsort(g_late_all[k], g_late_nall[k], sizeof(double), cmp_double);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/lateness-%s.dat", c->out,
+                 late_kind[k]);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "# lateness_ms cumulative_fraction (%zu jobs, %d runs "
+                       "pooled; clock calibration +-%.3f ms)\n",
+                    g_late_nall[k], c->runs, g_late_unc);
+            for (size_t i = 0; i < g_late_nall[k]; i++)
+                fprintf(f, "%.4f %.6f\n", g_late_all[k][i],
+                        (double)(i + 1) / (double)g_late_nall[k]);
+            fclose(f);
+        }
     }
 }
 
@@ -1717,7 +1826,8 @@ int main(int argc, char **argv) {
         if (want(&c, "e2e"))
             run_e2e(&c);
         if (want(&c, "lateness"))
-            run_lateness(&c, r);
+            for (int k = 0; k < NLATE; k++)
+                run_lateness(&c, r, k);
     }
     if (want(&c, "limits"))
         rows_limits();
@@ -1757,7 +1867,8 @@ int main(int argc, char **argv) {
     write_plot_data(&c, header);
     redisFree(g_adm);
     th_redis_stop(&g_srv);
-    free(g_late_all);
+    for (int k = 0; k < NLATE; k++)
+        free(g_late_all[k]);
     if (g_failed)
         fprintf(stderr, "dqbench: FAILED: a consistency check failed "
                         "(see FAIL lines above)\n");
