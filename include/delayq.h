@@ -400,6 +400,38 @@ DQ_EXTERN int dq_dead_requeue(dq_client *c, const char *queue, const char *id,
  * Returns the number deleted. */
 DQ_EXTERN int dq_dead_purge(dq_client *c, const char *queue, const char *id);
 
+/* ---- Listing ----------------------------------------------------------- */
+
+/* Defined when dq_list exists (added in the same version as it). */
+#define DQ_HAVE_LIST 1
+
+/* What dq_list lists. */
+#define DQ_LIST_SCHEDULED 1 /* pending jobs, by due time (due ones too) */
+#define DQ_LIST_INFLIGHT 2  /* leased jobs, by lease deadline */
+#define DQ_LIST_DEAD 3      /* dead jobs, by time of death */
+
+/*
+ * Lists the jobs of a queue in one state, in time order, without changing
+ * anything (a read-only script: it also runs on a replica): up to count
+ * (1..DQ_POLL_MAX) from offset (0..INT32_MAX), for paging.
+ *
+ * which:  DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD.
+ * out:    as for dq_poll.  Per job: id, payload, attempt (deliveries so
+ *         far), due_ms = due time (scheduled), lease deadline (in flight:
+ *         when it is due again unless acked) or time of death (dead);
+ *         lease_deadline_ms = the lease deadline for in-flight jobs, else
+ *         0.  Listed jobs carry no token: listing never hands out a lease.
+ *         A lease that ran out is listed in flight until a poll reclaims it.
+ * now_ms: NULL, or receives the server's time of the listing (to show the
+ *         times relative to it).
+ *
+ * Returns the number listed (0..count) or a negative code (DQ_EINVAL for
+ * an unknown which, a bad offset or count).
+ */
+DQ_EXTERN int dq_list(dq_client *c, const char *queue, int which,
+                      int64_t offset, int count, dq_jobs **out,
+                      int64_t *now_ms);
+
 /* ---- Stats ------------------------------------------------------------- */
 
 /* Counts for one queue, read atomically.  Each out pointer may be NULL.

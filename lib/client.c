@@ -308,6 +308,9 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
                     int flags, char *id_out, size_t id_out_size,
                     int *outcome) {
     ENTER(c);
+    int rc;
+    if (id != NULL && (rc = dq_check_id(id, "id", &c->err)) != DQ_OK)
+        return rc;
     if (id_out != NULL) {
         size_t need = id ? strlen(id) + 1 : 23;
         if (id_out_size < need)
@@ -319,8 +322,8 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
     const void *pl[1] = {payload};
     const char *ids[1] = {id};
     int oc = 0;
-    int rc = push_common(c, queue, 1, pl, &len, &t, absolute, ids, flags,
-                         id_out, id_out_size, &oc);
+    rc = push_common(c, queue, 1, pl, &len, &t, absolute, ids, flags, id_out,
+                     id_out_size, &oc);
     if (outcome != NULL)
         *outcome = oc;
     return rc < 0 ? rc : DQ_OK;
@@ -702,6 +705,40 @@ int dq_dead_list(dq_client *c, const char *queue, int64_t offset, int count,
     dq_cmd_free(&cmd);
     if (rc == DQ_OK)
         rc = dq_decode_dead_list(r, out, &c->err);
+    dq_reply_free(r);
+    return rc;
+}
+
+int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
+            int count, dq_jobs **out, int64_t *now_ms) {
+    ENTER(c);
+    if (out == NULL)
+        return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
+    *out = NULL;
+    int rc = dq_check_queue(queue, &c->err);
+    if (rc == DQ_OK && which != DQ_LIST_SCHEDULED &&
+        which != DQ_LIST_INFLIGHT && which != DQ_LIST_DEAD)
+        rc = dq_err_set(&c->err, DQ_EINVAL,
+                        "which is %d; use DQ_LIST_SCHEDULED, "
+                        "DQ_LIST_INFLIGHT or DQ_LIST_DEAD",
+                        which);
+    if (rc == DQ_OK)
+        rc = dq_check_max(count, DQ_POLL_MAX, "count", &c->err);
+    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
+        rc = dq_err_set(&c->err, DQ_EINVAL,
+                        "offset is %" PRId64 "; it must be 0..%d", offset,
+                        INT32_MAX);
+    if (rc != DQ_OK)
+        return rc;
+    dq_core_keys(&c->core, queue);
+    dq_cmd cmd;
+    if ((rc = dq_build_list(&cmd, &c->core, which, offset, count)) != DQ_OK)
+        return dq_err_set(&c->err, rc, "out of memory");
+    dq_reply *r;
+    rc = run(c, &cmd, &r, "list");
+    dq_cmd_free(&cmd);
+    if (rc == DQ_OK)
+        rc = dq_decode_list(r, which, out, now_ms, &c->err);
     dq_reply_free(r);
     return rc;
 }

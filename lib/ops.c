@@ -448,6 +448,17 @@ int dq_build_dead_list(dq_cmd *c, dq_core *core, int64_t offset, int count) {
     return DQ_OK;
 }
 
+int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
+                  int count) {
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_LIST, &core->keys, 3);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_int(c, which);
+    cmd_int(c, offset);
+    cmd_int(c, count);
+    return DQ_OK;
+}
+
 int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
                          const char *id, int64_t delay_ms) {
     int rc = dq_cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 4);
@@ -600,6 +611,49 @@ int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err) {
         }
         j->attempt = att;
         j->due_ms = died;
+    }
+    *jobs = l;
+    return (int)cnt;
+}
+
+int dq_decode_list(const dq_reply *r, int which, dq_jobs **jobs,
+                   int64_t *now_ms, dq_err *err) {
+    *jobs = NULL;
+    size_t n = dq_reply_len(r);
+    int64_t now;
+    if (dq_reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 4 != 0 ||
+        elem_i64(dq_reply_at(r, 0), &now))
+        return dq_err_set(err, DQ_EPROTO, "list: unexpected reply");
+    if (now_ms != NULL)
+        *now_ms = now;
+    size_t cnt = (n - 1) / 4;
+    if (cnt == 0)
+        return 0;
+    dq_jobs *l = dq_jobs_new(cnt);
+    if (l == NULL)
+        return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+    for (size_t i = 0; i < cnt; i++) {
+        const dq_reply *eid = dq_reply_at(r, 1 + i * 4);
+        const dq_reply *epl = dq_reply_at(r, 2 + i * 4);
+        size_t idlen, plen;
+        const char *id = dq_reply_str(eid, &idlen);
+        const char *pl = dq_reply_str(epl, &plen);
+        int64_t att, t;
+        dq_job *j = NULL;
+        if (dq_reply_type(eid) != DQ_R_STRING ||
+            dq_reply_type(epl) != DQ_R_STRING ||
+            elem_i64(dq_reply_at(r, 3 + i * 4), &att) ||
+            elem_i64(dq_reply_at(r, 4 + i * 4), &t)) {
+            dq_jobs_free(l);
+            return dq_err_set(err, DQ_EPROTO, "list: unexpected job entry");
+        }
+        if ((j = dq_jobs_add(l, id, idlen, pl, plen)) == NULL) {
+            dq_jobs_free(l);
+            return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+        }
+        j->attempt = att;
+        j->due_ms = t;
+        j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? t : 0;
     }
     *jobs = l;
     return (int)cnt;

@@ -104,6 +104,9 @@ int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
 int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags);
 int dq_build_stats(dq_cmd *c, dq_core *core);
 int dq_build_dead_list(dq_cmd *c, dq_core *core, int64_t offset, int count);
+/* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
+int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
+                  int count);
 /* action: "requeue" or "purge"; id NULL for a bounded batch. */
 int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
                          const char *id, int64_t delay_ms);
@@ -121,6 +124,10 @@ int dq_decode_int(const dq_reply *r, long long *v, dq_err *err);
 int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err);
 /* Dead list: jobs with attempt and death time. */
 int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err);
+/* List: jobs with attempt and time (and lease deadline for in-flight jobs);
+ * *now_ms (may be NULL) receives the server's time of the listing. */
+int dq_decode_list(const dq_reply *r, int which, dq_jobs **jobs,
+                   int64_t *now_ms, dq_err *err);
 
 /* Converts a script's negative result (-16, -17) into its code and message. */
 int dq_result_code(long long v, const char *what, const char *id,
