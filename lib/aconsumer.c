@@ -185,10 +185,8 @@ static void completed(acons *s, dq_delivery *d, int status) {
     } else if (status > 0) {
         status = 0;
     }
-    if (status < 0)
-        dq_err_set(&c->err, status, "%s of job '%.200s': %s",
-                   d->outcome == DQ_JOB_OK ? "ack" : "nack",
-                   dq_job_id(d->job), dq_async_errmsg(c->a));
+    if (status < 0) /* the client's message names the op and the job */
+        dq_err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
     int releasing = d->state == D_RELEASING;
     if (c->outcome_cb != NULL) {
         c->outcome_cb(c, d->job, outcome, status, c->outcome_ud);
@@ -315,8 +313,7 @@ static void on_extended(dq_async *a, int64_t deadline_ms, int status,
         arm_ms(d->extend_ev, c->lease_ms / 2);
     } else if (status == DQ_ESTALE || status == DQ_ENOTFOUND) {
         d->lost = 1; /* the job is someone else's now */
-        dq_err_set(&c->err, status, "extend of job '%.200s': %s",
-                   dq_job_id(d->job), dq_async_errmsg(c->a));
+        dq_err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
     } else {
         arm_ms(d->extend_ev, c->lease_ms / 8 + 10); /* try again soon */
     }
