@@ -181,13 +181,13 @@ START_TEST(wake_on_earlier_push) {
     push_j(cl, Q, 2, 200); /* another connection, earlier job */
     ck_assert_msg(RUN_UNTIL(s.ok[2] == 1, 3000), "not woken");
     int64_t after = s.at_us[2][0] - t0;
-    ck_assert_msg(after >= 150000 && after < 1000000,
+    ck_assert_msg(after >= 150000 && after < 3000000,
                   "handled %" PRId64 " us after the push", after);
     t0 = wall_us();
     push_j(cl, Q, 3, 0);
     ck_assert(RUN_UNTIL(s.ok[3] == 1, 3000));
     after = s.at_us[3][0] - t0;
-    ck_assert_msg(after < 500000, "handled %" PRId64 " us after the push",
+    ck_assert_msg(after < 2000000, "handled %" PRId64 " us after the push",
                   after);
     ck_assert_int_eq(s.calls[1], 0);
     dq_consumer_free(c);
@@ -360,21 +360,21 @@ START_TEST(finish_later_and_concurrency) {
 }
 END_TEST
 
-/* A 300 ms lease outlives a 1 s handler when extended, not otherwise. */
+/* A 600 ms lease outlives a 2 s handler when extended, not otherwise. */
 START_TEST(lease_extension) {
     dq_client *cl = open_client();
     static seen s;
     memset(&s, 0, sizeof(s));
-    s.mode = 1000;
+    s.mode = 2000;
     dq_async *a = aopen();
     dq_consumer *c = consumer(a, Q, later_handler, &s);
-    dq_consumer_set_int(c, DQ_COPT_LEASE_MS, 300);
+    dq_consumer_set_int(c, DQ_COPT_LEASE_MS, 600);
     dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 2);
     push_j(cl, Q, 1, 0);
     ck_assert_int_eq(dq_consumer_start(c), 0);
     ck_assert(RUN_UNTIL(s.calls[1] == 1, 3000));
-    run_for(700);
-    ck_stats(cl, Q, 0, 0, 1, 0); /* still leased at ~700 ms */
+    run_for(1300);
+    ck_stats(cl, Q, 0, 0, 1, 0); /* still leased at ~1.3 s */
     ck_assert_uint_eq(dq_consumer_running(c), 1);
     ck_assert(RUN_UNTIL(s.ok[1] == 1, 3000));
     ck_assert_int_eq(s.calls[1], 1);
