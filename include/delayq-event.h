@@ -119,6 +119,10 @@ typedef void dq_batch_cb(dq_async *a, size_t n, const char *ids,
  * (poll only; 0 for dead_list). */
 typedef void dq_jobs_cb(dq_async *a, const dq_jobs *jobs, int64_t next_due_ms,
                         int status, void *userdata);
+/* list: jobs (NULL when none) and the server's time of the listing
+ * (epoch ms; 0 on failure). */
+typedef void dq_list_cb(dq_async *a, const dq_jobs *jobs, int64_t now_ms,
+                        int status, void *userdata);
 /* ack_batch: results[i] = 0, DQ_ESTALE or DQ_ENOTFOUND (NULL when
  * status < 0). */
 typedef void dq_results_cb(dq_async *a, size_t n, const int *results,
@@ -175,6 +179,10 @@ DQ_EXTERN int dq_async_dead_purge(dq_async *a, const char *queue,
                                   void *userdata);
 DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                              void *userdata);
+/* Twin of dq_list (read-only listing of one state, for paging). */
+DQ_EXTERN int dq_async_list(dq_async *a, const char *queue, int which,
+                            int64_t offset, int count, dq_list_cb *cb,
+                            void *userdata);
 
 /* ---- Consumer on the event loop ---------------------------------------- */
 

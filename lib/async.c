@@ -60,7 +60,7 @@ struct link {
 enum {
     OP_PUSH, OP_PUSH_BATCH, OP_CANCEL, OP_POLL, OP_ACK, OP_ACK_BATCH,
     OP_NACK, OP_EXTEND, OP_DEAD_LIST, OP_DEAD_REQUEUE, OP_DEAD_PURGE,
-    OP_STATS
+    OP_STATS, OP_LIST
 };
 
 enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
@@ -78,6 +78,7 @@ struct aop {
         dq_push_cb *push;
         dq_batch_cb *batch;
         dq_jobs_cb *jobs;
+        dq_list_cb *list;
         dq_results_cb *res;
         dq_extend_cb *ext;
         dq_stats_cb *stats;
@@ -98,7 +99,8 @@ struct aop {
     size_t n;             /* ack: number of jobs */
     int *results;         /* ack: per job */
     dq_jobs *jobs;        /* poll, dead list */
-    int64_t next_us;      /* poll */
+    int64_t next_us;      /* poll; list: the server's now (ms) */
+    int which;            /* list: DQ_LIST_* */
     long long v;          /* integer result */
     int64_t stats[5];     /* stats */
     char id[DQ_ID_BUF];   /* job id, for messages */
@@ -503,6 +505,10 @@ static void op_finish(dq_async *a, aop *op) {
         case OP_DEAD_LIST:
             op->cb.jobs(a, st > 0 ? op->jobs : NULL, 0, st, op->ud);
             break;
+        case OP_LIST:
+            op->cb.list(a, st > 0 ? op->jobs : NULL, st >= 0 ? op->next_us : 0,
+                        st, op->ud);
+            break;
         case OP_ACK_BATCH:
             op->cb.res(a, op->n, op->failed ? NULL : op->results, st, op->ud);
             break;
@@ -625,6 +631,13 @@ static void op_decode(dq_async *a, aop *op, size_t tag, const dq_reply *r) {
         dq_jobs_free(op->jobs);
         op->jobs = NULL;
         rc = dq_decode_dead_list(r, &op->jobs, &e);
+        if (rc >= 0)
+            op->status = rc;
+        break;
+    case OP_LIST:
+        dq_jobs_free(op->jobs);
+        op->jobs = NULL;
+        rc = dq_decode_list(r, op->which, &op->jobs, &op->next_us, &e);
         if (rc >= 0)
             op->status = rc;
         break;
@@ -1208,6 +1221,35 @@ int dq_async_dead_list(dq_async *a, const char *queue, int64_t offset,
     op->ud = userdata;
     return single_submit(a, op, dq_build_dead_list(&op->one, &a->core,
                                                    offset, count));
+}
+
+int dq_async_list(dq_async *a, const char *queue, int which, int64_t offset,
+                  int count, dq_list_cb *cb, void *userdata) {
+    ENTER(a);
+    int rc = dq_check_queue(queue, &a->err);
+    if (rc == DQ_OK && which != DQ_LIST_SCHEDULED &&
+        which != DQ_LIST_INFLIGHT && which != DQ_LIST_DEAD)
+        rc = dq_err_set(&a->err, DQ_EINVAL,
+                        "which is %d; use DQ_LIST_SCHEDULED, "
+                        "DQ_LIST_INFLIGHT or DQ_LIST_DEAD",
+                        which);
+    if (rc == DQ_OK)
+        rc = dq_check_max(count, DQ_POLL_MAX, "count", &a->err);
+    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
+        rc = dq_err_set(&a->err, DQ_EINVAL,
+                        "offset is %" PRId64 "; it must be 0..%d", offset,
+                        INT32_MAX);
+    if (rc != DQ_OK)
+        return rc;
+    aop *op = single_new(a, OP_LIST, "list", queue);
+    if (op == NULL)
+        return DQ_ENOMEM;
+    op->cb.list = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    op->which = which;
+    return single_submit(a, op, dq_build_list(&op->one, &a->core, which,
+                                              offset, count));
 }
 
 static int dead_change(dq_async *a, int kind, const char *queue,

@@ -244,6 +244,23 @@ START_TEST(dead_ops) {
     ck_assert_int_eq(dq_async_dead_requeue(a, Q, NULL, 0, st_rec, &rq2), 0);
     WAIT_CB(rq2, 0);
 
+    /* The listing twin: d1 is scheduled (due), nothing dead. */
+    res ls = {0}, ld = {0}, lbad = {0};
+    int64_t before = wall_ms();
+    ck_assert_int_eq(
+        dq_async_list(a, Q, DQ_LIST_SCHEDULED, 0, 10, jobs_rec, &ls), 0);
+    WAIT_CB(ls, 1);
+    ck_assert_str_eq(dq_job_id(kept(&ls, 0)), "d1");
+    ck_assert_str_eq(dq_job_token(kept(&ls, 0)), "");
+    ck_assert_msg(ls.v >= before - 1000 && ls.v <= wall_ms() + 1000,
+                  "server now %" PRId64, ls.v);
+    ck_assert_int_eq(dq_async_list(a, Q, DQ_LIST_DEAD, 0, 10, jobs_rec, &ld),
+                     0);
+    WAIT_CB(ld, 0);
+    ck_assert_int_eq(dq_async_list(a, Q, 9, 0, 10, jobs_rec, &lbad),
+                     DQ_EINVAL);
+    res_clear(&ls);
+
     res sr = {0};
     dq_async_stats(a, Q, stats_rec, &sr);
     WAIT_CB(sr, 0);
