@@ -5,9 +5,13 @@
 #                                  build            system hiredis 0.14, -Dwerror=true
 #                                  build-asan       AddressSanitizer + UBSan
 #                                  build-hiredis12  hiredis 1.2 from Debian trixie (+ TLS)
+#                                then build-fuzz: clang + libFuzzer, each fuzz
+#                                target of tests/fuzz run for a bounded time
 #   bash tools/test.sh --quick   only the first build (no deps step)
 #
 # Environment: DQ_TEST_JOBS=N  number of tests meson runs at once (default 2).
+#              DQ_FUZZ_SECONDS=N  time per fuzz target (default 25; 0 skips
+#              the fuzz step).
 # Existing build directories are reused (incremental); they are only
 # reconfigured when their options differ from the ones below.
 set -euo pipefail
@@ -26,6 +30,11 @@ for arg in "$@"; do
 done
 
 JOBS=${DQ_TEST_JOBS:-2}
+FUZZ_SECONDS=${DQ_FUZZ_SECONDS:-25}
+if ! [[ $FUZZ_SECONDS =~ ^[0-9]+$ ]]; then
+    printf 'test.sh: DQ_FUZZ_SECONDS must be a number, got "%s"\n' "$FUZZ_SECONDS" >&2
+    exit 2
+fi
 if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
     printf 'test.sh: DQ_TEST_JOBS must be a positive integer, got "%s"\n' "$JOBS" >&2
     exit 2
@@ -35,6 +44,7 @@ fi
 declare -A RESULT=()
 BUILDS=(build)
 [[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12)
+[[ $QUICK -eq 1 || $FUZZ_SECONDS -eq 0 ]] || BUILDS+=(build-fuzz)
 for b in "${BUILDS[@]}"; do RESULT[$b]="not run"; done
 PASSED=0 FAILED=0 SKIPPED=0
 CURRENT=""
@@ -85,6 +95,25 @@ EOF
     read -r p f s <<<"$counts"
     PASSED=$((PASSED + p)) FAILED=$((FAILED + f)) SKIPPED=$((SKIPPED + s))
     echo "$1: $p passed, $f failed, $s skipped (meson tests)"
+}
+
+# Prints the "figures: ..." lines that the fault and fuzz tests of the last
+# `meson test` in build dir $1 wrote to their stdout (one line per test).
+print_figures() {
+    local log=$1/meson-logs/testlog.json
+    [[ -f $log ]] || return 0
+    python3 - "$log" <<'EOF'
+import json, sys
+with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:
+    for line in fh:
+        try:
+            out = json.loads(line).get("stdout", "") or ""
+        except ValueError:
+            continue
+        for l in out.splitlines():
+            if l.startswith("figures: "):
+                print(l)
+EOF
 }
 
 # Prints the names of options (NAME=VALUE args) whose value in build dir $1
@@ -166,6 +195,7 @@ rc=0
 rm -f build/meson-logs/testlog.json
 meson test -C build --print-errorlogs --num-processes "$JOBS" || rc=$?
 count_results build
+print_figures build
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[build]=ok
 
@@ -188,6 +218,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes "$JOBS" \
     --timeout-multiplier 3 --no-suite slow --no-suite bench || rc=$?
 count_results build-asan
+print_figures build-asan
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[build-asan]=ok
 
@@ -225,5 +256,56 @@ rm -f build-hiredis12/meson-logs/testlog.json
 LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" || rc=$?
 count_results build-hiredis12
+print_figures build-hiredis12
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[build-hiredis12]=ok
+
+# ---- e. build-fuzz: clang + libFuzzer (tests/fuzz), bounded runs ------------
+if [[ $FUZZ_SECONDS -eq 0 ]]; then
+    exit 0
+fi
+CURRENT=build-fuzz
+RESULT[build-fuzz]=running
+if ! has_option fuzzing; then
+    echo "(meson_options.txt has no 'fuzzing' option: fuzz step skipped)"
+    RESULT[build-fuzz]="not run"
+    exit 0
+fi
+banner "build-fuzz: setup (clang $(clang -dumpversion 2>/dev/null || echo '?'))"
+CC=clang setup_build build-fuzz fuzzing=true buildtype=debugoptimized \
+    b_sanitize=address,undefined b_lundef=false
+banner "build-fuzz: compile"
+FUZZ_TARGETS=(fuzz_uri fuzz_reply fuzz_api)
+meson compile -C build-fuzz "${FUZZ_TARGETS[@]}"
+FUZZ_WORK=build-fuzz/fuzz-run
+mkdir -p "$FUZZ_WORK"
+for t in "${FUZZ_TARGETS[@]}"; do
+    name=${t#fuzz_}
+    banner "build-fuzz: $t for $FUZZ_SECONDS s"
+    # New inputs go to a scratch dir (libFuzzer only reads the repo's
+    # corpus, listed second); crashes land in build-fuzz/fuzz-run/<name>-*.
+    rm -rf "${FUZZ_WORK:?}/$name" "$FUZZ_WORK/$name"-*
+    mkdir -p "$FUZZ_WORK/$name"
+    rc=0
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "build-fuzz/tests/fuzz/$t" -max_total_time="$FUZZ_SECONDS" \
+        -max_len=4096 -len_control=0 -timeout=30 -print_final_stats=1 \
+        -artifact_prefix="$FUZZ_WORK/$name-" \
+        "$FUZZ_WORK/$name" "tests/fuzz/corpus/$name" \
+        >"$FUZZ_WORK/$name.log" 2>&1 || rc=$?
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$FUZZ_WORK/$name.log")
+    eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$FUZZ_WORK/$name.log")
+    cov=$(grep -o 'cov: [0-9]*' "$FUZZ_WORK/$name.log" | tail -n 1 || true)
+    echo "figures: fuzz_$name: runs=${runs:-?} exec_per_s=${eps:-?} ${cov:-cov: ?} seconds=$FUZZ_SECONDS"
+    if [[ $rc -ne 0 ]]; then
+        FAILED=$((FAILED + 1))
+        tail -n 60 "$FUZZ_WORK/$name.log" >&2
+        echo "test.sh: $t found a bug; reproduce with: build-fuzz/tests/fuzz/$t" \
+            "$(ls "$FUZZ_WORK/$name-"* 2>/dev/null | head -n 1)" >&2
+        echo "test.sh: once fixed, add that input as tests/fuzz/corpus/$name/regress-<what>" >&2
+        exit "$rc"
+    fi
+    PASSED=$((PASSED + 1))
+done
+RESULT[build-fuzz]=ok

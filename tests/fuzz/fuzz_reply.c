@@ -1,0 +1,219 @@
+/*
+ * tests/fuzz/fuzz_reply.c - fuzz target: decoding whatever Redis (or
+ * something pretending to be Redis) answers.
+ *
+ * The input is fed to a hiredis reply parser (redisReader: the same code
+ * that parses real replies, in 0.14 and 1.x); every complete reply it yields
+ * goes to every decoder of lib/ops.h (poll, ack, int, stats, dead list, and
+ * push chunks of a plan of 1 and of n jobs).  Decoders must reject what
+ * they do not expect with DQ_EPROTO (never crash, leak or misread), and what
+ * they accept must be coherent (counts, NUL-terminated ids and payloads).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "conn.h"
+#include "ops.h"
+
+#define CHECK(cond)     \
+    do {                \
+        if (!(cond))    \
+            abort();    \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_err(int rc, const dq_err *err) {
+    CHECK(rc < 0 && rc >= DQ_ERRNO_MIN);
+    CHECK(err->code == rc && err->msg[0] != '\0');
+}
+
+/* A decoded list must be exactly rc jobs with readable fields. */
+static void check_jobs(const dq_jobs *jobs, int rc, int with_token) {
+    CHECK(rc >= 0);
+    CHECK(dq_jobs_count(jobs) == (size_t)rc);
+    CHECK((rc == 0) == (jobs == NULL));
+    for (size_t i = 0; i < (size_t)rc; i++) {
+        const dq_job *j = dq_jobs_at(jobs, i);
+        CHECK(j != NULL);
+        const char *id = dq_job_id(j);
+        size_t len = 0;
+        const char *pl = dq_job_payload(j, &len);
+        CHECK(id != NULL && pl != NULL);
+        CHECK(pl[len] == '\0');
+        (void)strlen(id);
+        const char *tok = dq_job_token(j);
+        CHECK(tok != NULL && strlen(tok) < DQ_TOKEN_BUF);
+        if (!with_token)
+            CHECK(tok[0] == '\0');
+        dq_job *copy = dq_job_dup(j);
+        CHECK(copy != NULL);
+        size_t len2 = 0;
+        CHECK(memcmp(dq_job_payload(copy, &len2), pl, len) == 0);
+        CHECK(len2 == len && strcmp(dq_job_id(copy), id) == 0);
+        dq_job_free(copy);
+    }
+    CHECK(dq_jobs_at(jobs, (size_t)rc) == NULL);
+}
+
+/* Oracle, independent of the library: 1 if element i of array r is a
+ * number a decoder may accept: an integer reply, or a string that strtod
+ * reads whole as a finite value inside int64_t.  Anything else (1e300,
+ * inf, nan) has no int64_t value: converting it would be undefined. */
+static int num_ok(const dq_reply *dr, size_t i) {
+    const redisReply *r = (const redisReply *)dr;
+    if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+        return 0;
+    const redisReply *e = r->element[i];
+    if (e->type == REDIS_REPLY_INTEGER)
+        return 1;
+    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len >= 32)
+        return 0;
+    char buf[32], *end;
+    memcpy(buf, e->str, e->len);
+    buf[e->len] = '\0';
+    double d = strtod(buf, &end);
+    return *end == '\0' && d >= -9223372036854775808.0 &&
+           d < 9223372036854775808.0;
+}
+
+static void decode_all(const dq_reply *r, dq_core *core) {
+    dq_err err;
+    dq_jobs *jobs = NULL;
+    int64_t next = 0;
+    dq_err_clear(&err);
+    int rc = dq_decode_poll(r, 30000, &jobs, &next, &err);
+    if (rc < 0) {
+        check_err(rc, &err);
+        CHECK(jobs == NULL);
+    } else {
+        check_jobs(jobs, rc, 1);
+        CHECK(num_ok(r, 0) && num_ok(r, 1));
+        for (int i = 0; i < rc; i++)
+            CHECK(num_ok(r, 4 + 5 * (size_t)i) &&
+                  num_ok(r, 5 + 5 * (size_t)i) &&
+                  num_ok(r, 6 + 5 * (size_t)i));
+    }
+    dq_jobs_free(jobs);
+
+    jobs = NULL;
+    dq_err_clear(&err);
+    rc = dq_decode_dead_list(r, &jobs, &err);
+    if (rc < 0) {
+        check_err(rc, &err);
+        CHECK(jobs == NULL);
+    } else {
+        check_jobs(jobs, rc, 0);
+        for (int i = 0; i < rc; i++)
+            CHECK(num_ok(r, 2 + 4 * (size_t)i) &&
+                  num_ok(r, 3 + 4 * (size_t)i));
+    }
+    dq_jobs_free(jobs);
+
+    size_t n = dq_reply_type(r) == DQ_R_ARRAY ? dq_reply_len(r) : 1;
+    if (n == 0)
+        n = 1;
+    if (n > 2000)
+        n = 2000;
+    int *results = malloc(n * sizeof(int));
+    CHECK(results != NULL);
+    dq_err_clear(&err);
+    rc = dq_decode_ack(r, n, results, &err);
+    if (rc < 0)
+        check_err(rc, &err);
+    else
+        CHECK((size_t)rc <= n);
+    dq_err_clear(&err);
+    rc = dq_decode_ack(r, 1, NULL, &err);
+    if (rc < 0)
+        check_err(rc, &err);
+    free(results);
+
+    long long v;
+    dq_err_clear(&err);
+    rc = dq_decode_int(r, &v, &err);
+    if (rc < 0)
+        check_err(rc, &err);
+    int64_t st[5];
+    dq_err_clear(&err);
+    rc = dq_decode_stats(r, st, &err);
+    if (rc < 0)
+        check_err(rc, &err);
+    else
+        for (size_t i = 0; i < 5; i++)
+            CHECK(num_ok(r, i));
+
+    /* Push plans of 1 job and of n jobs (chunks of DQ_PUSH_CHUNK): every
+     * chunk decodes the same reply. */
+    size_t sizes[2] = {1, n};
+    for (int k = 0; k < 2; k++) {
+        size_t m = sizes[k];
+        const void **pl = calloc(m, sizeof(*pl));
+        size_t *lens = calloc(m, sizeof(*lens));
+        CHECK(pl != NULL && lens != NULL);
+        dq_push_plan p;
+        dq_err_clear(&err);
+        rc = dq_push_plan_make(&p, core, "fuzz", m, pl, lens, NULL, 0, NULL,
+                               DQ_PUSH_KEEP, &err);
+        CHECK(rc == DQ_OK);
+        for (size_t i = 0; i < p.nchunks; i++) {
+            dq_err_clear(&err);
+            rc = dq_push_plan_decode(&p, i, r, &err);
+            if (rc < 0)
+                check_err(rc, &err);
+        }
+        int count = dq_push_plan_count(&p);
+        CHECK(count >= 0 && (size_t)count <= m);
+        dq_push_plan_free(&p);
+        free(pl);
+        free(lens);
+    }
+}
+
+/* 1 if some aggregate or bulk header announces more than 65536 elements or
+ * bytes: hiredis (0.14 has no limit) would allocate that up front, which
+ * is hiredis's business, not ours, and would only make the fuzzer run out
+ * of memory. */
+static int huge_header(const uint8_t *d, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if ((i == 0 || d[i - 1] == '\n') && strchr("*$%~>|=!", d[i]) &&
+            d[i] != '\0') {
+            size_t j = i + 1;
+            if (j < n && d[j] == '-')
+                j++;
+            long long v = 0;
+            while (j < n && d[j] >= '0' && d[j] <= '9' && v <= 65536)
+                v = v * 10 + (d[j++] - '0');
+            if (v > 65536)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static dq_core core;
+    static int ready;
+    if (!ready) {
+        CHECK(dq_core_init(&core, NULL) == DQ_OK);
+        ready = 1;
+    }
+    if (huge_header(data, size))
+        return 0;
+    redisReader *rd = redisReaderCreate();
+    CHECK(rd != NULL);
+    if (redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {
+        for (int k = 0; k < 16; k++) {
+            void *reply = NULL;
+            if (redisReaderGetReply(rd, &reply) != REDIS_OK || reply == NULL)
+                break;
+            decode_all((const dq_reply *)reply, &core);
+            freeReplyObject(reply);
+        }
+    }
+    redisReaderFree(rd);
+    return 0;
+}
