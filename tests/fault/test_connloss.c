@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,11 +177,109 @@ START_TEST(sigpipe_not_fatal) {
 }
 END_TEST
 
+/* ---- wake-ups after the links were cut ---- */
+
+#define ROUNDS 3
+typedef struct wake_shared {
+    volatile int64_t got_ms[ROUNDS]; /* when the consumer got round i's job */
+    volatile int errors;
+    char uri[400];
+} wake_shared;
+
+static void wake_consumer(void *arg) {
+    wake_shared *w = arg;
+    dq_client *c = NULL;
+    /* A 10 s cap: a job found only by the periodic poll shows. */
+    dq_options *o = dq_options_new();
+    dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 10000);
+    int rc0 = dq_open(w->uri, o, &c);
+    dq_options_free(o);
+    if (rc0 != 0) {
+        w->errors++;
+        dq_close(c);
+        return;
+    }
+    int got = 0;
+    int64_t end = ft_mono_ms() + 60000;
+    while (got < ROUNDS && ft_mono_ms() < end) {
+        dq_jobs *jobs = NULL;
+        int rc = dq_poll_wait(c, "wake", 1, 60000, 30000, &jobs);
+        if (rc == 1) {
+            w->got_ms[got++] = ft_mono_ms();
+            const dq_job *j = dq_jobs_at(jobs, 0);
+            dq_ack(c, "wake", dq_job_id(j), dq_job_token(j));
+        } else if (rc < 0 && rc != DQ_EIO && rc != DQ_ETIMEDOUT) {
+            w->errors++;
+        }
+        dq_jobs_free(jobs);
+    }
+    dq_close(c);
+}
+
+/* A consumer blocked in dq_poll_wait on an empty queue has both its links
+ * cut (CLIENT KILL TYPE pubsub, then TYPE normal); a job pushed after that
+ * must still reach it at once, not after the next DQ_OPT_WAIT_CAP_MS tick
+ * or never (peers' workers that "stop taking due jobs after a
+ * reconnect"). */
+START_TEST(wakeup_after_reconnect) {
+    th_redis r;
+    ft_start(&r, 0, NULL);
+    wake_shared *w = mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(w, MAP_FAILED);
+    memset(w, 0, sizeof(*w));
+    snprintf(w->uri, sizeof(w->uri), "%s", r.uri);
+    pid_t pid = ft_fork(wake_consumer, w);
+    redisContext *admin = th_redis_connect(&r);
+    ck_assert_ptr_nonnull(admin);
+    dq_client *c = ft_open(r.uri, NULL);
+    int64_t lat[ROUNDS], worst = 0;
+    long killed = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        ft_sleep_ms(400); /* the consumer is waiting */
+        killed += ft_cmd_int(admin, "CLIENT KILL TYPE pubsub");
+        killed += ft_cmd_int(admin, "CLIENT KILL TYPE normal");
+        ft_sleep_ms(200);
+        int64_t t = ft_mono_ms();
+        int rc;
+        while ((rc = dq_push(c, "wake", "x", 1, 0, NULL, 0, NULL, 0, NULL)) ==
+               DQ_EIO)
+            ; /* our own link was cut too: the retry reconnects */
+        ck_assert_msg(rc == 0, "push: %s", dq_errmsg(c));
+        int64_t end = t + 20000;
+        while (w->got_ms[i] == 0 && ft_mono_ms() < end)
+            ft_sleep_ms(2);
+        ck_assert_msg(w->got_ms[i] != 0, "round %d: job not taken in 20 s",
+                      i);
+        lat[i] = w->got_ms[i] - t;
+        if (lat[i] > worst)
+            worst = lat[i];
+    }
+    ft_assert_exit_ok(ft_reap(pid, 20000), "consumer");
+    printf("figures: wakeup_after_reconnect: pushed=%d acked=%d lost=0 "
+           "dup_ack=0 dup_in_lease=0 faults=%ld (connections killed) "
+           "latency_ms=%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
+           ROUNDS, ROUNDS, killed, lat[0], lat[1], lat[2]);
+    fflush(stdout);
+    ck_assert_int_eq(w->errors, 0);
+    /* Loose: woken by the publish, not found by the 10 s periodic poll. */
+    ck_assert_msg(worst < 3000, "a job waited %" PRId64 " ms", worst);
+    dq_close(c);
+    redisFree(admin);
+    munmap(w, sizeof(*w));
+    th_redis_stop(&r);
+}
+END_TEST
+
 static Suite *connloss_suite(void) {
     Suite *s = suite_create("fault_connloss");
     TCase *tc = tcase_create("connections_killed");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, connections_killed);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("wakeup_after_reconnect");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, wakeup_after_reconnect);
     suite_add_tcase(s, tc);
     tc = tcase_create("sigpipe_not_fatal");
     tcase_set_timeout(tc, 60);
