@@ -164,9 +164,9 @@ static inline redisContext *rconn(void) {
 
 /* Runs a command (printf-style, as redisCommand) and returns the reply;
  * fails the test on an I/O error. */
-static inline redisReply *rcmd(redisContext *r, const char *fmt, ...)
+static inline redisReply *th_cmd(redisContext *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static inline redisReply *rcmd(redisContext *r, const char *fmt, ...) {
+static inline redisReply *th_cmd(redisContext *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     redisReply *rep = redisvCommand(r, fmt, ap);
@@ -192,7 +192,7 @@ static inline long long rint_(redisContext *r, const char *cmd, const char *arg1
 /* Commands the server has processed so far (INFO stats); the INFO itself is
  * counted by the next reading. */
 static inline long long commands_processed(redisContext *r) {
-    redisReply *rep = rcmd(r, "INFO stats");
+    redisReply *rep = th_cmd(r, "INFO stats");
     ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
     const char *p = strstr(rep->str, "total_commands_processed:");
     ck_assert_ptr_nonnull(p);
@@ -209,7 +209,7 @@ static inline long long client_commands(redisContext *r) {
         "time",  "zrangebyscore", "zrange", "zadd", "zrem",    "zcard",
         "zcount", "zscore",       "hmget",  "hset", "hget",    "hdel",
         "hexists", "hlen",        "incrby", "publish", "info", NULL};
-    redisReply *rep = rcmd(r, "INFO commandstats");
+    redisReply *rep = th_cmd(r, "INFO commandstats");
     ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
     long long sum = 0;
     for (const char *p = strstr(rep->str, "cmdstat_"); p != NULL;
@@ -232,7 +232,7 @@ static inline long long client_commands(redisContext *r) {
 
 /* The server's clock (TIME) in epoch ms. */
 static inline int64_t server_ms(redisContext *r) {
-    redisReply *rep = rcmd(r, "TIME");
+    redisReply *rep = th_cmd(r, "TIME");
     ck_assert_int_eq(rep->type, REDIS_REPLY_ARRAY);
     ck_assert_int_eq((int)rep->elements, 2);
     int64_t ms = atoll(rep->element[0]->str) * 1000 +

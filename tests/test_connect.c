@@ -13,7 +13,7 @@ static void check_db(dq_client *c, const char *queue, int db) {
     queue_key("dq", queue, "jobs", key, sizeof(key));
     if (db != 0)
         ck_assert_int_eq(rint_(r, "HEXISTS", key, "in-db"), 0);
-    redisReply *rep = rcmd(r, "SELECT %d", db);
+    redisReply *rep = th_cmd(r, "SELECT %d", db);
     ck_assert_int_eq(rep->type, REDIS_REPLY_STATUS);
     freeReplyObject(rep);
     ck_assert_int_eq(rint_(r, "HEXISTS", key, "in-db"), 1);
@@ -254,11 +254,11 @@ END_TEST
 
 START_TEST(warnings_eviction) {
     redisContext *r = rconn();
-    freeReplyObject(rcmd(r, "CONFIG SET maxmemory-policy allkeys-lru"));
+    freeReplyObject(th_cmd(r, "CONFIG SET maxmemory-policy allkeys-lru"));
     dq_client *c = open_client();
     ck_assert_ptr_nonnull(strstr(dq_warnings(c), "allkeys-lru"));
     dq_close(c);
-    freeReplyObject(rcmd(r, "CONFIG SET maxmemory-policy noeviction"));
+    freeReplyObject(th_cmd(r, "CONFIG SET maxmemory-policy noeviction"));
     c = open_client();
     ck_assert_str_eq(dq_warnings(c), "");
     dq_close(c);

@@ -42,7 +42,7 @@ static size_t all_keys(redisContext *r, char keys[][700], size_t max) {
     size_t n = 0;
     char cursor[32] = "0";
     for (int rounds = 0; rounds < 10000; rounds++) {
-        redisReply *rep = rcmd(r, "SCAN %s COUNT 1000", cursor);
+        redisReply *rep = th_cmd(r, "SCAN %s COUNT 1000", cursor);
         ck_assert_int_eq(rep->type, REDIS_REPLY_ARRAY);
         snprintf(cursor, sizeof(cursor), "%s", rep->element[0]->str);
         redisReply *ks = rep->element[1];
@@ -95,7 +95,7 @@ static void check_keys(redisContext *r, const char *ns, const char *const *names
 
 START_TEST(hostile_names_isolated) {
     redisContext *r = rconn();
-    redisReply *rep = rcmd(r, "SELECT 5"); /* a db of its own */
+    redisReply *rep = th_cmd(r, "SELECT 5"); /* a db of its own */
     freeReplyObject(rep);
     char uri[500];
     snprintf(uri, sizeof(uri), "%s?db=5", g_srv.uri);
@@ -158,7 +158,7 @@ START_TEST(longest_name) {
         name2[i] = (char)(0x80 + i % 128);
     name2[DQ_QUEUE_MAX] = '\0';
     redisContext *r = rconn();
-    freeReplyObject(rcmd(r, "SELECT 6"));
+    freeReplyObject(th_cmd(r, "SELECT 6"));
     char uri[500];
     snprintf(uri, sizeof(uri), "%s?db=6", g_srv.uri);
     dq_client *c = open_uri(uri, NULL);
@@ -212,7 +212,7 @@ END_TEST
 
 START_TEST(namespace_prefix) {
     redisContext *r = rconn();
-    freeReplyObject(rcmd(r, "SELECT 7"));
+    freeReplyObject(th_cmd(r, "SELECT 7"));
     char uri[500];
     snprintf(uri, sizeof(uri), "%s?db=7", g_srv.uri);
     dq_options *o = dq_options_new();

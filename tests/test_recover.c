@@ -8,7 +8,7 @@
 
 static void script_flush(void) {
     redisContext *r = rconn();
-    redisReply *rep = rcmd(r, "SCRIPT FLUSH");
+    redisReply *rep = th_cmd(r, "SCRIPT FLUSH");
     ck_assert_int_eq(rep->type, REDIS_REPLY_STATUS);
     freeReplyObject(rep);
     redisFree(r);

@@ -10,9 +10,6 @@
 #include <event2/event.h>
 
 #include "delayq-event.h"
-/* event2 pulls in <netdb.h>, whose BSD rcmd() clashes with test_common.h's
- * rcmd helper: rename the helper here. */
-#define rcmd t_rcmd
 #include "test_common.h"
 
 /* The test's loop, with a 5 ms heartbeat so EVLOOP_ONCE always returns. */

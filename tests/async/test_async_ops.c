@@ -335,11 +335,11 @@ END_TEST
 START_TEST(noscript_reload) {
     dq_async *a = aopen();
     redisContext *r = rconn();
-    freeReplyObject(rcmd(r, "SCRIPT FLUSH"));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
     res p = {0};
     dq_async_push(a, Q, "x", 1, 0, NULL, 0, push_rec, &p);
     WAIT_CB(p, 0);
-    freeReplyObject(rcmd(r, "SCRIPT FLUSH"));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
     enum { N = 2100 };
     static const void *pls[N];
     static size_t lens[N];
@@ -348,7 +348,7 @@ START_TEST(noscript_reload) {
     res b = {0};
     dq_async_push_batch(a, Q, N, pls, lens, NULL, NULL, 0, batch_rec, &b);
     WAIT_CB(b, N);
-    freeReplyObject(rcmd(r, "SCRIPT FLUSH"));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
     res pl = {0}, sr = {0};
     dq_async_poll(a, Q, 1000, 5000, jobs_rec, &pl);
     dq_async_stats(a, Q, stats_rec, &sr);
@@ -518,7 +518,7 @@ START_TEST(client_kill_reconnect) {
     states st = {0};
     dq_async *a = aopen_uri(g_srv.uri, NULL, &st);
     redisContext *r = rconn();
-    freeReplyObject(rcmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
+    freeReplyObject(th_cmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
     ck_assert_msg(RUN_UNTIL(st.disconnected >= 1 && st.connected >= 2, 3000),
                   "disconnected %d connected %d", st.disconnected,
                   st.connected);
@@ -530,7 +530,7 @@ START_TEST(client_kill_reconnect) {
      * time), nothing hangs, and the client comes back. */
     res q = {0};
     dq_async_push(a, Q, "racing", 6, 0, NULL, 0, push_rec, &q);
-    freeReplyObject(rcmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
+    freeReplyObject(th_cmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
     ck_assert(RUN_UNTIL(q.calls == 1, 5000));
     ck_assert_msg(q.status == 0 || q.status == DQ_EIO, "%d %s", q.status,
                   q.msg);
@@ -599,11 +599,11 @@ START_TEST(auth_and_select) {
     WAIT_CB(q, 0);
     redisContext *r = th_redis_connect(&srv);
     ck_assert_ptr_nonnull(r);
-    freeReplyObject(rcmd(r, "AUTH s3cret"));
-    freeReplyObject(rcmd(r, "SELECT 3"));
+    freeReplyObject(th_cmd(r, "AUTH s3cret"));
+    freeReplyObject(th_cmd(r, "SELECT 3"));
     char key[200];
     snprintf(key, sizeof(key), "dq:{%s}:jobs", Q);
-    redisReply *rep = rcmd(r, "HEXISTS %s in-db-3", key);
+    redisReply *rep = th_cmd(r, "HEXISTS %s in-db-3", key);
     ck_assert_int_eq(rep->integer, 1);
     freeReplyObject(rep);
     redisFree(r);
