@@ -32,13 +32,22 @@ static int64_t total(dq_client *c, const char *q) {
     return s + d + f + x;
 }
 
-static char fail_msg[512]; /* dq_errmsg of the failed push in fill() */
+static char fail_msg[512]; /* dq_errmsg of the last failed push */
 
-/* Pushes batches of n jobs "<prefix>-<k>" until one fails; returns the
- * number of calls made, *first_fail the index of the first job of the
- * failed call. */
+/* Calls that failed: their job range, to check chunk atomicity later. */
+typedef struct failed_call {
+    size_t lo, n;
+} failed_call;
+static failed_call oom_failed[64];
+static int noom_failed;
+
+/* Pushes calls of n jobs "job-<k>" (1 KiB each, k from *next on) until one
+ * fails; returns the number of calls made, *rc_out the failure (0 if none
+ * in MAXCALLS).  Memory drops back under maxmemory once a refused call's
+ * arguments are freed, so a later small call may well succeed: only the
+ * outcome of each call is checked, never which one fails. */
 static long fill(dq_client *c, const char *q, size_t n, size_t *next,
-                 int *rc_out, size_t *first_fail) {
+                 int *rc_out) {
     static char payload[PAYLOAD];
     static char idb[2500][32];
     static const char *ids[2500];
@@ -57,12 +66,13 @@ static long fill(dq_client *c, const char *q, size_t n, size_t *next,
         if (rc < 0) {
             snprintf(fail_msg, sizeof(fail_msg), "%s", dq_errmsg(c));
             int64_t delta = total(c, q) - before;
-            /* Each chunk (<= 1000 jobs) is atomic. */
+            /* Nothing half-written: whole chunks (<= 1000 jobs) or none. */
             ck_assert_msg(delta % 1000 == 0 && delta < (int64_t)n,
                           "failed push of %zu wrote %" PRId64 " jobs", n,
                           delta);
+            ck_assert_int_lt(noom_failed, 64);
+            oom_failed[noom_failed++] = (failed_call){*next, n};
             *rc_out = rc;
-            *first_fail = *next;
             *next += n;
             return call + 1;
         }
@@ -73,6 +83,14 @@ static long fill(dq_client *c, const char *q, size_t n, size_t *next,
     return MAXCALLS;
 }
 
+/* Index of the failed call holding job idx, or -1. */
+static int failed_of(size_t idx) {
+    for (int i = 0; i < noom_failed; i++)
+        if (idx >= oom_failed[i].lo && idx < oom_failed[i].lo + oom_failed[i].n)
+            return i;
+    return -1;
+}
+
 START_TEST(noeviction_full) {
     th_redis r;
     ft_start(&r, 0, "maxmemory 20mb\nmaxmemory-policy noeviction\n");
@@ -81,9 +99,10 @@ START_TEST(noeviction_full) {
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
 
-    size_t next = 0, fail1 = 0, fail2 = 0;
+    size_t next = 0;
     int rc = 0;
-    long calls = fill(c, "oom", BATCH, &next, &rc, &fail1);
+    noom_failed = 0;
+    long calls = fill(c, "oom", BATCH, &next, &rc);
     char used[32] = "?";
     ft_info_field(admin, "memory", "used_memory_human", used, sizeof(used));
     ck_assert_msg(rc == DQ_EOOM, "pushes never hit maxmemory (%ld calls): "
@@ -93,17 +112,12 @@ START_TEST(noeviction_full) {
                   "unclear OOM message: %s", msg);
     char oom_msg[512];
     snprintf(oom_msg, sizeof(oom_msg), "%s", msg);
-    long refused = 1;
-    /* A single push and a 3-chunk batch are refused too, wholly. */
-    int64_t before = total(c, "oom");
-    rc = dq_push(c, "oom", "x", 1, 0, "single", 0, NULL, 0, NULL);
+    /* Single pushes and 3-chunk batches meet the limit too. */
+    calls += fill(c, "oom", 1, &next, &rc);
     ck_assert_int_eq(rc, DQ_EOOM);
-    ck_assert_int_eq(total(c, "oom"), before);
-    refused++;
-    long calls2 = fill(c, "oom", 2500, &next, &rc, &fail2);
-    ck_assert_int_eq(calls2, 1);
+    calls += fill(c, "oom", 2500, &next, &rc);
     ck_assert_int_eq(rc, DQ_EOOM);
-    refused++;
+    long refused = noom_failed;
     int64_t stored = total(c, "oom");
 
     /* At maxmemory: calls that free memory or move jobs still work. */
@@ -138,15 +152,22 @@ START_TEST(noeviction_full) {
     snprintf(id6, sizeof(id6), "%s", dq_job_id(j[6]));
     for (int i = 7; i < 10; i++)
         WORKS(dq_ack(c, "oom", dq_job_id(j[i]), dq_job_token(j[i])));
-    dq_jobs_free(jobs);
-    /* j[6] stays in flight: the drain below gets it after its lease. */
-    (void)id6;
+    /* j[6] stays in flight: the drain cancels it. */
 
-    /* Drain: every stored job once; none of the refused ones. */
+    /* Drain: every stored job once; of each refused call, whole chunks
+     * or nothing. */
     long acked = 8, dup = 0, phantom = 0;
     size_t njobs = next;
     uint8_t *seen = calloc(njobs, 1);
     ck_assert_ptr_nonnull(seen);
+    for (int i = 0; i < 10; i++) {
+        if (i == 3)
+            continue; /* nacked: it comes again */
+        long idx = ft_job_index(dq_job_id(j[i]), "job");
+        if (idx >= 0 && (size_t)idx < njobs)
+            seen[idx]++;
+    }
+    dq_jobs_free(jobs);
     int64_t end = ft_mono_ms() + 60000;
     for (;;) {
         jobs = NULL;
@@ -157,9 +178,7 @@ START_TEST(noeviction_full) {
         for (size_t i = 0; i < k; i++) {
             const dq_job *x = dq_jobs_at(jobs, i);
             long idx = ft_job_index(dq_job_id(x), "job");
-            if (idx < 0 || (size_t)idx >= njobs ||
-                ((size_t)idx >= fail1 && (size_t)idx < fail1 + BATCH) ||
-                (size_t)idx >= fail2)
+            if (idx < 0 || (size_t)idx >= njobs)
                 phantom++;
             else if (seen[idx]++)
                 dup++;
@@ -181,21 +200,40 @@ START_TEST(noeviction_full) {
         }
         ck_assert_msg(ft_mono_ms() < end, "drain did not finish");
     }
+    long half = 0, missing = 0;
+    for (size_t lo = 0; lo < njobs;) {
+        int f = failed_of(lo);
+        size_t len = f < 0 ? 1 : (size_t)(oom_failed[f].lo + oom_failed[f].n - lo);
+        if (f >= 0 && len > 1000)
+            len = 1000;
+        if (f >= 0 && (lo - oom_failed[f].lo) % 1000 != 0)
+            len = 1000 - (lo - oom_failed[f].lo) % 1000;
+        size_t got = 0;
+        for (size_t i = lo; i < lo + len; i++)
+            got += seen[i] > 0;
+        if (f < 0 && got == 0)
+            missing++; /* a push that succeeded, never delivered */
+        if (f >= 0 && got != 0 && got != len)
+            half++; /* part of a refused chunk was written */
+        lo += len;
+    }
     free(seen);
-
     /* Room again. */
     rc = dq_push(c, "oom", "again", 5, 0, NULL, 0, NULL, 0, NULL);
     ck_assert_msg(rc == 0, "push after draining: %s: %s", dq_errname(rc),
                   dq_errmsg(c));
 
     ft_report rep = {.pushed = (long)stored, .acked = acked,
-                     .lost = (long)stored - acked, .dup_ack = dup};
+                     .lost = missing, .dup_ack = dup};
     ft_figures("memory_pressure", &rep, refused,
-               "(pushes refused at maxmemory 20mb) used_memory=%s "
-               "phantom=%ld message=\"%s\"",
-               used, phantom, oom_msg);
+               "(pushes refused at maxmemory 20mb) push_calls=%ld "
+               "used_memory=%s half_written_chunks=%ld phantom=%ld "
+               "message=\"%s\"",
+               calls, used, half, phantom, oom_msg);
     ck_assert_int_eq(dup, 0);
     ck_assert_int_eq(phantom, 0);
+    ck_assert_int_eq(missing, 0);
+    ck_assert_int_eq(half, 0);
     ck_assert_int_eq(acked, stored);
     redisFree(admin);
     dq_close(c);
