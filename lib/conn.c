@@ -14,7 +14,11 @@
 
 #include <hiredis/hiredis.h>
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
+#include <arpa/inet.h>
 #include <hiredis/hiredis_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #endif
 
@@ -24,7 +28,7 @@ struct dq_conn {
     redisContext *ctx; /* the hiredis connection */
     int broken;        /* set after an I/O error or timeout */
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
-    redisSSLContext *ssl; /* TLS context, outlives ctx */
+    SSL_CTX *ssl_ctx;     /* TLS context, outlives ctx */
 #endif
 };
 
@@ -103,20 +107,97 @@ static int setup_cmd(dq_conn *c, int argc, const char **argv, const char *what,
 static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
 static void ssl_init(void) { redisInitOpenSSL(); }
 
+/* Sets err from OpenSSL's error queue: "TLS setup: what arg: reason". */
+static int tls_fail(dq_err *err, const char *what, const char *arg) {
+    char buf[256] = "unknown error";
+    unsigned long e = ERR_peek_last_error();
+    if (e != 0)
+        ERR_error_string_n(e, buf, sizeof(buf));
+    ERR_clear_error();
+    return dq_err_set(err, DQ_EIO, "TLS setup: %s%s%s: %s", what,
+                      arg ? " " : "", arg ? arg : "", buf);
+}
+
+/*
+ * Makes the SSL object of one connection.  Not redisCreateSSLContext: that
+ * verifies the server's certificate chain but not its NAME (hiredis only
+ * sends the name as SNI), so any certificate the CA ever signed, for any
+ * host, would be accepted.  Here the name the client connects to (the URI's
+ * host, or DQ_OPT_TLS_SERVER_NAME) must match the certificate's SAN/CN: as
+ * a DNS name, or as an IP address for an IP literal.  *ctx_out receives the
+ * SSL_CTX, to free after the connection.  NULL with err set on failure.
+ */
+static SSL *tls_new(const dq_options *o, const dq_uri *u, SSL_CTX **ctx_out,
+                    dq_err *err) {
+    pthread_once(&ssl_once, ssl_init);
+    *ctx_out = NULL;
+    SSL *ssl = NULL;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL) {
+        tls_fail(err, "SSL_CTX_new", NULL);
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if ((o->tls_ca ? SSL_CTX_load_verify_locations(ctx, o->tls_ca, NULL)
+                   : SSL_CTX_set_default_verify_paths(ctx)) != 1) {
+        tls_fail(err, "cannot load the CA file", o->tls_ca);
+        goto fail;
+    }
+    if (o->tls_cert &&
+        SSL_CTX_use_certificate_chain_file(ctx, o->tls_cert) != 1) {
+        tls_fail(err, "cannot load the client certificate", o->tls_cert);
+        goto fail;
+    }
+    if (o->tls_key &&
+        SSL_CTX_use_PrivateKey_file(ctx, o->tls_key, SSL_FILETYPE_PEM) != 1) {
+        tls_fail(err, "cannot load the client key", o->tls_key);
+        goto fail;
+    }
+    if ((ssl = SSL_new(ctx)) == NULL) {
+        tls_fail(err, "SSL_new", NULL);
+        goto fail;
+    }
+    const char *name = o->tls_sni ? o->tls_sni
+                                  : (u->kind == DQ_URI_TCP ? u->host : NULL);
+    if (name != NULL) {
+        unsigned char addr[16];
+        X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+        int ip = inet_pton(AF_INET, name, addr) == 1 ||
+                 inet_pton(AF_INET6, name, addr) == 1;
+        /* An IP literal is checked against the certificate's IP SANs and
+         * never sent as SNI (RFC 6066). */
+        if (ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, name) != 1
+               : (SSL_set_tlsext_host_name(ssl, name) != 1 ||
+                  X509_VERIFY_PARAM_set1_host(vp, name, 0) != 1)) {
+            tls_fail(err, "cannot set the server name", name);
+            goto fail;
+        }
+    }
+    *ctx_out = ctx;
+    return ssl;
+fail:
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
 static int tls_start(dq_conn *c, const dq_options *o, const dq_uri *u,
                      dq_err *err) {
-    pthread_once(&ssl_once, ssl_init);
-    redisSSLContextError se = REDIS_SSL_CTX_NONE;
-    const char *sni = o->tls_sni ? o->tls_sni
-                                 : (u->kind == DQ_URI_TCP ? u->host : NULL);
-    c->ssl = redisCreateSSLContext(o->tls_ca, NULL, o->tls_cert, o->tls_key,
-                                   sni, &se);
-    if (c->ssl == NULL)
-        return dq_err_set(err, DQ_EIO, "TLS setup failed: %s",
-                          redisSSLContextGetError(se));
-    if (redisInitiateSSLWithContext(c->ctx, c->ssl) != REDIS_OK)
-        return dq_err_set(err, DQ_EIO, "TLS handshake failed: %s",
-                          c->ctx->errstr[0] ? c->ctx->errstr : "unknown");
+    SSL *ssl = tls_new(o, u, &c->ssl_ctx, err);
+    if (ssl == NULL)
+        return err->code;
+    if (redisInitiateSSL(c->ctx, ssl) != REDIS_OK) {
+        /* Not taken over by hiredis on failure: still ours. */
+        long v = SSL_get_verify_result(ssl);
+        SSL_free(ssl);
+        return dq_err_set(err, DQ_EIO, "TLS handshake failed: %s%s%s%s",
+                          c->ctx->errstr[0] ? c->ctx->errstr : "unknown",
+                          v != X509_V_OK ? " (" : "",
+                          v != X509_V_OK ? X509_verify_cert_error_string(v)
+                                         : "",
+                          v != X509_V_OK ? ")" : "");
+    }
     return DQ_OK;
 }
 #endif
@@ -215,8 +296,7 @@ void dq_conn_free(dq_conn *c) {
     if (c->ctx != NULL)
         redisFree(c->ctx);
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
-    if (c->ssl != NULL)
-        redisFreeSSLContext(c->ssl);
+    SSL_CTX_free(c->ssl_ctx); /* after redisFree: the SSL object is gone */
 #endif
     free(c);
 }
@@ -447,14 +527,13 @@ struct dq_aconn {
     int db;                     /* SELECT argument, 0 = none */
     char where[300];            /* "unix:/path" or "host:port" */
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
-    redisSSLContext *ssl;       /* TLS context, outlives ac */
+    SSL_CTX *ssl_ctx;           /* TLS context, outlives ac */
 #endif
 };
 
 static void aconn_destroy(dq_aconn *a) {
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
-    if (a->ssl != NULL)
-        redisFreeSSLContext(a->ssl);
+    SSL_CTX_free(a->ssl_ctx);
 #endif
     free(a->user);
     free(a->pass);
@@ -659,18 +738,13 @@ int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
     }
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
     if (want_tls(o, u)) {
-        pthread_once(&ssl_once, ssl_init);
-        redisSSLContextError se = REDIS_SSL_CTX_NONE;
-        const char *sni = o->tls_sni ? o->tls_sni
-                                     : (u->kind == DQ_URI_TCP ? u->host : NULL);
-        a->ssl = redisCreateSSLContext(o->tls_ca, NULL, o->tls_cert,
-                                       o->tls_key, sni, &se);
-        if (a->ssl == NULL) {
-            rc = dq_err_set(err, DQ_EIO, "TLS setup failed: %s",
-                            redisSSLContextGetError(se));
+        SSL *ssl = tls_new(o, u, &a->ssl_ctx, err);
+        if (ssl == NULL) {
+            rc = err->code;
             goto fail;
         }
-        if (redisInitiateSSLWithContext(&ac->c, a->ssl) != REDIS_OK) {
+        if (redisInitiateSSL(&ac->c, ssl) != REDIS_OK) {
+            SSL_free(ssl); /* still ours on failure */
             rc = dq_err_set(err, DQ_EIO, "TLS handshake failed: %s",
                             ac->c.errstr[0] ? ac->c.errstr : "unknown");
             goto fail;

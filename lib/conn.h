@@ -60,7 +60,9 @@ int dq_conn_wait_readable(dq_conn *c, int64_t timeout_ms, dq_err *err);
 int dq_conn_broken(const dq_conn *c);
 
 /* Maps an error reply's text to a code and sets err with Redis's message:
- * DQ_EOOM for OOM, DQ_EAUTH for NOAUTH/WRONGPASS/NOPERM, else DQ_EREDIS. */
+ * DQ_EOOM for OOM, DQ_EAUTH for NOAUTH/WRONGPASS (bad or missing
+ * credentials), else DQ_EREDIS (NOPERM included: the credentials were fine,
+ * the ACL forbids this key or command; Redis's text says which). */
 int dq_reply_error(const dq_reply *r, const char *what, dq_err *err);
 /* 1 if r is an error reply starting with prefix (e.g. "NOSCRIPT"). */
 int dq_reply_is_error(const dq_reply *r, const char *prefix);

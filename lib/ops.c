@@ -490,7 +490,10 @@ static int elem_i64(const dq_reply *e, int64_t *v) {
     buf[len] = '\0';
     char *end;
     double d = strtod(buf, &end); /* scores may come as "1.7e12" */
-    if (*end != '\0')
+    /* A score can be any double (1e300, inf, nan): converting one outside
+     * int64_t is undefined behaviour, so it is no number of ours. */
+    if (*end != '\0' || !(d >= -9223372036854775808.0 &&
+                           d < 9223372036854775808.0))
         return -1;
     *v = (int64_t)d;
     return 0;
@@ -603,7 +606,9 @@ int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err) {
         const char *pl = dq_reply_str(dq_reply_at(r, i * 4 + 1), &plen);
         int64_t att, died;
         dq_job *j = NULL;
-        if (elem_i64(dq_reply_at(r, i * 4 + 2), &att) ||
+        if (dq_reply_type(dq_reply_at(r, i * 4)) != DQ_R_STRING ||
+            dq_reply_type(dq_reply_at(r, i * 4 + 1)) != DQ_R_STRING ||
+            elem_i64(dq_reply_at(r, i * 4 + 2), &att) ||
             elem_i64(dq_reply_at(r, i * 4 + 3), &died) ||
             (j = dq_jobs_add(l, id, idlen, pl, plen)) == NULL) {
             dq_jobs_free(l);

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- ack.lua: finishes jobs and deletes all their data.
 -- ARGV pairs: id, token.  Returns one result per job:
 --   0 acked, -16 stale token (nothing changed), -17 no such job.

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV: id, flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in

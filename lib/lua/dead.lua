@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- dead.lua: lists, requeues or purges dead-lettered jobs.
 -- ARGV[1] action: 'list' | 'requeue' | 'purge'
 --   list:    ARGV[2] offset, ARGV[3] count

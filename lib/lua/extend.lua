@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- extend.lua: sets the lease of a held job to lease ms from now.
 -- ARGV: id, token, lease ms.  Returns the new deadline (ms), or -16 / -17.
 local id = ARGV[1]

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- nack.lua: releases a leased job for a retry, or dead-letters it.
 -- ARGV: id, token, delay ms, dead flag (1 = give up now), max attempts.
 -- Returns 0 requeued, 1 dead-lettered, -16 stale token, -17 no such job.

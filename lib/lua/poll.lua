@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- poll.lua: claims due jobs under a lease, oldest due first.
 -- ARGV[1] max jobs (1..1000), ARGV[2] lease ms, ARGV[3] max attempts
 -- (0 = unlimited).
