@@ -219,10 +219,13 @@ START_TEST(short_leases_never_overlap) {
                                    dq_job_id(j), dl - LEASE, dl);
                 if (write(fds[1], line, (size_t)len) != len)
                     _exit(5);
-                /* a third of the jobs take longer than the lease */
+                /* a third of the jobs take four leases: a job whose lease
+                 * ran out sorts behind the jobs pushed before its deadline,
+                 * so a slow holder must outlast the rest of the queue for
+                 * the redelivery to happen before its late ack */
                 seed = seed * 1103515245u + 12345u;
                 int slow = (seed >> 16) % 3 == 0;
-                sleep_ms(slow ? LEASE + 60 : 10);
+                sleep_ms(slow ? 4 * LEASE : 10);
                 int rc = dq_ack(cc, Q, dq_job_id(j), dq_job_token(j));
                 if (rc != 0 && rc != DQ_ESTALE && rc != DQ_ENOTFOUND)
                     _exit(6);
