@@ -1846,15 +1846,17 @@ int main(int argc, char **argv) {
     if (want(&c, "backlog"))
         scen_backlog(&c);
 
-    char header[300];
+    char header[400];
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof(date), "%Y-%m-%d %H:%M", localtime(&now));
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *rev = getenv("DQBENCH_REV"); /* set by bench/run.sh */
     snprintf(header, sizeof(header),
-             "libdelayq %s bench, %s, redis-server %s (hz %.0f, unix socket, "
-             "no persistence), %ld CPUs, mode %s, median of %d run(s)",
-             dq_version_string(), date, rver, hz, ncpu, mode, c.runs);
+             "libdelayq %s%s%s bench, %s, redis-server %s (hz %.0f, unix "
+             "socket, no persistence), %ld CPUs, mode %s, median of %d run(s)",
+             dq_version_string(), rev ? " " : "", rev ? rev : "", date, rver,
+             hz, ncpu, mode, c.runs);
     print_table(stdout, header);
     fflush(stdout);
     char path[512];

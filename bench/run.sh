@@ -46,7 +46,15 @@ import json, sys
 print({o["name"]: o["value"] for o in json.load(sys.stdin)}.get("buildtype"))') != release ]]; then
     meson setup --reconfigure "$BUILD" --buildtype=release >&2
 fi
-meson compile -C "$BUILD" bench/dqbench >&2
+meson compile -C "$BUILD" bench/dqbench >&2 2>/dev/null ||
+    { meson setup --reconfigure "$BUILD" >&2 && meson compile -C "$BUILD" bench/dqbench >&2; }
+
+# The table names the library revision it measured (-dirty: lib/ or
+# include/ differ from that commit).
+if REV=$(git rev-parse --short HEAD 2>/dev/null); then
+    git diff --quiet HEAD -- lib include 2>/dev/null || REV+=-dirty
+    export DQBENCH_REV="git $REV"
+fi
 
 rm -rf -- "$OUT"
 mkdir -p "$OUT"
