@@ -630,7 +630,7 @@ static void op_decode(dq_async *a, aop *op, size_t tag, const dq_reply *r) {
     case OP_DEAD_LIST:
         dq_jobs_free(op->jobs);
         op->jobs = NULL;
-        rc = dq_decode_dead_list(r, &op->jobs, &e);
+        rc = dq_decode_list(r, DQ_LIST_DEAD, &op->jobs, NULL, &e);
         if (rc >= 0)
             op->status = rc;
         break;
@@ -1206,11 +1206,7 @@ int dq_async_dead_list(dq_async *a, const char *queue, int64_t offset,
     ENTER(a);
     int rc = dq_check_queue(queue, &a->err);
     if (rc == DQ_OK)
-        rc = dq_check_max(count, DQ_POLL_MAX, "count", &a->err);
-    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
-        rc = dq_err_set(&a->err, DQ_EINVAL,
-                        "offset is %" PRId64 "; it must be 0..%d", offset,
-                        INT32_MAX);
+        rc = dq_check_page(DQ_LIST_DEAD, offset, count, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, OP_DEAD_LIST, "dead list", queue);
@@ -1219,26 +1215,16 @@ int dq_async_dead_list(dq_async *a, const char *queue, int64_t offset,
     op->cb.jobs = cb;
     op->has_cb = cb != NULL;
     op->ud = userdata;
-    return single_submit(a, op, dq_build_dead_list(&op->one, &a->core,
-                                                   offset, count));
+    return single_submit(a, op, dq_build_list(&op->one, &a->core,
+                                              DQ_LIST_DEAD, offset, count));
 }
 
 int dq_async_list(dq_async *a, const char *queue, int which, int64_t offset,
                   int count, dq_list_cb *cb, void *userdata) {
     ENTER(a);
     int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK && which != DQ_LIST_SCHEDULED &&
-        which != DQ_LIST_INFLIGHT && which != DQ_LIST_DEAD)
-        rc = dq_err_set(&a->err, DQ_EINVAL,
-                        "which is %d; use DQ_LIST_SCHEDULED, "
-                        "DQ_LIST_INFLIGHT or DQ_LIST_DEAD",
-                        which);
     if (rc == DQ_OK)
-        rc = dq_check_max(count, DQ_POLL_MAX, "count", &a->err);
-    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
-        rc = dq_err_set(&a->err, DQ_EINVAL,
-                        "offset is %" PRId64 "; it must be 0..%d", offset,
-                        INT32_MAX);
+        rc = dq_check_page(which, offset, count, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, OP_LIST, "list", queue);

@@ -681,53 +681,16 @@ int dq_extend(dq_client *c, const char *queue, const char *id,
 
 /* ---- Dead letters and stats ---- */
 
-int dq_dead_list(dq_client *c, const char *queue, int64_t offset, int count,
-                 dq_jobs **out) {
-    ENTER(c);
+/* One page of a listing (dq_list, dq_dead_list). */
+static int list_page(dq_client *c, const char *queue, int which,
+                     int64_t offset, int count, dq_jobs **out,
+                     int64_t *now_ms, const char *what) {
     if (out == NULL)
         return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
     *out = NULL;
     int rc = dq_check_queue(queue, &c->err);
     if (rc == DQ_OK)
-        rc = dq_check_max(count, DQ_POLL_MAX, "count", &c->err);
-    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
-        rc = dq_err_set(&c->err, DQ_EINVAL,
-                        "offset is %" PRId64 "; it must be 0..%d", offset,
-                        INT32_MAX);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    if ((rc = dq_build_dead_list(&cmd, &c->core, offset, count)) != DQ_OK)
-        return dq_err_set(&c->err, rc, "out of memory");
-    dq_reply *r;
-    rc = run(c, &cmd, &r, "dead list");
-    dq_cmd_free(&cmd);
-    if (rc == DQ_OK)
-        rc = dq_decode_dead_list(r, out, &c->err);
-    dq_reply_free(r);
-    return rc;
-}
-
-int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
-            int count, dq_jobs **out, int64_t *now_ms) {
-    ENTER(c);
-    if (out == NULL)
-        return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
-    *out = NULL;
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc == DQ_OK && which != DQ_LIST_SCHEDULED &&
-        which != DQ_LIST_INFLIGHT && which != DQ_LIST_DEAD)
-        rc = dq_err_set(&c->err, DQ_EINVAL,
-                        "which is %d; use DQ_LIST_SCHEDULED, "
-                        "DQ_LIST_INFLIGHT or DQ_LIST_DEAD",
-                        which);
-    if (rc == DQ_OK)
-        rc = dq_check_max(count, DQ_POLL_MAX, "count", &c->err);
-    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
-        rc = dq_err_set(&c->err, DQ_EINVAL,
-                        "offset is %" PRId64 "; it must be 0..%d", offset,
-                        INT32_MAX);
+        rc = dq_check_page(which, offset, count, &c->err);
     if (rc != DQ_OK)
         return rc;
     dq_core_keys(&c->core, queue);
@@ -735,12 +698,25 @@ int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
     if ((rc = dq_build_list(&cmd, &c->core, which, offset, count)) != DQ_OK)
         return dq_err_set(&c->err, rc, "out of memory");
     dq_reply *r;
-    rc = run(c, &cmd, &r, "list");
+    rc = run(c, &cmd, &r, what);
     dq_cmd_free(&cmd);
     if (rc == DQ_OK)
         rc = dq_decode_list(r, which, out, now_ms, &c->err);
     dq_reply_free(r);
     return rc;
+}
+
+int dq_dead_list(dq_client *c, const char *queue, int64_t offset, int count,
+                 dq_jobs **out) {
+    ENTER(c);
+    return list_page(c, queue, DQ_LIST_DEAD, offset, count, out, NULL,
+                     "dead list");
+}
+
+int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
+            int count, dq_jobs **out, int64_t *now_ms) {
+    ENTER(c);
+    return list_page(c, queue, which, offset, count, out, now_ms, "list");
 }
 
 static int dead_change(dq_client *c, const char *queue, const char *action,

@@ -248,6 +248,21 @@ int dq_check_max(int max, int limit, const char *what, dq_err *err) {
     return DQ_OK;
 }
 
+int dq_check_page(int which, int64_t offset, int count, dq_err *err) {
+    if (which != DQ_LIST_SCHEDULED && which != DQ_LIST_INFLIGHT &&
+        which != DQ_LIST_DEAD)
+        return dq_err_set(err, DQ_EINVAL,
+                          "which is %d; use DQ_LIST_SCHEDULED, "
+                          "DQ_LIST_INFLIGHT or DQ_LIST_DEAD",
+                          which);
+    int rc = dq_check_max(count, DQ_POLL_MAX, "count", err);
+    if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
+        rc = dq_err_set(err, DQ_EINVAL,
+                        "offset is %" PRId64 "; it must be 0..%d", offset,
+                        INT32_MAX);
+    return rc;
+}
+
 /* ---- Push ---- */
 
 void dq_push_plan_free(dq_push_plan *p) {
@@ -438,16 +453,6 @@ int dq_build_stats(dq_cmd *c, dq_core *core) {
     return dq_cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
 }
 
-int dq_build_dead_list(dq_cmd *c, dq_core *core, int64_t offset, int count) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 3);
-    if (rc != DQ_OK)
-        return rc;
-    cmd_cstr(c, "list");
-    cmd_int(c, offset);
-    cmd_int(c, count);
-    return DQ_OK;
-}
-
 int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
                   int count) {
     int rc = dq_cmd_begin(c, DQ_SCRIPT_LIST, &core->keys, 3);
@@ -587,38 +592,6 @@ int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err) {
         if (elem_i64(dq_reply_at(r, i), &out[i]))
             return dq_err_set(err, DQ_EPROTO, "stats: unexpected reply");
     return DQ_OK;
-}
-
-int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err) {
-    *jobs = NULL;
-    size_t n = dq_reply_len(r);
-    if (dq_reply_type(r) != DQ_R_ARRAY || n % 4 != 0)
-        return dq_err_set(err, DQ_EPROTO, "dead list: unexpected reply");
-    size_t cnt = n / 4;
-    if (cnt == 0)
-        return 0;
-    dq_jobs *l = dq_jobs_new(cnt);
-    if (l == NULL)
-        return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-    for (size_t i = 0; i < cnt; i++) {
-        size_t idlen, plen;
-        const char *id = dq_reply_str(dq_reply_at(r, i * 4), &idlen);
-        const char *pl = dq_reply_str(dq_reply_at(r, i * 4 + 1), &plen);
-        int64_t att, died;
-        dq_job *j = NULL;
-        if (dq_reply_type(dq_reply_at(r, i * 4)) != DQ_R_STRING ||
-            dq_reply_type(dq_reply_at(r, i * 4 + 1)) != DQ_R_STRING ||
-            elem_i64(dq_reply_at(r, i * 4 + 2), &att) ||
-            elem_i64(dq_reply_at(r, i * 4 + 3), &died) ||
-            (j = dq_jobs_add(l, id, idlen, pl, plen)) == NULL) {
-            dq_jobs_free(l);
-            return dq_err_set(err, DQ_EPROTO, "dead list: bad entry");
-        }
-        j->attempt = att;
-        j->due_ms = died;
-    }
-    *jobs = l;
-    return (int)cnt;
 }
 
 int dq_decode_list(const dq_reply *r, int which, dq_jobs **jobs,

@@ -64,6 +64,9 @@ int dq_check_token_arg(const char *token, dq_err *err);
 int dq_check_delay(int64_t v, const char *what, dq_err *err);
 int dq_check_lease(int64_t v, dq_err *err);
 int dq_check_max(int max, int limit, const char *what, dq_err *err);
+/* A page of a listing: which (DQ_LIST_*), offset 0..INT32_MAX, count
+ * 1..DQ_POLL_MAX.  Shared by dq_list/dq_dead_list and their async twins. */
+int dq_check_page(int which, int64_t offset, int count, dq_err *err);
 
 /* Builds (or reuses) the keys of queue under core's namespace. */
 void dq_core_keys(dq_core *core, const char *queue);
@@ -103,7 +106,6 @@ int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
                     const char *token, int64_t lease_ms);
 int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags);
 int dq_build_stats(dq_cmd *c, dq_core *core);
-int dq_build_dead_list(dq_cmd *c, dq_core *core, int64_t offset, int count);
 /* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
 int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
                   int count);
@@ -122,8 +124,6 @@ int dq_decode_ack(const dq_reply *r, size_t n, int *results, dq_err *err);
 int dq_decode_int(const dq_reply *r, long long *v, dq_err *err);
 /* Stats: out[5] = scheduled, due, inflight, dead, next_ms. */
 int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err);
-/* Dead list: jobs with attempt and death time. */
-int dq_decode_dead_list(const dq_reply *r, dq_jobs **jobs, dq_err *err);
 /* List: jobs with attempt and time (and lease deadline for in-flight jobs);
  * *now_ms (may be NULL) receives the server's time of the listing. */
 int dq_decode_list(const dq_reply *r, int which, dq_jobs **jobs,

@@ -1,28 +1,11 @@
 #!lua flags=allow-oom
--- dead.lua: lists, requeues or purges dead-lettered jobs.
--- ARGV[1] action: 'list' | 'requeue' | 'purge'
---   list:    ARGV[2] offset, ARGV[3] count
---            -> { id, payload, attempts, died_ms, ... } oldest first
+-- dead.lua: requeues or purges dead-lettered jobs (list.lua lists them).
+-- ARGV[1] action: 'requeue' | 'purge'
 --   requeue: ARGV[2] id ('' = the oldest up to ARGV[4]), ARGV[3] delay ms,
 --            ARGV[4] limit -> number requeued (attempts reset to 0)
 --   purge:   ARGV[2] id ('' = the oldest up to ARGV[4]), ARGV[4] limit
 --            -> number deleted
 local action = ARGV[1]
-if action == 'list' then
-    local offset, count = tonumber(ARGV[2]), tonumber(ARGV[3])
-    local ids = redis.call('ZRANGE', K_DEAD, offset, offset + count - 1,
-                           'WITHSCORES')
-    local out = {}
-    for i = 1, #ids, 2 do
-        local id = ids[i]
-        out[#out + 1] = id
-        out[#out + 1] = redis.call('HGET', K_JOBS, id) or ''
-        out[#out + 1] = parse_meta(redis.call('HGET', K_META, id))
-        out[#out + 1] = ids[i + 1]
-    end
-    return out
-end
-
 local ids
 if ARGV[2] ~= '' then
     ids = { ARGV[2] }

@@ -99,19 +99,22 @@ static void decode_all(const dq_reply *r, dq_core *core) {
     }
     dq_jobs_free(jobs);
 
-    jobs = NULL;
-    dq_err_clear(&err);
-    rc = dq_decode_dead_list(r, &jobs, &err);
-    if (rc < 0) {
-        check_err(rc, &err);
-        CHECK(jobs == NULL);
-    } else {
-        check_jobs(jobs, rc, 0);
-        for (int i = 0; i < rc; i++)
-            CHECK(num_ok(r, 2 + 4 * (size_t)i) &&
-                  num_ok(r, 3 + 4 * (size_t)i));
+    for (int which = DQ_LIST_SCHEDULED; which <= DQ_LIST_DEAD; which++) {
+        int64_t now = 0;
+        jobs = NULL;
+        dq_err_clear(&err);
+        rc = dq_decode_list(r, which, &jobs, &now, &err);
+        if (rc < 0) {
+            check_err(rc, &err);
+            CHECK(jobs == NULL);
+        } else {
+            check_jobs(jobs, rc, 0);
+            for (int i = 0; i < rc; i++)
+                CHECK(num_ok(r, 3 + 4 * (size_t)i) &&
+                      num_ok(r, 4 + 4 * (size_t)i));
+        }
+        dq_jobs_free(jobs);
     }
-    dq_jobs_free(jobs);
 
     size_t n = dq_reply_type(r) == DQ_R_ARRAY ? dq_reply_len(r) : 1;
     if (n == 0)
