@@ -6,14 +6,19 @@
  * pid), measures Redis's raw limit with redis-benchmark on the same socket,
  * then every libdelayq scenario of issue 4, and prints ONE table on stdout
  * (progress goes to stderr).  Data for the plots and the server-side
- * profiles go to --out DIR.  Usually run through bench/run.sh.
+ * profiles go to --out DIR.  Usually run through bench/run.sh; method and
+ * results in bench/RESULTS.md.
  *
  *   dqbench [--quick | --smoke] [--runs N] [--out DIR] [--max-backlog N]
  *           [--no-callgrind] [--only a,b,...]
  *   dqbench --cost-worker URI N     (internal: runs under callgrind)
  *
- * Every figure is the median of --runs runs (default 3) unless the table
- * says otherwise; ratios are taken within this one run.
+ * Each run measures the limits, then push, drain, end to end and lateness
+ * (the sync dq_poll_wait loop, and the libevent consumer when built with
+ * DQ_BENCH_EVENT); a ratio compares figures of the same run, and the table
+ * shows medians over --runs runs (default 3).  Memory, client cost and
+ * backlog run once (backlog interleaves its queue with a 1k-job queue).
+ * Every scenario checks that each job was acked exactly once.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

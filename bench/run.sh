@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: THE command that runs the libdelayq benchmark (issue 4).
 #
-#   bash bench/run.sh            full run (~6-8 min): 3 runs per figure,
+#   bash bench/run.sh            full run (~10 min): 3 runs per figure,
 #                                1M-job memory figures, backlog up to 10M
 #   bash bench/run.sh --quick    ~1 min: 1 run, smaller N, backlog up to 100k
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/

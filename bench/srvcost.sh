@@ -15,6 +15,9 @@
 # Deterministic: compare Lua script changes without the machine's noise.
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
+case ${1:-} in
+    -h | --help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+esac
 BUILD=${1:-build-bench}
 [[ $# -gt 0 ]] && shift
 SECTIONS=("$@")
