@@ -525,7 +525,7 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
         }
         if (sub_drain(c) > 0)
             continue;
-        rc = dq_conn_wait_readable(c->sub, (sleep_us + 999) / 1000, &c->err);
+        rc = dq_conn_wait_readable(c->sub, sleep_us, &c->err);
         if (rc < 0) {
             /* The wake-up link broke: reconnect it and poll again. */
             if ((rc = ensure_sub(c, channel)) != DQ_OK)

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -27,6 +28,8 @@
 struct dq_conn {
     redisContext *ctx; /* the hiredis connection */
     int broken;        /* set after an I/O error or timeout */
+    char *fmt;         /* reusable buffer for formatting commands */
+    size_t fmt_cap;    /* bytes allocated in fmt */
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
     SSL_CTX *ssl_ctx;     /* TLS context, outlives ctx */
 #endif
@@ -298,6 +301,7 @@ void dq_conn_free(dq_conn *c) {
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
     SSL_CTX_free(c->ssl_ctx); /* after redisFree: the SSL object is gone */
 #endif
+    free(c->fmt);
     free(c);
 }
 
@@ -308,9 +312,60 @@ static int conn_fail(dq_conn *c, int saved, const char *what, dq_err *err) {
     return ctx_error(c->ctx, saved, what, err);
 }
 
+static size_t dec_digits(size_t v) {
+    size_t n = 1;
+    while (v >= 10)
+        v /= 10, n++;
+    return n;
+}
+
+static char *put_dec(char *p, size_t v, size_t digits) {
+    for (size_t i = digits; i > 0; i--, v /= 10)
+        p[i - 1] = (char)('0' + v % 10);
+    return p + digits;
+}
+
+/* Formats the command as RESP in one pass into a buffer kept on the
+ * connection, and hands hiredis the finished text: redisAppendCommandArgv
+ * formats through sds appends, which cost the client ~twice the
+ * instructions per command (bench/RESULTS.md). */
 int dq_conn_append(dq_conn *c, int argc, const char **argv,
                    const size_t *lens, dq_err *err) {
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
+    size_t total = 1 + dec_digits((size_t)argc) + 2;
+    for (int i = 0; i < argc; i++) {
+        size_t len = lens ? lens[i] : strlen(argv[i]);
+        total += 1 + dec_digits(len) + 2 + len + 2;
+    }
+    if (total > c->fmt_cap) {
+        char *nb = realloc(c->fmt, total);
+        if (nb == NULL)
+            return dq_err_set(err, DQ_ENOMEM, "out of memory formatting a "
+                                              "command of %zu bytes", total);
+        c->fmt = nb;
+        c->fmt_cap = total;
+    }
+    char *p = c->fmt;
+    *p++ = '*';
+    p = put_dec(p, (size_t)argc, dec_digits((size_t)argc));
+    *p++ = '\r', *p++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        size_t len = lens ? lens[i] : strlen(argv[i]);
+        *p++ = '$';
+        p = put_dec(p, len, dec_digits(len));
+        *p++ = '\r', *p++ = '\n';
+        if (len > 0)
+            memcpy(p, argv[i], len);
+        p += len;
+        *p++ = '\r', *p++ = '\n';
+    }
+    int rc = redisAppendFormattedCommand(c->ctx, c->fmt, total);
+    if (c->fmt_cap > 1024 * 1024) {
+        /* A big batch: do not keep its buffer for the client's lifetime. */
+        free(c->fmt);
+        c->fmt = NULL;
+        c->fmt_cap = 0;
+    }
+    if (rc != REDIS_OK)
         return conn_fail(c, errno, "queue command", err);
     return DQ_OK;
 }
@@ -344,12 +399,24 @@ int dq_conn_buffered(dq_conn *c, dq_reply **reply, dq_err *err) {
     return 1;
 }
 
-int dq_conn_wait_readable(dq_conn *c, int64_t timeout_ms, dq_err *err) {
+int dq_conn_wait_readable(dq_conn *c, int64_t timeout_us, dq_err *err) {
     struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN, .revents = 0};
+    if (timeout_us > INT64_C(86400000000))
+        timeout_us = INT64_C(86400000000);
+    /* ppoll sleeps in nanoseconds: a wait for a job due in 2.3 ms is not
+     * rounded up to 3 ms as poll()'s milliseconds would. */
+    int64_t deadline = dq_mono_us() + timeout_us;
     int n;
-    do {
-        n = poll(&p, 1, (int)(timeout_ms > 86400000 ? 86400000 : timeout_ms));
-    } while (n < 0 && errno == EINTR);
+    for (;;) {
+        int64_t left = deadline - dq_mono_us();
+        if (left < 0)
+            left = 0;
+        struct timespec ts = {(time_t)(left / 1000000),
+                              (long)(left % 1000000) * 1000};
+        n = ppoll(&p, 1, &ts, NULL);
+        if (n >= 0 || errno != EINTR)
+            break;
+    }
     if (n < 0) {
         c->broken = 1;
         return dq_err_set(err, DQ_EIO, "poll: %s", strerror(errno));

@@ -52,10 +52,10 @@ int dq_conn_read(dq_conn *c, dq_reply **reply, dq_err *err);
 /* Returns 1 and sets *reply if a complete reply is already buffered, 0 if
  * not, a negative code on a protocol error.  Never blocks. */
 int dq_conn_buffered(dq_conn *c, dq_reply **reply, dq_err *err);
-/* Waits up to timeout_ms (>= 0) for the socket to become readable and reads
- * what arrived into the buffer.  Returns 1 if data arrived, 0 on timeout, a
- * negative code if the connection failed. */
-int dq_conn_wait_readable(dq_conn *c, int64_t timeout_ms, dq_err *err);
+/* Waits up to timeout_us (>= 0, microseconds) for the socket to become
+ * readable and reads what arrived into the buffer.  Returns 1 if data
+ * arrived, 0 on timeout, a negative code if the connection failed. */
+int dq_conn_wait_readable(dq_conn *c, int64_t timeout_us, dq_err *err);
 /* 1 once an I/O error or timeout left the connection unusable. */
 int dq_conn_broken(const dq_conn *c);
 

@@ -29,6 +29,7 @@ end
 local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                        'LIMIT', 0, max)
 local out = { now, 0 }
+local now_s = string.format('%d', now)
 local n = #due / 2
 if n > 0 then
     local ids = {}
@@ -37,14 +38,14 @@ if n > 0 then
     local payloads = redis.call('HMGET', K_JOBS, unpack(ids))
     local metas = redis.call('HMGET', K_META, unpack(ids))
     local token = redis.call('INCRBY', K_SEQ, n) - n
-    local deadline = now + lease_ms
+    local deadline = string.format('%d', now + lease_ms) -- formatted once
     local mset, leased, died, gone = {}, {}, {}, {}
     for j, id in ipairs(ids) do
         local attempts = parse_meta(metas[j])
         if not payloads[j] then
             gone[#gone + 1] = id -- an index entry without a job: drop it
         elseif max_attempts > 0 and attempts >= max_attempts then
-            died[#died + 1] = now
+            died[#died + 1] = now_s
             died[#died + 1] = id
             mset[#mset + 1] = id
             mset[#mset + 1] = fmt_meta(attempts, '0')

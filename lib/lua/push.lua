@@ -8,6 +8,17 @@
 local now = dq_now()
 local replace = ARGV[1] == '1'
 local absolute = ARGV[2] == '1'
+if #ARGV == 5 and not replace then
+    -- One job, keep mode (the common single push): HSETNX checks and
+    -- writes in one command.
+    local id, at = ARGV[3], tonumber(ARGV[4])
+    if not absolute then at = now + at end
+    if redis.call('HSETNX', K_JOBS, id, ARGV[5]) == 0 then return { 2 } end
+    local before = first_due()
+    redis.call('ZADD', K_DUE, string.format('%d', at), id)
+    wake(at, before)
+    return { 1 }
+end
 local ids = {}
 for i = 3, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local exists = redis.call('HMGET', K_JOBS, unpack(ids))
@@ -28,7 +39,9 @@ for j, id in ipairs(ids) do
         if not absolute then at = now + at end
         hset[#hset + 1] = id
         hset[#hset + 1] = ARGV[i + 2]
-        zadd[#zadd + 1] = at
+        -- Numbers reach redis.call as strings formatted here: Lua's own
+        -- conversion prints them the slow floating-point way.
+        zadd[#zadd + 1] = string.format('%d', at)
         zadd[#zadd + 1] = id
         if not earliest or at < earliest then earliest = at end
     end
