@@ -179,11 +179,12 @@ static void decode_all(const dq_reply *r, dq_core *core) {
 /* 1 if some aggregate or bulk header announces more than 65536 elements or
  * bytes: hiredis (0.14 has no limit) would allocate that up front, which
  * is hiredis's business, not ours, and would only make the fuzzer run out
- * of memory. */
+ * of memory.  Any type byte counts, not only one at the start of a line:
+ * hiredis skips the two bytes after a bulk's content without checking that
+ * they are "\r\n", so a header can follow any byte. */
 static int huge_header(const uint8_t *d, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        if ((i == 0 || d[i - 1] == '\n') && strchr("*$%~>|=!", d[i]) &&
-            d[i] != '\0') {
+        if (d[i] != '\0' && strchr("*$%~>|=!", d[i])) {
             size_t j = i + 1;
             if (j < n && d[j] == '-')
                 j++;
