@@ -61,8 +61,8 @@ static void gen_id(dq_core *core, char *out) {
 
 /* ---- Keys ---- */
 
-static const char *const key_suffix[DQ_NKEYS] = {"due",  "lease", "jobs",
-                                                  "meta", "dead",  "seq"};
+static const char *const key_suffix[DQ_NKEYS] = {"due", "lease", "jobs",
+                                                  "dead", "seq"};
 
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
@@ -130,7 +130,7 @@ int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq_scripts[script].sha;
     c->lens[1] = 40;
-    c->argv[2] = "6";
+    c->argv[2] = "5";
     c->lens[2] = 1;
     for (int i = 0; i < DQ_NKEYS; i++) {
         c->argv[3 + i] = k->key[i];

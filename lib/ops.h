@@ -10,7 +10,7 @@
 #include "internal.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
+#define DQ_NKEYS 5          /* keys every script gets (see lua/common.lua) */
 #define DQ_PUSH_CHUNK 1000  /* jobs per push script call */
 #define DQ_ENC_QUEUE_MAX (DQ_QUEUE_MAX * 3) /* percent-encoded name */
 #define DQ_KEY_MAX (64 + 2 + DQ_ENC_QUEUE_MAX + 8)
@@ -19,7 +19,7 @@
 typedef struct dq_keys {
     char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
     char ns[65];                  /* namespace they were built with */
-    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, meta, dead, seq */
+    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, seq */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
 } dq_keys;
 

@@ -18,11 +18,15 @@ for i, id in ipairs(ids) do
     end
 end
 if #ok > 0 then
-    redis.call('ZREM', K_LEASE, unpack(ok))
     -- A lease that ran out puts the job back in due; while nobody claimed
-    -- it again the holder's token is still valid and the ack counts.
-    redis.call('ZREM', K_DUE, unpack(ok))
+    -- it again the holder's token is still valid and the ack counts.  A
+    -- job is in lease or in due, never both: due only needs looking at
+    -- when some were not in lease.
+    if redis.call('ZREM', K_LEASE, unpack(ok)) < #ok then
+        redis.call('ZREM', K_DUE, unpack(ok))
+    end
+    local n = #ok
+    for i = 1, n do ok[n + i] = mf(ok[i]) end
     redis.call('HDEL', K_JOBS, unpack(ok))
-    redis.call('HDEL', K_META, unpack(ok))
 end
 return out

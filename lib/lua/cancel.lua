@@ -4,10 +4,7 @@
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
 -- flight, 0 no pending or in-flight job with that id (dead jobs untouched).
 local id = ARGV[1]
-local function forget()
-    redis.call('HDEL', K_JOBS, id)
-    redis.call('HDEL', K_META, id)
-end
+local function forget() redis.call('HDEL', K_JOBS, id, mf(id)) end
 if redis.call('ZREM', K_DUE, id) == 1 then
     forget()
     return 1

@@ -1,27 +1,41 @@
 -- common.lua: prelude that the build prepends to every libdelayq script.
 --
--- Every script gets the same six keys of one queue, all under one hash tag
+-- Every script gets the same five keys of one queue, all under one hash tag
 -- ({<queue>}, the name percent-encoded) so a queue lives in one Redis
 -- Cluster slot:
 --   KEYS[1] due    ZSET  id -> due time (ms, server clock): pending jobs
 --   KEYS[2] lease  ZSET  id -> lease deadline (ms): jobs in flight
---   KEYS[3] jobs   HASH  id -> payload (pending, in flight and dead jobs)
---   KEYS[4] meta   HASH  id -> "attempts:token" for jobs delivered at least
---                        once (token "0" = no valid lease)
---   KEYS[5] dead   ZSET  id -> time it was dead-lettered (ms)
---   KEYS[6] seq    STRING  counter that hands out lease tokens
+--   KEYS[3] jobs   HASH  id -> payload (pending, in flight and dead jobs),
+--                        and id.."\0" -> "attempts:token" for jobs delivered
+--                        at least once (token "0" = no valid lease)
+--   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
+--   KEYS[5] seq    STRING  counter that hands out lease tokens
 -- The wake-up channel is the due key with "due" replaced by "wake".
 -- A job id is in at most one of due, lease and dead.
 --
 -- One key per kind (not one per job) lets a script touch a whole batch with
 -- one command per kind (HMGET, HSET, ZADD, ZREM with many members), which
--- is what makes batches cheap.  Every range read has a LIMIT.
+-- is what makes batches cheap.  Every range read has a LIMIT.  The meta
+-- fields live in the big jobs hash (ids are C strings, so id.."\0" never
+-- names a job) rather than a small hash of their own: one HMGET reads a
+-- job's payload and meta, and a small hash recreated by every poll would
+-- pay for Redis's listpack inserts (bench/RESULTS.md, R1).
 --
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
 
-local K_DUE, K_LEASE, K_JOBS, K_META, K_DEAD, K_SEQ =
-    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_SEQ =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- The field of a job's meta ("attempts:token") in the jobs hash.
+local function mf(id) return id .. '\0' end
+
+-- { id1, .., idn } -> { mf(id1), .., mf(idn) }
+local function mfs(ids)
+    local out = {}
+    for i, id in ipairs(ids) do out[i] = mf(id) end
+    return out
+end
 
 -- Server time as (ms, us).
 local function dq_now()
@@ -71,13 +85,20 @@ end
 -- attempts of each id (a number when the token is the current one) or an
 -- error code: -16 stale token, -17 no such job.  Codes match delayq.h.
 local function check_tokens(ids, toks)
-    local metas = redis.call('HMGET', K_META, unpack(ids))
-    local res = {}
+    local n = #ids
+    local fields = {}
     for i, id in ipairs(ids) do
-        local attempts, current = parse_meta(metas[i])
+        fields[i] = id
+        fields[n + i] = mf(id)
+    end
+    -- One HMGET: payloads (does the job exist?) then metas.
+    local got = redis.call('HMGET', K_JOBS, unpack(fields))
+    local res = {}
+    for i = 1, n do
+        local attempts, current = parse_meta(got[n + i])
         if current ~= '0' and current == toks[i] then
             res[i] = attempts
-        elseif redis.call('HEXISTS', K_JOBS, id) == 0 then
+        elseif not got[i] then
             res[i] = -17
         else
             res[i] = -16

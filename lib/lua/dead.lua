@@ -18,7 +18,7 @@ if action == 'requeue' then
     local before = first_due()
     for _, id in ipairs(ids) do
         if redis.call('ZREM', K_DEAD, id) == 1 then
-            redis.call('HDEL', K_META, id)
+            redis.call('HDEL', K_JOBS, mf(id))
             redis.call('ZADD', K_DUE, at, id)
             n = n + 1
         end
@@ -27,8 +27,7 @@ if action == 'requeue' then
 elseif action == 'purge' then
     for _, id in ipairs(ids) do
         if redis.call('ZREM', K_DEAD, id) == 1 then
-            redis.call('HDEL', K_JOBS, id)
-            redis.call('HDEL', K_META, id)
+            redis.call('HDEL', K_JOBS, id, mf(id))
             n = n + 1
         end
     end

@@ -20,12 +20,17 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
-local payloads = redis.call('HMGET', K_JOBS, unpack(ids))
-local metas = redis.call('HMGET', K_META, unpack(ids))
+local n = #ids
+local fields = {}
+for j, id in ipairs(ids) do
+    fields[j] = id
+    fields[n + j] = mf(id)
+end
+local got = redis.call('HMGET', K_JOBS, unpack(fields))
 for j, id in ipairs(ids) do
     out[#out + 1] = id
-    out[#out + 1] = payloads[j] or ''
-    out[#out + 1] = (parse_meta(metas[j]))
+    out[#out + 1] = got[j] or ''
+    out[#out + 1] = (parse_meta(got[n + j]))
     out[#out + 1] = page[2 * j]
 end
 return out

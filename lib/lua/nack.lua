@@ -8,7 +8,7 @@ if not attempts then return err end
 local now = dq_now()
 local max_attempts = tonumber(ARGV[5])
 redis.call('ZREM', K_LEASE, id)
-redis.call('HSET', K_META, id, fmt_meta(attempts, '0'))
+redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '0'))
 if ARGV[4] == '1' or (max_attempts > 0 and attempts >= max_attempts) then
     redis.call('ZREM', K_DUE, id)
     redis.call('ZADD', K_DEAD, now, id)

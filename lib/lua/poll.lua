@@ -35,39 +35,55 @@ if n > 0 then
     local ids = {}
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     redis.call('ZREM', K_DUE, unpack(ids))
-    local payloads = redis.call('HMGET', K_JOBS, unpack(ids))
-    local metas = redis.call('HMGET', K_META, unpack(ids))
+    local fields = {}
+    for j, id in ipairs(ids) do
+        fields[j] = id
+        fields[n + j] = mf(id)
+    end
+    local got = redis.call('HMGET', K_JOBS, unpack(fields))
     local token = redis.call('INCRBY', K_SEQ, n) - n
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local mset, leased, died, gone = {}, {}, {}, {}
     for j, id in ipairs(ids) do
-        local attempts = parse_meta(metas[j])
-        if not payloads[j] then
+        local attempts = parse_meta(got[n + j])
+        if not got[j] then
             gone[#gone + 1] = id -- an index entry without a job: drop it
         elseif max_attempts > 0 and attempts >= max_attempts then
             died[#died + 1] = now_s
             died[#died + 1] = id
-            mset[#mset + 1] = id
+            mset[#mset + 1] = fields[n + j]
             mset[#mset + 1] = fmt_meta(attempts, '0')
         else
             token = token + 1
             attempts = attempts + 1
             local tok = string.format('%d', token)
-            mset[#mset + 1] = id
+            mset[#mset + 1] = fields[n + j]
             mset[#mset + 1] = fmt_meta(attempts, tok)
             leased[#leased + 1] = deadline
             leased[#leased + 1] = id
             out[#out + 1] = id
-            out[#out + 1] = payloads[j]
+            out[#out + 1] = got[j]
             out[#out + 1] = attempts
             out[#out + 1] = due[2 * j]
             out[#out + 1] = tok
         end
     end
-    if #mset > 0 then redis.call('HSET', K_META, unpack(mset)) end
-    if #leased > 0 then redis.call('ZADD', K_LEASE, unpack(leased)) end
+    if #mset > 0 then redis.call('HSET', K_JOBS, unpack(mset)) end
+    if #leased > 64 then
+        -- A new small ZSET is a listpack whose every insert scans it; a
+        -- member longer than any id (zset-max-listpack-value) makes Redis
+        -- build the skiplist at once.  It is removed right after and can
+        -- never be a job (ids are at most 128 bytes).
+        local big = string.rep('~', 129)
+        table.insert(leased, 1, big)
+        table.insert(leased, 1, '0')
+        redis.call('ZADD', K_LEASE, unpack(leased))
+        redis.call('ZREM', K_LEASE, big)
+    elseif #leased > 0 then
+        redis.call('ZADD', K_LEASE, unpack(leased))
+    end
     if #died > 0 then redis.call('ZADD', K_DEAD, unpack(died)) end
-    if #gone > 0 then redis.call('HDEL', K_META, unpack(gone)) end
+    if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(mfs(gone))) end
 end
 
 if n < max then

@@ -50,7 +50,7 @@ end
 if #reset > 0 then
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
-    redis.call('HDEL', K_META, unpack(reset))
+    redis.call('HDEL', K_JOBS, unpack(mfs(reset)))
 end
 local before
 if earliest then

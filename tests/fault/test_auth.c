@@ -38,7 +38,7 @@
 static const char *const ACL_CMDS[] = {
     "evalsha", "eval",   "subscribe", "select", "wait",
     "time",    "zrange", "zrangebyscore", "zadd", "zrem", "zscore",
-    "zcard",   "zcount", "hmget", "hset",  "hdel",  "hexists", "hsetnx",
+    "zcard",   "zcount", "hmget", "hset",  "hdel",  "hsetnx",
     "incrby",  "publish"};
 #define NCMDS (sizeof(ACL_CMDS) / sizeof(ACL_CMDS[0]))
 
