@@ -546,6 +546,10 @@ int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
     dq_sigpipe_block(&g);
     int rc = poll_wait_io(c, queue, max, lease_ms, timeout_ms, out);
     dq_sigpipe_restore(&g);
+    /* A wake-up link that broke and was reconnected during the wait left
+     * its error behind; the call as a whole succeeded. */
+    if (rc >= 0)
+        dq_err_clear(&c->err);
     return rc;
 }
 
