@@ -209,15 +209,23 @@ static int want_tls(const dq_options *o, const dq_uri *u) {
     return u->tls || o->tls_ca || o->tls_cert || o->tls_key || o->tls_sni;
 }
 
-int dq_conn_open(const dq_conn_cfg *cfg, dq_conn **out, dq_err *err) {
-    const dq_uri *u = cfg->uri;
-    const dq_options *o = cfg->opts;
-    *out = NULL;
+/* DQ_ENOTSUP when TLS is asked of a build without it, else DQ_OK. */
+static int check_tls(const dq_options *o, const dq_uri *u, dq_err *err) {
     if (want_tls(o, u) && !dq_conn_tls_supported())
         return dq_err_set(err, DQ_ENOTSUP,
                           "TLS requested but this libdelayq was built "
                           "without TLS (needs hiredis >= 1.0 with "
                           "hiredis_ssl and -Dtls=enabled)");
+    return DQ_OK;
+}
+
+int dq_conn_open(const dq_conn_cfg *cfg, dq_conn **out, dq_err *err) {
+    const dq_uri *u = cfg->uri;
+    const dq_options *o = cfg->opts;
+    *out = NULL;
+    int tls_rc = check_tls(o, u, err);
+    if (tls_rc != DQ_OK)
+        return tls_rc;
     dq_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return dq_err_set(err, DQ_ENOMEM, "out of memory");
@@ -767,11 +775,9 @@ int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
     const dq_uri *u = cfg->uri;
     const dq_options *o = cfg->opts;
     *out = NULL;
-    if (want_tls(o, u) && !dq_conn_tls_supported())
-        return dq_err_set(err, DQ_ENOTSUP,
-                          "TLS requested but this libdelayq was built "
-                          "without TLS (needs hiredis >= 1.0 with "
-                          "hiredis_ssl and -Dtls=enabled)");
+    int tls_rc = check_tls(o, u, err);
+    if (tls_rc != DQ_OK)
+        return tls_rc;
     dq_aconn *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return dq_err_set(err, DQ_ENOMEM, "out of memory");
