@@ -1023,12 +1023,7 @@ static int single_submit(dq_async *a, aop *op, int build_rc) {
 int dq_async_cancel(dq_async *a, const char *queue, const char *id,
                     int flags, dq_status_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_id(id, "id", &a->err);
-    if (rc == DQ_OK && (flags & ~DQ_CANCEL_INFLIGHT) != 0)
-        rc = dq_err_set(&a->err, DQ_EINVAL,
-                        "flags is %d; use 0 or DQ_CANCEL_INFLIGHT", flags);
+    int rc = dq_check_cancel(queue, id, flags, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, OP_CANCEL, "cancel", queue);
@@ -1046,11 +1041,7 @@ static int poll_common(dq_async *a, const char *queue, int max,
                        int64_t lease_ms, int us, dq_jobs_cb *cb,
                        void *userdata) {
     ENTER(a);
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_max(max, DQ_POLL_MAX, "max", &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_lease(lease_ms, &a->err);
+    int rc = dq_check_poll(queue, max, lease_ms, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, OP_POLL, "poll", queue);
@@ -1080,23 +1071,8 @@ static aop *ack_build(dq_async *a, int kind, const char *queue, size_t n,
                       const char *const *ids, const char *const *tokens,
                       int *rc) {
     aop *op = NULL;
-    *rc = dq_check_queue(queue, &a->err);
-    if (*rc != DQ_OK)
+    if ((*rc = dq_check_ack(queue, n, ids, tokens, &a->err)) != DQ_OK)
         return NULL;
-    if (n == 0 || n > DQ_BATCH_MAX) {
-        *rc = dq_err_set(&a->err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
-                         DQ_BATCH_MAX);
-        return NULL;
-    }
-    if (ids == NULL || tokens == NULL) {
-        *rc = dq_err_set(&a->err, DQ_ENULL, "%s is NULL",
-                         ids == NULL ? "ids" : "tokens");
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        if ((*rc = dq_check_id(ids[i], n == 1 ? "id" : "an id", &a->err)) ||
-            (*rc = dq_check_token_arg(tokens[i], &a->err)))
-            return NULL;
     if ((op = single_new(a, kind, "ack", queue)) == NULL) {
         *rc = DQ_ENOMEM;
         return NULL;
@@ -1147,27 +1123,11 @@ int dq_async_ack_batch(dq_async *a, const char *queue, size_t n,
     return op_submit(a, op);
 }
 
-/* Checks queue, id and token of nack/extend. */
-static int check_held(dq_async *a, const char *queue, const char *id,
-                      const char *token) {
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_id(id, "id", &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_token_arg(token, &a->err);
-    return rc;
-}
-
 int dq_async_nack(dq_async *a, const char *queue, const char *id,
                   const char *token, int64_t delay_ms, int flags,
                   dq_status_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = check_held(a, queue, id, token);
-    if (rc == DQ_OK)
-        rc = dq_check_delay(delay_ms, "delay_ms", &a->err);
-    if (rc == DQ_OK && (flags & ~DQ_NACK_DEAD) != 0)
-        rc = dq_err_set(&a->err, DQ_EINVAL,
-                        "flags is %d; use 0 or DQ_NACK_DEAD", flags);
+    int rc = dq_check_nack(queue, id, token, delay_ms, flags, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, OP_NACK, "nack", queue);
@@ -1185,9 +1145,7 @@ int dq_async_extend(dq_async *a, const char *queue, const char *id,
                     const char *token, int64_t lease_ms, dq_extend_cb *cb,
                     void *userdata) {
     ENTER(a);
-    int rc = check_held(a, queue, id, token);
-    if (rc == DQ_OK)
-        rc = dq_check_lease(lease_ms, &a->err);
+    int rc = dq_check_extend(queue, id, token, lease_ms, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, OP_EXTEND, "extend", queue);
@@ -1242,11 +1200,7 @@ static int dead_change(dq_async *a, int kind, const char *queue,
                        const char *action, const char *id, int64_t delay_ms,
                        dq_status_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK && id != NULL)
-        rc = dq_check_id(id, "id", &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_delay(delay_ms, "delay_ms", &a->err);
+    int rc = dq_check_dead_change(queue, id, delay_ms, &a->err);
     if (rc != DQ_OK)
         return rc;
     aop *op = single_new(a, kind, action, queue);

@@ -354,12 +354,7 @@ int dq_push_batch(dq_client *c, const char *queue, size_t n,
 
 int dq_cancel(dq_client *c, const char *queue, const char *id, int flags) {
     ENTER(c);
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_id(id, "id", &c->err);
-    if (rc == DQ_OK && (flags & ~DQ_CANCEL_INFLIGHT) != 0)
-        rc = dq_err_set(&c->err, DQ_EINVAL,
-                        "flags is %d; use 0 or DQ_CANCEL_INFLIGHT", flags);
+    int rc = dq_check_cancel(queue, id, flags, &c->err);
     if (rc != DQ_OK)
         return rc;
     dq_core_keys(&c->core, queue);
@@ -377,12 +372,7 @@ static int check_poll(dq_client *c, const char *queue, int max,
     if (out == NULL)
         return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
     *out = NULL;
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_max(max, DQ_POLL_MAX, "max", &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_lease(lease_ms, &c->err);
-    return rc;
+    return dq_check_poll(queue, max, lease_ms, &c->err);
 }
 
 /* One poll script call; *next_us as the script returned it. */
@@ -590,20 +580,9 @@ int dq_ack_batch(dq_client *c, const char *queue, size_t n,
                  const char *const *ids, const char *const *tokens,
                  int *results) {
     ENTER(c);
-    int rc = dq_check_queue(queue, &c->err);
+    int rc = dq_check_ack(queue, n, ids, tokens, &c->err);
     if (rc != DQ_OK)
         return rc;
-    if (n == 0 || n > DQ_BATCH_MAX)
-        return dq_err_set(&c->err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
-                          DQ_BATCH_MAX);
-    if (ids == NULL || tokens == NULL)
-        return dq_err_set(&c->err, DQ_ENULL, "%s is NULL",
-                          ids == NULL ? "ids" : "tokens");
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = dq_check_id(ids[i], n == 1 ? "id" : "an id", &c->err)) ||
-            (rc = dq_check_token_arg(tokens[i], &c->err)))
-            return rc;
-    }
     dq_core_keys(&c->core, queue);
     /* Chunks of DQ_PUSH_CHUNK keep every script call bounded. */
     size_t nchunks = (n + DQ_PUSH_CHUNK - 1) / DQ_PUSH_CHUNK;
@@ -629,30 +608,13 @@ int dq_ack_batch(dq_client *c, const char *queue, size_t n,
     return rc != DQ_OK ? rc : a.acked;
 }
 
-/* Checks queue, id and token of nack/extend. */
-static int check_held(dq_client *c, const char *queue, const char *id,
-                      const char *token) {
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_id(id, "id", &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_token_arg(token, &c->err);
-    if (rc == DQ_OK)
-        dq_core_keys(&c->core, queue);
-    return rc;
-}
-
 int dq_nack(dq_client *c, const char *queue, const char *id,
             const char *token, int64_t delay_ms, int flags) {
     ENTER(c);
-    int rc = check_held(c, queue, id, token);
-    if (rc == DQ_OK)
-        rc = dq_check_delay(delay_ms, "delay_ms", &c->err);
-    if (rc == DQ_OK && (flags & ~DQ_NACK_DEAD) != 0)
-        rc = dq_err_set(&c->err, DQ_EINVAL,
-                        "flags is %d; use 0 or DQ_NACK_DEAD", flags);
+    int rc = dq_check_nack(queue, id, token, delay_ms, flags, &c->err);
     if (rc != DQ_OK)
         return rc;
+    dq_core_keys(&c->core, queue);
     dq_cmd cmd;
     long long v = 0;
     if ((rc = dq_build_nack(&cmd, &c->core, id, token, delay_ms, flags)))
@@ -665,11 +627,10 @@ int dq_nack(dq_client *c, const char *queue, const char *id,
 int dq_extend(dq_client *c, const char *queue, const char *id,
               const char *token, int64_t lease_ms, int64_t *deadline_ms) {
     ENTER(c);
-    int rc = check_held(c, queue, id, token);
-    if (rc == DQ_OK)
-        rc = dq_check_lease(lease_ms, &c->err);
+    int rc = dq_check_extend(queue, id, token, lease_ms, &c->err);
     if (rc != DQ_OK)
         return rc;
+    dq_core_keys(&c->core, queue);
     dq_cmd cmd;
     long long v = 0;
     if ((rc = dq_build_extend(&cmd, &c->core, id, token, lease_ms)))
@@ -725,11 +686,7 @@ int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
 
 static int dead_change(dq_client *c, const char *queue, const char *action,
                        const char *id, int64_t delay_ms) {
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc == DQ_OK && id != NULL)
-        rc = dq_check_id(id, "id", &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_delay(delay_ms, "delay_ms", &c->err);
+    int rc = dq_check_dead_change(queue, id, delay_ms, &c->err);
     if (rc != DQ_OK)
         return rc;
     dq_core_keys(&c->core, queue);

@@ -263,6 +263,85 @@ int dq_check_page(int which, int64_t offset, int count, dq_err *err) {
     return rc;
 }
 
+int dq_check_poll(const char *queue, int max, int64_t lease_ms,
+                  dq_err *err) {
+    int rc = dq_check_queue(queue, err);
+    if (rc == DQ_OK)
+        rc = dq_check_max(max, DQ_POLL_MAX, "max", err);
+    if (rc == DQ_OK)
+        rc = dq_check_lease(lease_ms, err);
+    return rc;
+}
+
+int dq_check_cancel(const char *queue, const char *id, int flags,
+                    dq_err *err) {
+    int rc = dq_check_queue(queue, err);
+    if (rc == DQ_OK)
+        rc = dq_check_id(id, "id", err);
+    if (rc == DQ_OK && (flags & ~DQ_CANCEL_INFLIGHT) != 0)
+        rc = dq_err_set(err, DQ_EINVAL,
+                        "flags is %d; use 0 or DQ_CANCEL_INFLIGHT", flags);
+    return rc;
+}
+
+int dq_check_ack(const char *queue, size_t n, const char *const *ids,
+                 const char *const *tokens, dq_err *err) {
+    int rc = dq_check_queue(queue, err);
+    if (rc != DQ_OK)
+        return rc;
+    if (n == 0 || n > DQ_BATCH_MAX)
+        return dq_err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
+                          DQ_BATCH_MAX);
+    if (ids == NULL || tokens == NULL)
+        return dq_err_set(err, DQ_ENULL, "%s is NULL",
+                          ids == NULL ? "ids" : "tokens");
+    for (size_t i = 0; i < n; i++)
+        if ((rc = dq_check_id(ids[i], n == 1 ? "id" : "an id", err)) ||
+            (rc = dq_check_token_arg(tokens[i], err)))
+            return rc;
+    return DQ_OK;
+}
+
+/* Queue, id and token of a job the caller holds. */
+static int check_held(const char *queue, const char *id, const char *token,
+                      dq_err *err) {
+    int rc = dq_check_queue(queue, err);
+    if (rc == DQ_OK)
+        rc = dq_check_id(id, "id", err);
+    if (rc == DQ_OK)
+        rc = dq_check_token_arg(token, err);
+    return rc;
+}
+
+int dq_check_nack(const char *queue, const char *id, const char *token,
+                  int64_t delay_ms, int flags, dq_err *err) {
+    int rc = check_held(queue, id, token, err);
+    if (rc == DQ_OK)
+        rc = dq_check_delay(delay_ms, "delay_ms", err);
+    if (rc == DQ_OK && (flags & ~DQ_NACK_DEAD) != 0)
+        rc = dq_err_set(err, DQ_EINVAL, "flags is %d; use 0 or DQ_NACK_DEAD",
+                        flags);
+    return rc;
+}
+
+int dq_check_extend(const char *queue, const char *id, const char *token,
+                    int64_t lease_ms, dq_err *err) {
+    int rc = check_held(queue, id, token, err);
+    if (rc == DQ_OK)
+        rc = dq_check_lease(lease_ms, err);
+    return rc;
+}
+
+int dq_check_dead_change(const char *queue, const char *id, int64_t delay_ms,
+                         dq_err *err) {
+    int rc = dq_check_queue(queue, err);
+    if (rc == DQ_OK && id != NULL)
+        rc = dq_check_id(id, "id", err);
+    if (rc == DQ_OK)
+        rc = dq_check_delay(delay_ms, "delay_ms", err);
+    return rc;
+}
+
 /* ---- Push ---- */
 
 void dq_push_plan_free(dq_push_plan *p) {

@@ -68,6 +68,21 @@ int dq_check_max(int max, int limit, const char *what, dq_err *err);
  * 1..DQ_POLL_MAX.  Shared by dq_list/dq_dead_list and their async twins. */
 int dq_check_page(int which, int64_t offset, int count, dq_err *err);
 
+/* The whole argument check of one operation, shared by the sync client
+ * and the async one so both refuse exactly the same calls. */
+int dq_check_poll(const char *queue, int max, int64_t lease_ms, dq_err *err);
+int dq_check_cancel(const char *queue, const char *id, int flags,
+                    dq_err *err);
+int dq_check_ack(const char *queue, size_t n, const char *const *ids,
+                 const char *const *tokens, dq_err *err);
+int dq_check_nack(const char *queue, const char *id, const char *token,
+                  int64_t delay_ms, int flags, dq_err *err);
+int dq_check_extend(const char *queue, const char *id, const char *token,
+                    int64_t lease_ms, dq_err *err);
+/* Dead requeue/purge: id may be NULL (a bounded batch). */
+int dq_check_dead_change(const char *queue, const char *id, int64_t delay_ms,
+                         dq_err *err);
+
 /* Builds (or reuses) the keys of queue under core's namespace. */
 void dq_core_keys(dq_core *core, const char *queue);
 
