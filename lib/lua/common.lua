@@ -30,6 +30,19 @@ local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_SEQ =
 -- The field of a job's meta ("attempts:token") in the jobs hash.
 local function mf(id) return id .. '\0' end
 
+-- One HMGET of the payloads, then the metas, of ids: returns got (got[i]
+-- is ids[i]'s payload or false, got[n + i] its meta) and the field list
+-- (fields[n + i] = mf(ids[i])).
+local function get_with_meta(ids)
+    local n = #ids
+    local fields = {}
+    for i, id in ipairs(ids) do
+        fields[i] = id
+        fields[n + i] = mf(id)
+    end
+    return redis.call('HMGET', K_JOBS, unpack(fields)), fields
+end
+
 -- { id1, .., idn } -> { mf(id1), .., mf(idn) }
 local function mfs(ids)
     local out = {}
@@ -86,13 +99,7 @@ end
 -- error code: -16 stale token, -17 no such job.  Codes match delayq.h.
 local function check_tokens(ids, toks)
     local n = #ids
-    local fields = {}
-    for i, id in ipairs(ids) do
-        fields[i] = id
-        fields[n + i] = mf(id)
-    end
-    -- One HMGET: payloads (does the job exist?) then metas.
-    local got = redis.call('HMGET', K_JOBS, unpack(fields))
+    local got = get_with_meta(ids) -- a payload says the job exists
     local res = {}
     for i = 1, n do
         local attempts, current = parse_meta(got[n + i])

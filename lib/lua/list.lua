@@ -21,12 +21,7 @@ if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
 local n = #ids
-local fields = {}
-for j, id in ipairs(ids) do
-    fields[j] = id
-    fields[n + j] = mf(id)
-end
-local got = redis.call('HMGET', K_JOBS, unpack(fields))
+local got = get_with_meta(ids)
 for j, id in ipairs(ids) do
     out[#out + 1] = id
     out[#out + 1] = got[j] or ''

@@ -35,12 +35,7 @@ if n > 0 then
     local ids = {}
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     redis.call('ZREM', K_DUE, unpack(ids))
-    local fields = {}
-    for j, id in ipairs(ids) do
-        fields[j] = id
-        fields[n + j] = mf(id)
-    end
-    local got = redis.call('HMGET', K_JOBS, unpack(fields))
+    local got, fields = get_with_meta(ids)
     local token = redis.call('INCRBY', K_SEQ, n) - n
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local mset, leased, died, gone = {}, {}, {}, {}
