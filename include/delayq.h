@@ -138,6 +138,15 @@ enum dq_option {
                                       (WAIT) until this many replicas have
                                       the jobs before returning success */
     DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS = 7, /* int, default 1000 */
+    DQ_OPT_DONE_TTL_MS = 8,        /* int, default 300000 (5 min), 0..7 days:
+                                      how long the queue remembers a job this
+                                      client acked (its id and token), so a
+                                      retried push with DQ_PUSH_KEEP answers
+                                      DQ_DONE and a retried ack tells its own
+                                      landed ack (0) from another holder's
+                                      (DQ_ESTALE).  0 = remember nothing.
+                                      Costs Redis memory for each job acked
+                                      within the window (bench/RESULTS.md). */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -247,6 +256,10 @@ DQ_EXTERN void dq_job_free(dq_job *job);
 #define DQ_PUSHED 1   /* a new job was created */
 #define DQ_KEPT 2     /* the id existed and DQ_PUSH_KEEP left it alone */
 #define DQ_REPLACED 3 /* the id existed and was replaced/rescheduled */
+#define DQ_DONE 4     /* DQ_PUSH_KEEP: a job with this id was acked within
+                         the acker's DQ_OPT_DONE_TTL_MS; taken for a retry of
+                         a push that landed and already ran: nothing written
+                         (use DQ_PUSH_REPLACE to run the id again) */
 
 /*
  * Pushes one job to run delay_ms from now (server clock).
@@ -260,9 +273,13 @@ DQ_EXTERN void dq_job_free(dq_job *job);
  * flags:    DQ_PUSH_KEEP or DQ_PUSH_REPLACE.
  * id_out:   NULL, or a buffer of id_out_size bytes (DQ_ID_BUF always fits)
  *           that receives the job id, NUL-terminated.
- * outcome:  NULL, or receives DQ_PUSHED, DQ_KEPT or DQ_REPLACED.
+ * outcome:  NULL, or receives DQ_PUSHED, DQ_KEPT, DQ_REPLACED or DQ_DONE.
  *
- * Returns 0 or a negative code (DQ_EINVAL if id_out_size is too small).
+ * Returns 0 or a negative code (DQ_EINVAL if id_out_size is too small).  A
+ * call that returns an error wrote nothing, except that DQ_EIO and
+ * DQ_ETIMEDOUT leave it open whether the push landed (retry with the same id
+ * and DQ_PUSH_KEEP: DQ_KEPT or DQ_DONE then say it had) and DQ_EREPLICAS
+ * means it landed on the primary only.
  */
 DQ_EXTERN int dq_push(dq_client *c, const char *queue, const void *payload,
                       size_t len, int64_t delay_ms, const char *id, int flags,
@@ -285,10 +302,13 @@ DQ_EXTERN int dq_push_at(dq_client *c, const char *queue, const void *payload,
  *                          entries are generated)
  *   ids_out                NULL, or n * DQ_ID_BUF bytes: id of job i at
  *                          ids_out + i * DQ_ID_BUF
- *   outcomes               NULL, or n ints (DQ_PUSHED / DQ_KEPT / DQ_REPLACED)
+ *   outcomes               NULL, or n ints (DQ_PUSHED / DQ_KEPT / DQ_REPLACED
+ *                          / DQ_DONE)
  * Every argument is checked before anything is sent.  Jobs are written in
- * chunks of up to 1000, each chunk atomic; on an I/O error some chunks may
- * have been written (retrying with the same ids and DQ_PUSH_KEEP is safe).
+ * chunks of up to 1000 jobs and about 8 MiB (a bigger job goes alone), each
+ * chunk atomic: a chunk that fails in Redis wrote nothing.  After an error
+ * some earlier chunks may have been written (retrying with the same ids and
+ * DQ_PUSH_KEEP is safe).
  * Returns the number of jobs newly created or replaced (>= 0), or an error.
  */
 DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
@@ -353,16 +373,24 @@ DQ_EXTERN int dq_poll_wait(dq_client *c, const char *queue, int max,
 
 /* Finishes a job and deletes all its data.  Returns 0, DQ_ESTALE if token
  * is not the job's current lease token (the lease ran out and the job was
- * claimed again, or it was nacked or replaced; nothing changes), or
- * DQ_ENOTFOUND if there is no such job (acked by someone else, cancelled
- * with DQ_CANCEL_INFLIGHT, purged).  An ack after the lease deadline still
- * succeeds while no other consumer has claimed the job. */
+ * claimed again, or it was nacked or replaced, or another holder acked it;
+ * nothing changes), or DQ_ENOTFOUND if there is no such job (cancelled with
+ * DQ_CANCEL_INFLIGHT, purged, never existed, or finished longer ago than
+ * the done window).  An ack after the lease deadline still succeeds while
+ * no other consumer has claimed the job, also when a poll has dead-lettered
+ * it meanwhile for DQ_OPT_MAX_ATTEMPTS.  Retrying an ack that failed with
+ * DQ_EIO/DQ_ETIMEDOUT: 0 means yours landed (the job's done record holds
+ * your token, see DQ_OPT_DONE_TTL_MS), DQ_ESTALE that someone else finished
+ * or holds the job, DQ_ENOTFOUND that it is gone and nothing says who
+ * finished it. */
 DQ_EXTERN int dq_ack(dq_client *c, const char *queue, const char *id,
                      const char *token);
 
-/* Acks n jobs (1..DQ_BATCH_MAX) in one round trip.  results: NULL or n ints
- * receiving 0, DQ_ESTALE or DQ_ENOTFOUND per job.  Returns the number acked,
- * or a negative code for the call as a whole. */
+/* Acks n jobs (1..DQ_BATCH_MAX) in one round trip (script calls of up to
+ * 1000 jobs, each atomic).  results: NULL or n ints receiving 0, DQ_ESTALE
+ * or DQ_ENOTFOUND per job, as dq_ack would; an id named twice is acked once
+ * and its later entries get DQ_ENOTFOUND.  Returns the number acked, or a
+ * negative code for the call as a whole. */
 DQ_EXTERN int dq_ack_batch(dq_client *c, const char *queue, size_t n,
                            const char *const *ids, const char *const *tokens,
                            int *results);

@@ -27,7 +27,7 @@
 
 #include "async_int.h"
 #include "conn.h"
-#include "ops.h"
+#include "op.h"
 #include "uri.h"
 
 #define BACKOFF_MIN_MS 50
@@ -57,21 +57,18 @@ struct link {
 
 /* ---- Operations -------------------------------------------------------- */
 
-enum {
-    OP_PUSH, OP_PUSH_BATCH, OP_CANCEL, OP_POLL, OP_ACK, OP_ACK_BATCH,
-    OP_NACK, OP_EXTEND, OP_DEAD_LIST, OP_DEAD_REQUEUE, OP_DEAD_PURGE,
-    OP_STATS, OP_LIST
-};
-
 enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
+
+/* Callback shapes (which one an op has follows from op.kind). */
+enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
+       CB_STATS };
 
 typedef struct aop aop;
 struct aop {
     aop *prev, *next;     /* in the client's waiting or inflight list */
     dq_async *a;          /* client */
     int where;            /* IN_* */
-    int kind;             /* OP_* */
-    const char *what;     /* "push", "poll", ... for messages */
+    int shape;            /* CB_* */
     void *owner;          /* internal tag (dq_async_set_owner) */
     union {
         dq_status_cb *st;
@@ -82,30 +79,15 @@ struct aop {
         dq_results_cb *res;
         dq_extend_cb *ext;
         dq_stats_cb *stats;
+        void (*any)(void);
     } cb;                 /* caller's callback (see has_cb) */
     int has_cb;           /* cb set and not forgotten */
     void *ud;             /* caller's userdata */
+    int us;               /* poll: next_due in microseconds */
     int64_t deadline_us;  /* waiting: when it gives up (0 = never) */
-    size_t ncmds;         /* script calls */
-    dq_cmd *cmds;         /* &one, or plan.cmds */
     char **frozen;        /* per call: copy of its arguments */
     size_t outstanding;   /* replies awaited */
-    int status;           /* result: count or code (first error wins) */
-    int failed;           /* status holds an error */
-    dq_err err;           /* message of that error */
-    int wait_sent;        /* push: WAIT for replicas sent */
-    int us;               /* poll: next_due in microseconds */
-    int64_t lease_ms;     /* poll: for the lease deadline of jobs */
-    size_t n;             /* ack: number of jobs */
-    int *results;         /* ack: per job */
-    dq_jobs *jobs;        /* poll, dead list */
-    int64_t next_us;      /* poll; list: the server's now (ms) */
-    int which;            /* list: DQ_LIST_* */
-    long long v;          /* integer result */
-    int64_t stats[5];     /* stats */
-    char id[DQ_ID_BUF];   /* job id, for messages */
-    dq_cmd one;           /* single-call operations */
-    dq_push_plan plan;    /* pushes */
+    dq_op op;             /* the operation (engine) */
 };
 
 typedef struct oplist {
@@ -194,8 +176,7 @@ const dq_options *dq_async_opts(const dq_async *a) { return &a->core.opts; }
 void dq_async_wake_channel(dq_async *a, const char *queue, char *out,
                            size_t size) {
     dq_core_keys(&a->core, queue);
-    const dq_keys *k = &a->core.keys;
-    snprintf(out, size, "%.*swake", (int)(k->len[0] - 3), k->key[0]);
+    snprintf(out, size, "%s", a->core.keys.chan);
 }
 
 void dq_async_set_owner(dq_async *a, void *owner) { a->owner = owner; }
@@ -403,30 +384,12 @@ static void list_unlink(dq_async *a, aop *op) {
     op->where = IN_NONE;
 }
 
-static aop *op_new(dq_async *a, int kind, const char *what) {
-    aop *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
-        return NULL;
-    }
-    op->a = a;
-    op->kind = kind;
-    op->what = what;
-    op->owner = a->owner;
-    return op;
-}
-
 static void op_free(aop *op) {
     if (op->frozen != NULL)
-        for (size_t i = 0; i < op->ncmds; i++)
+        for (size_t i = 0; i < op->op.ncmds; i++)
             free(op->frozen[i]);
     free(op->frozen);
-    if (op->kind == OP_PUSH || op->kind == OP_PUSH_BATCH)
-        dq_push_plan_free(&op->plan);
-    else if (op->cmds == &op->one)
-        dq_cmd_free(&op->one);
-    free(op->results);
-    dq_jobs_free(op->jobs);
+    dq_op_clear(&op->op);
     free(op);
 }
 
@@ -434,11 +397,12 @@ static void op_free(aop *op) {
  * payloads in the caller's buffers) so the op can be (re)sent later.
  * argv[0..2] ("EVALSHA", sha, "6") are static. */
 static int op_freeze(aop *op) {
-    op->frozen = calloc(op->ncmds, sizeof(char *));
+    dq_op *o = &op->op;
+    op->frozen = calloc(o->ncmds, sizeof(char *));
     if (op->frozen == NULL)
         return DQ_ENOMEM;
-    for (size_t i = 0; i < op->ncmds; i++) {
-        dq_cmd *c = &op->cmds[i];
+    for (size_t i = 0; i < o->ncmds; i++) {
+        dq_cmd *c = &o->cmds[i];
         size_t total = 1;
         for (int j = 3; j < c->argc; j++)
             total += c->lens[j];
@@ -456,67 +420,48 @@ static int op_freeze(aop *op) {
     return DQ_OK;
 }
 
-/* Records an error for op (the first one wins). */
-static void op_error(aop *op, int code, const char *msg) {
-    if (op->failed)
-        return;
-    op->failed = 1;
-    op->status = code;
-    dq_err_set(&op->err, code, "%s: %s", op->what, msg);
-}
-
-static void op_error_err(aop *op, int code, const dq_err *e) {
-    if (op->failed)
-        return;
-    op->failed = 1;
-    op->status = code;
-    op->err = *e;
-}
-
-/* Calls op's callback (if any) and frees it.  The op is unlinked first:
- * the callback may start ops or free the client. */
+/* Calls op's callback (if any) with the engine's result and frees it.  The
+ * op is unlinked first: the callback may start ops or free the client. */
 static void op_finish(dq_async *a, aop *op) {
     list_unlink(a, op);
-    int st = op->status;
+    const dq_op *o = &op->op;
+    int st = dq_op_status(o);
     if (op->has_cb) {
-        if (op->failed)
-            a->err = op->err;
+        if (o->failed)
+            a->err = o->err;
         else
             dq_err_clear(&a->err);
-        int ok = !op->failed || st == DQ_EREPLICAS;
-        switch (op->kind) {
-        case OP_PUSH:
-            op->cb.push(a, ok ? op->plan.ids : NULL,
-                        ok ? op->plan.outcomes[0] : 0, st, op->ud);
-            break;
-        case OP_PUSH_BATCH:
-            op->cb.batch(a, op->plan.n, ok ? op->plan.ids : NULL,
-                         ok ? op->plan.outcomes : NULL, st, op->ud);
-            break;
-        case OP_POLL: {
-            int64_t next = 0;
-            if (st == 0)
-                next = op->us ? op->next_us
-                       : op->next_us < 0 ? -1
-                                         : (op->next_us + 999) / 1000;
-            op->cb.jobs(a, st > 0 ? op->jobs : NULL, next, st, op->ud);
-            break;
-        }
-        case OP_DEAD_LIST:
-            op->cb.jobs(a, st > 0 ? op->jobs : NULL, 0, st, op->ud);
-            break;
-        case OP_LIST:
-            op->cb.list(a, st > 0 ? op->jobs : NULL, st >= 0 ? op->next_us : 0,
+        int ok = st >= 0 || st == DQ_EREPLICAS;
+        dq_jobs *jobs = st > 0 ? o->jobs : NULL;
+        switch (op->shape) {
+        case CB_PUSH:
+            op->cb.push(a, ok ? o->plan.ids : NULL, ok ? o->plan.outcomes[0] : 0,
                         st, op->ud);
             break;
-        case OP_ACK_BATCH:
-            op->cb.res(a, op->n, op->failed ? NULL : op->results, st, op->ud);
+        case CB_BATCH:
+            op->cb.batch(a, o->plan.n, ok ? o->plan.ids : NULL,
+                         ok ? o->plan.outcomes : NULL, st, op->ud);
             break;
-        case OP_EXTEND:
-            op->cb.ext(a, op->failed ? 0 : op->v, st, op->ud);
+        case CB_JOBS: {
+            int64_t next = 0;
+            if (st == 0 && o->kind == DQ_OPK_POLL)
+                next = op->us ? o->next_us
+                       : o->next_us < 0 ? -1
+                                        : (o->next_us + 999) / 1000;
+            op->cb.jobs(a, jobs, next, st, op->ud);
             break;
-        case OP_STATS: {
-            const int64_t *s = op->stats;
+        }
+        case CB_LIST:
+            op->cb.list(a, jobs, st >= 0 ? o->next_us : 0, st, op->ud);
+            break;
+        case CB_RESULTS:
+            op->cb.res(a, o->n, st >= 0 ? o->results : NULL, st, op->ud);
+            break;
+        case CB_EXTEND:
+            op->cb.ext(a, st >= 0 ? o->v : 0, st, op->ud);
+            break;
+        case CB_STATS: {
+            const int64_t *s = o->stats;
             op->cb.stats(a, s[0], s[1], s[2], s[3], s[4], st, op->ud);
             break;
         }
@@ -531,7 +476,9 @@ static void op_finish(dq_async *a, aop *op) {
 }
 
 static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
-    op_error(op, code, msg);
+    dq_err e;
+    dq_err_set(&e, code, "%s: %s", op->op.what, msg);
+    dq_op_fail(&op->op, code, &e);
     op_finish(a, op);
 }
 
@@ -539,23 +486,31 @@ static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
 
 static void on_reply(void *priv, size_t tag, const dq_reply *r);
 
+/* Sends command tag of op (tag == ncmds: argv/lens hold its WAIT). */
+static int op_send_one(dq_async *a, aop *op, size_t tag, int argc,
+                       const char **argv, const size_t *lens) {
+    dq_err e;
+    int rc = dq_aconn_send(a->main.conn, argc, argv, lens, on_reply, op, tag,
+                           &e);
+    if (rc != DQ_OK) {
+        dq_op_fail(&op->op, rc, &e);
+        return rc;
+    }
+    link_sent(&a->main);
+    op->outstanding++;
+    return DQ_OK;
+}
+
 /* Sends every call of op on the main link.  Returns the number sent; on a
  * send failure op has the error. */
 static size_t op_send(dq_async *a, aop *op) {
-    dq_err e;
     size_t sent = 0;
-    for (size_t i = 0; i < op->ncmds; i++) {
-        dq_cmd *c = &op->cmds[i];
-        int rc = dq_aconn_send(a->main.conn, c->argc, c->argv, c->lens,
-                               on_reply, op, i, &e);
-        if (rc != DQ_OK) {
-            op_error_err(op, rc, &e);
+    for (size_t i = 0; i < op->op.ncmds; i++) {
+        dq_cmd *c = &op->op.cmds[i];
+        if (op_send_one(a, op, i, c->argc, c->argv, c->lens) != DQ_OK)
             break;
-        }
-        link_sent(&a->main);
         sent++;
     }
-    op->outstanding += sent;
     if (sent > 0)
         list_push(&a->inflight, op, IN_FLIGHT);
     return sent;
@@ -574,8 +529,8 @@ static void arm_wait(dq_async *a) {
 static int op_submit(dq_async *a, aop *op) {
     if (a->main.state == L_UP) {
         if (op_send(a, op) == 0) {
-            int rc = op->status;
-            a->err = op->err;
+            int rc = op->op.status;
+            a->err = op->op.err;
             op_free(op);
             return rc;
         }
@@ -589,152 +544,25 @@ static int op_submit(dq_async *a, aop *op) {
     return DQ_OK;
 }
 
-static int reply_int(aop *op, const dq_reply *r) {
-    dq_err e;
-    int rc = dq_decode_int(r, &op->v, &e);
-    if (rc != DQ_OK)
-        op_error_err(op, rc, &e);
-    return rc;
-}
-
-/* Decodes a non-error reply of call `tag` into op. */
-static void op_decode(dq_async *a, aop *op, size_t tag, const dq_reply *r) {
-    dq_err e;
-    int rc = DQ_OK;
-    switch (op->kind) {
-    case OP_PUSH:
-    case OP_PUSH_BATCH:
-        if (tag == op->ncmds) { /* WAIT */
-            long long want = a->core.opts.wait_replicas;
-            if (dq_reply_type(r) != DQ_R_INTEGER || dq_reply_int(r) < want) {
-                char msg[200];
-                snprintf(msg, sizeof(msg),
-                         "written, but only %lld of %lld replicas "
-                         "acknowledged it within %" PRId64 " ms",
-                         dq_reply_type(r) == DQ_R_INTEGER ? dq_reply_int(r)
-                                                          : 0,
-                         want, a->core.opts.wait_replicas_timeout_ms);
-                op_error(op, DQ_EREPLICAS, msg);
-            }
-            return;
-        }
-        rc = dq_push_plan_decode(&op->plan, tag, r, &e);
-        break;
-    case OP_POLL:
-        dq_jobs_free(op->jobs);
-        op->jobs = NULL;
-        rc = dq_decode_poll(r, op->lease_ms, &op->jobs, &op->next_us, &e);
-        if (rc >= 0)
-            op->status = rc;
-        break;
-    case OP_DEAD_LIST:
-        dq_jobs_free(op->jobs);
-        op->jobs = NULL;
-        rc = dq_decode_list(r, DQ_LIST_DEAD, &op->jobs, NULL, &e);
-        if (rc >= 0)
-            op->status = rc;
-        break;
-    case OP_LIST:
-        dq_jobs_free(op->jobs);
-        op->jobs = NULL;
-        rc = dq_decode_list(r, op->which, &op->jobs, &op->next_us, &e);
-        if (rc >= 0)
-            op->status = rc;
-        break;
-    case OP_ACK:
-    case OP_ACK_BATCH:
-        rc = dq_decode_ack(r, op->n, op->results, &e);
-        if (rc >= 0) {
-            op->status = op->kind == OP_ACK ? 0 : rc; /* dq_ack: 0 */
-            if (op->kind == OP_ACK && op->results[0] != 0)
-                rc = dq_result_code(op->results[0], "ack", op->id, &e);
-        }
-        break;
-    case OP_NACK:
-        if (reply_int(op, r) != DQ_OK)
-            return;
-        if (op->v < 0)
-            rc = dq_result_code(op->v, "nack", op->id, &e);
-        else
-            op->status = (int)op->v;
-        break;
-    case OP_EXTEND:
-        if (reply_int(op, r) != DQ_OK)
-            return;
-        if (op->v < 0)
-            rc = dq_result_code(op->v, "extend", op->id, &e);
-        break;
-    case OP_CANCEL:
-    case OP_DEAD_REQUEUE:
-    case OP_DEAD_PURGE:
-        if (reply_int(op, r) == DQ_OK)
-            op->status = (int)op->v;
-        return;
-    case OP_STATS:
-        rc = dq_decode_stats(r, op->stats, &e);
-        break;
-    }
-    if (rc < 0)
-        op_error_err(op, rc, &e);
-}
-
-/* All replies of op are in: a push may still need its WAIT, everything
- * else completes. */
-static void op_replied(dq_async *a, aop *op) {
-    int is_push = op->kind == OP_PUSH || op->kind == OP_PUSH_BATCH;
-    if (is_push && !op->failed && !op->wait_sent &&
-        a->core.opts.wait_replicas > 0) {
-        char n[24], t[24];
-        snprintf(n, sizeof(n), "%" PRId64, a->core.opts.wait_replicas);
-        snprintf(t, sizeof(t), "%" PRId64,
-                 a->core.opts.wait_replicas_timeout_ms);
-        const char *argv[3] = {"WAIT", n, t};
-        dq_err e;
-        op->wait_sent = 1;
-        if (dq_aconn_send(a->main.conn, 3, argv, NULL, on_reply, op,
-                          op->ncmds, &e) == DQ_OK) {
-            link_sent(&a->main);
-            op->outstanding = 1;
-            return;
-        }
-        op_error_err(op, DQ_EIO, &e);
-    }
-    if (is_push && !op->failed)
-        op->status = op->kind == OP_PUSH ? 0 : dq_push_plan_count(&op->plan);
-    if (op->kind == OP_EXTEND && !op->failed)
-        op->status = 0;
-    op_finish(a, op);
-}
-
-
+/* A reply for op: the engine decodes it; a NOSCRIPT'd call goes out again
+ * as EVAL, and after the last reply a push may still send its WAIT. */
 static void on_reply(void *priv, size_t tag, const dq_reply *r) {
     aop *op = priv;
     dq_async *a = op->a;
-    dq_err e;
     dq_async_enter(a);
     link_replied(&a->main);
-    if (tag < op->ncmds && dq_reply_is_error(r, "NOSCRIPT")) {
-        /* Not run (SCRIPT FLUSH or a restarted server): send this call
-         * again as EVAL, which also loads the script for the next ones. */
-        dq_cmd *c = &op->cmds[tag];
-        dq_cmd_use_eval(c);
-        int rc = dq_aconn_send(a->main.conn, c->argc, c->argv, c->lens,
-                               on_reply, op, tag, &e);
-        dq_cmd_use_evalsha(c);
-        if (rc == DQ_OK) {
-            link_sent(&a->main);
-            dq_async_leave(a);
-            return;
-        }
-        op_error_err(op, rc, &e);
-    } else if (dq_reply_type(r) == DQ_R_ERROR) {
-        int rc = dq_reply_error(r, tag < op->ncmds ? op->what : "WAIT", &e);
-        op_error_err(op, rc, &e);
-    } else {
-        op_decode(a, op, tag, r);
+    op->outstanding--;
+    if (dq_op_feed(&op->op, tag, r) == DQ_FEED_RESEND) {
+        dq_cmd *c = &op->op.cmds[tag];
+        op_send_one(a, op, tag, c->argc, c->argv, c->lens);
     }
-    if (--op->outstanding == 0)
-        op_replied(a, op);
+    int argc;
+    const char *argv[3];
+    size_t lens[3];
+    if (op->outstanding == 0 && dq_op_wait_cmd(&op->op, &argc, argv, lens))
+        op_send_one(a, op, op->op.ncmds, argc, argv, lens);
+    if (op->outstanding == 0)
+        op_finish(a, op);
     dq_async_leave(a);
 }
 
@@ -827,6 +655,7 @@ int dq_async_open(struct event_base *base, const char *uri,
         rc = dq_uri_parse(uri, &a->uri, &a->err);
     if (rc != DQ_OK)
         goto fail;
+    a->core.db = a->uri.db;
     const dq_options *o = &a->core.opts;
     if ((a->uri.tls || o->tls_ca || o->tls_cert || o->tls_key ||
          o->tls_sni) &&
@@ -922,47 +751,59 @@ void dq_async_forget(dq_async *a, void *owner) {
         dq_err_clear(&(a)->err);                                          \
     } while (0)
 
-/* ---- Push ---- */
+/* ---- Operations: build with the engine, then submit ---- */
 
-static aop *push_build(dq_async *a, int kind, const char *queue, size_t n,
-                       const void *const *payloads, const size_t *lens,
-                       const int64_t *times, int absolute,
-                       const char *const *ids, int flags, int *rc) {
-    aop *op = op_new(a, kind, "push");
-    if (op == NULL) {
-        *rc = DQ_ENOMEM;
-        return NULL;
-    }
-    *rc = dq_push_plan_make(&op->plan, &a->core, queue, n, payloads, lens,
-                            times, absolute, ids, flags, &a->err);
-    if (*rc == DQ_OK) {
-        op->cmds = op->plan.cmds;
-        op->ncmds = op->plan.nchunks;
-        if (op_freeze(op) != DQ_OK)
-            *rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
-    }
-    if (*rc != DQ_OK) {
+/* Starts op (built with build_rc) with callback cb of shape: the
+ * arguments are copied and the op sent or queued.  Returns DQ_OK (the
+ * callback will come) or the error (nothing sent, no callback). */
+static int submit(dq_async *a, aop *op, int build_rc, int shape,
+                  void (*cb)(void), void *userdata) {
+    if (build_rc == DQ_OK && op_freeze(op) != DQ_OK)
+        build_rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+    if (build_rc != DQ_OK) {
         op_free(op);
+        return build_rc;
+    }
+    op->shape = shape;
+    op->cb.any = cb;
+    op->has_cb = cb != NULL;
+    op->ud = userdata;
+    return op_submit(a, op);
+}
+
+/* A new op, or NULL (a->err says why). */
+static aop *op_new(dq_async *a) {
+    aop *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
         return NULL;
     }
+    op->a = a;
+    op->owner = a->owner;
     return op;
 }
+
+/* Casts a typed callback to the union's generic slot (same representation
+ * for every function pointer; called back through its own type). */
+#define CB(f) ((void (*)(void))(f))
+
+/* Declares `aop *op` for the calling operation (DQ_ENOMEM when out of
+ * memory). */
+#define NEW_OP(a)                    \
+    aop *op = op_new(a);             \
+    if (op == NULL)                  \
+        return DQ_ENOMEM
 
 static int push_one(dq_async *a, const char *queue, const void *payload,
                     size_t len, int64_t t, int absolute, const char *id,
                     int flags, dq_push_cb *cb, void *userdata) {
     ENTER(a);
+    NEW_OP(a);
     const void *pl[1] = {payload};
     const char *ids[1] = {id};
-    int rc;
-    aop *op = push_build(a, OP_PUSH, queue, 1, pl, &len, &t, absolute, ids,
-                         flags, &rc);
-    if (op == NULL)
-        return rc;
-    op->cb.push = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return op_submit(a, op);
+    int rc = dq_op_push(&op->op, &a->core, 0, queue, 1, pl, &len, &t,
+                        absolute, ids, flags, &a->err);
+    return submit(a, op, rc, CB_PUSH, CB(cb), userdata);
 }
 
 int dq_async_push(dq_async *a, const char *queue, const void *payload,
@@ -984,76 +825,28 @@ int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
                         const int64_t *delays_ms, const char *const *ids,
                         int flags, dq_batch_cb *cb, void *userdata) {
     ENTER(a);
-    int rc;
-    aop *op = push_build(a, OP_PUSH_BATCH, queue, n, payloads, lens,
-                         delays_ms, 0, ids, flags, &rc);
-    if (op == NULL)
-        return rc;
-    op->cb.batch = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return op_submit(a, op);
-}
-
-/* ---- Single-call operations ---- */
-
-/* A new op of one script call on queue (keys selected in the core). */
-static aop *single_new(dq_async *a, int kind, const char *what,
-                       const char *queue) {
-    aop *op = op_new(a, kind, what);
-    if (op == NULL)
-        return NULL;
-    op->cmds = &op->one;
-    op->ncmds = 1;
-    dq_core_keys(&a->core, queue);
-    return op;
-}
-
-/* Submits op once its builder returned build_rc. */
-static int single_submit(dq_async *a, aop *op, int build_rc) {
-    if (build_rc == DQ_OK && op_freeze(op) != DQ_OK)
-        build_rc = DQ_ENOMEM;
-    if (build_rc != DQ_OK) {
-        op_free(op);
-        return dq_err_set(&a->err, build_rc, "out of memory");
-    }
-    return op_submit(a, op);
+    NEW_OP(a);
+    int rc = dq_op_push(&op->op, &a->core, 1, queue, n, payloads, lens,
+                        delays_ms, 0, ids, flags, &a->err);
+    return submit(a, op, rc, CB_BATCH, CB(cb), userdata);
 }
 
 int dq_async_cancel(dq_async *a, const char *queue, const char *id,
                     int flags, dq_status_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = dq_check_cancel(queue, id, flags, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_CANCEL, "cancel", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.st = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    snprintf(op->id, sizeof(op->id), "%s", id);
-    return single_submit(a, op, dq_build_cancel(&op->one, &a->core, id,
-                                                flags));
+    NEW_OP(a);
+    int rc = dq_op_cancel(&op->op, &a->core, queue, id, flags, &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
 static int poll_common(dq_async *a, const char *queue, int max,
                        int64_t lease_ms, int us, dq_jobs_cb *cb,
                        void *userdata) {
     ENTER(a);
-    int rc = dq_check_poll(queue, max, lease_ms, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_POLL, "poll", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.jobs = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    op->lease_ms = lease_ms;
+    NEW_OP(a);
     op->us = us;
-    return single_submit(a, op,
-                         dq_build_poll(&op->one, &a->core, max, lease_ms));
+    int rc = dq_op_poll(&op->op, &a->core, queue, max, lease_ms, &a->err);
+    return submit(a, op, rc, CB_JOBS, CB(cb), userdata);
 }
 
 int dq_async_poll(dq_async *a, const char *queue, int max, int64_t lease_ms,
@@ -1066,179 +859,86 @@ int dq_async_poll_us(dq_async *a, const char *queue, int max,
     return poll_common(a, queue, max, lease_ms, 1, cb, userdata);
 }
 
-/* Checks and builds an ack of n jobs; kind OP_ACK or OP_ACK_BATCH. */
-static aop *ack_build(dq_async *a, int kind, const char *queue, size_t n,
-                      const char *const *ids, const char *const *tokens,
-                      int *rc) {
-    aop *op = NULL;
-    if ((*rc = dq_check_ack(queue, n, ids, tokens, &a->err)) != DQ_OK)
-        return NULL;
-    if ((op = single_new(a, kind, "ack", queue)) == NULL) {
-        *rc = DQ_ENOMEM;
-        return NULL;
-    }
-    op->n = n;
-    op->results = calloc(n, sizeof(int));
-    int b = op->results == NULL ? DQ_ENOMEM
-                                : dq_build_ack(&op->one, &a->core, n, ids,
-                                               tokens);
-    if (b == DQ_OK && op_freeze(op) != DQ_OK)
-        b = DQ_ENOMEM;
-    if (b != DQ_OK) {
-        op_free(op);
-        *rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if (n == 1)
-        snprintf(op->id, sizeof(op->id), "%s", ids[0]);
-    return op;
-}
-
 int dq_async_ack(dq_async *a, const char *queue, const char *id,
                  const char *token, dq_status_cb *cb, void *userdata) {
     ENTER(a);
+    NEW_OP(a);
     const char *ids[1] = {id};
     const char *toks[1] = {token};
-    int rc;
-    aop *op = ack_build(a, OP_ACK, queue, 1, ids, toks, &rc);
-    if (op == NULL)
-        return rc;
-    op->cb.st = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return op_submit(a, op);
+    int rc = dq_op_ack(&op->op, &a->core, 0, queue, 1, ids, toks, &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
 int dq_async_ack_batch(dq_async *a, const char *queue, size_t n,
                        const char *const *ids, const char *const *tokens,
                        dq_results_cb *cb, void *userdata) {
     ENTER(a);
-    int rc;
-    aop *op = ack_build(a, OP_ACK_BATCH, queue, n, ids, tokens, &rc);
-    if (op == NULL)
-        return rc;
-    op->cb.res = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return op_submit(a, op);
+    NEW_OP(a);
+    int rc = dq_op_ack(&op->op, &a->core, 1, queue, n, ids, tokens, &a->err);
+    return submit(a, op, rc, CB_RESULTS, CB(cb), userdata);
 }
 
 int dq_async_nack(dq_async *a, const char *queue, const char *id,
                   const char *token, int64_t delay_ms, int flags,
                   dq_status_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = dq_check_nack(queue, id, token, delay_ms, flags, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_NACK, "nack", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.st = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    snprintf(op->id, sizeof(op->id), "%s", id);
-    return single_submit(a, op, dq_build_nack(&op->one, &a->core, id, token,
-                                              delay_ms, flags));
+    NEW_OP(a);
+    int rc = dq_op_nack(&op->op, &a->core, queue, id, token, delay_ms, flags,
+                        &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
 int dq_async_extend(dq_async *a, const char *queue, const char *id,
                     const char *token, int64_t lease_ms, dq_extend_cb *cb,
                     void *userdata) {
     ENTER(a);
-    int rc = dq_check_extend(queue, id, token, lease_ms, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_EXTEND, "extend", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.ext = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    snprintf(op->id, sizeof(op->id), "%s", id);
-    return single_submit(a, op, dq_build_extend(&op->one, &a->core, id,
-                                                token, lease_ms));
+    NEW_OP(a);
+    int rc = dq_op_extend(&op->op, &a->core, queue, id, token, lease_ms,
+                          &a->err);
+    return submit(a, op, rc, CB_EXTEND, CB(cb), userdata);
 }
 
 int dq_async_dead_list(dq_async *a, const char *queue, int64_t offset,
                        int count, dq_jobs_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_page(DQ_LIST_DEAD, offset, count, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_DEAD_LIST, "dead list", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.jobs = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return single_submit(a, op, dq_build_list(&op->one, &a->core,
-                                              DQ_LIST_DEAD, offset, count));
+    NEW_OP(a);
+    int rc = dq_op_list(&op->op, &a->core, queue, DQ_LIST_DEAD, offset, count,
+                        &a->err);
+    return submit(a, op, rc, CB_JOBS, CB(cb), userdata);
 }
 
 int dq_async_list(dq_async *a, const char *queue, int which, int64_t offset,
                   int count, dq_list_cb *cb, void *userdata) {
     ENTER(a);
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc == DQ_OK)
-        rc = dq_check_page(which, offset, count, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_LIST, "list", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.list = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    op->which = which;
-    return single_submit(a, op, dq_build_list(&op->one, &a->core, which,
-                                              offset, count));
-}
-
-static int dead_change(dq_async *a, int kind, const char *queue,
-                       const char *action, const char *id, int64_t delay_ms,
-                       dq_status_cb *cb, void *userdata) {
-    ENTER(a);
-    int rc = dq_check_dead_change(queue, id, delay_ms, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, kind, action, queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.st = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return single_submit(a, op, dq_build_dead_change(&op->one, &a->core,
-                                                     action, id, delay_ms));
+    NEW_OP(a);
+    int rc = dq_op_list(&op->op, &a->core, queue, which, offset, count,
+                        &a->err);
+    return submit(a, op, rc, CB_LIST, CB(cb), userdata);
 }
 
 int dq_async_dead_requeue(dq_async *a, const char *queue, const char *id,
                           int64_t delay_ms, dq_status_cb *cb,
                           void *userdata) {
-    return dead_change(a, OP_DEAD_REQUEUE, queue, "requeue", id, delay_ms,
-                       cb, userdata);
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq_op_dead(&op->op, &a->core, 0, queue, id, delay_ms, &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
 int dq_async_dead_purge(dq_async *a, const char *queue, const char *id,
                         dq_status_cb *cb, void *userdata) {
-    return dead_change(a, OP_DEAD_PURGE, queue, "purge", id, 0, cb,
-                       userdata);
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq_op_dead(&op->op, &a->core, 1, queue, id, 0, &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
 int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                    void *userdata) {
     ENTER(a);
-    int rc = dq_check_queue(queue, &a->err);
-    if (rc != DQ_OK)
-        return rc;
-    aop *op = single_new(a, OP_STATS, "stats", queue);
-    if (op == NULL)
-        return DQ_ENOMEM;
-    op->cb.stats = cb;
-    op->has_cb = cb != NULL;
-    op->ud = userdata;
-    return single_submit(a, op, dq_build_stats(&op->one, &a->core));
+    NEW_OP(a);
+    int rc = dq_op_stats(&op->op, &a->core, queue, &a->err);
+    return submit(a, op, rc, CB_STATS, CB(cb), userdata);
 }
 
 /* ---- Watch: the wake-up subscription of a consumer ---- */

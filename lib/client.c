@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "conn.h"
-#include "ops.h"
+#include "op.h"
 #include "sigpipe.h"
 #include "uri.h"
 
@@ -103,6 +103,7 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
     int rc = dq_uri_parse(uri, &c->uri, &c->err);
     if (rc != DQ_OK)
         return rc;
+    c->core.db = c->uri.db;
     if ((rc = ensure_conn(c)) != DQ_OK)
         return rc;
     dq_sigpipe g;
@@ -129,177 +130,83 @@ static int reply_ok(dq_client *c, const dq_reply *r, const char *what) {
     return DQ_OK;
 }
 
-/* Runs one script call; reloads the script (EVAL) after NOSCRIPT, which
- * happens after SCRIPT FLUSH or a server restart.  On DQ_OK *r is a
- * non-error reply the caller frees. */
-static int run_io(dq_client *c, dq_cmd *cmd, dq_reply **r,
-                  const char *what) {
-    *r = NULL;
+/* Runs op over the main connection: every script call in one pipeline,
+ * then the calls the engine wants again as EVAL (NOSCRIPT), then its WAIT.
+ * Returns what the public call returns; c->err has the op's message. */
+static int run_op_io(dq_client *c, dq_op *op) {
     int rc = ensure_conn(c);
-    if (rc != DQ_OK)
-        return rc;
-    rc = dq_conn_call(c->conn, cmd->argc, cmd->argv, cmd->lens, r, &c->err);
-    if (rc == DQ_OK && dq_reply_is_error(*r, "NOSCRIPT")) {
-        dq_reply_free(*r);
-        dq_cmd_use_eval(cmd);
-        rc = dq_conn_call(c->conn, cmd->argc, cmd->argv, cmd->lens, r,
-                          &c->err);
-        dq_cmd_use_evalsha(cmd);
+    for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++)
+        rc = dq_conn_append(c->conn, op->cmds[i].argc, op->cmds[i].argv,
+                            op->cmds[i].lens, &c->err);
+    size_t resend = 0;
+    for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
+        dq_reply *r;
+        if ((rc = dq_conn_read(c->conn, &r, &c->err)) != DQ_OK)
+            break;
+        resend += dq_op_feed(op, i, r) == DQ_FEED_RESEND;
+        dq_reply_free(r);
     }
-    if (rc == DQ_OK && (rc = reply_ok(c, *r, what)) != DQ_OK) {
-        dq_reply_free(*r);
-        *r = NULL;
-    }
-    return rc;
-}
-
-/* run_io() with SIGPIPE blocked (see sigpipe.h); every command the sync
- * client sends goes through a guard like this one. */
-static int run(dq_client *c, dq_cmd *cmd, dq_reply **r, const char *what) {
-    dq_sigpipe g;
-    dq_sigpipe_block(&g);
-    int rc = run_io(c, cmd, r, what);
-    dq_sigpipe_restore(&g);
-    return rc;
-}
-
-/* Runs a script call that returns one integer. */
-static int run_int(dq_client *c, dq_cmd *cmd, long long *v, const char *what) {
-    dq_reply *r;
-    int rc = run(c, cmd, &r, what);
-    dq_cmd_free(cmd);
-    if (rc == DQ_OK)
-        rc = dq_decode_int(r, v, &c->err);
-    dq_reply_free(r);
-    return rc;
-}
-
-/* Sends WAIT replicas timeout after a write; DQ_EREPLICAS if too few. */
-static int wait_replicas(dq_client *c) {
-    char n[24], t[24];
-    snprintf(n, sizeof(n), "%" PRId64, c->core.opts.wait_replicas);
-    snprintf(t, sizeof(t), "%" PRId64, c->core.opts.wait_replicas_timeout_ms);
-    const char *argv[3] = {"WAIT", n, t};
-    dq_reply *r;
-    int rc = dq_conn_call(c->conn, 3, argv, NULL, &r, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    if ((rc = reply_ok(c, r, "WAIT")) == DQ_OK &&
-        (dq_reply_type(r) != DQ_R_INTEGER ||
-         dq_reply_int(r) < c->core.opts.wait_replicas))
-        rc = dq_err_set(&c->err, DQ_EREPLICAS,
-                        "push: written, but only %lld of %" PRId64
-                        " replicas acknowledged it within %" PRId64 " ms",
-                        dq_reply_type(r) == DQ_R_INTEGER ? dq_reply_int(r) : 0,
-                        c->core.opts.wait_replicas,
-                        c->core.opts.wait_replicas_timeout_ms);
-    dq_reply_free(r);
-    return rc;
-}
-
-/* Decodes the (non-error) reply of command i of a pipeline. */
-typedef int (*chunk_fn)(dq_client *c, size_t i, const dq_reply *r, void *ctx);
-
-/* Sends n script calls in one pipeline, then reads the replies in order and
- * hands each to done().  Calls refused with NOSCRIPT (script cache flushed)
- * did not run: they are sent again as EVAL, in order, once the pipeline has
- * been read.  Returns the first error. */
-static int run_pipeline_io(dq_client *c, dq_cmd *cmds, size_t n,
-                           chunk_fn done, void *ctx, const char *what) {
-    int rc = ensure_conn(c);
-    for (size_t i = 0; rc == DQ_OK && i < n; i++)
-        rc = dq_conn_append(c->conn, cmds[i].argc, cmds[i].argv, cmds[i].lens,
-                            &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    unsigned char *retry = calloc(n, 1);
-    if (retry == NULL)
-        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
-    int first_err = DQ_OK;
-    size_t nretry = 0;
-    for (size_t pass = 0; pass < 2 && rc == DQ_OK; pass++) {
-        for (size_t i = 0; rc == DQ_OK && i < n; i++) {
-            dq_reply *r;
-            if (pass == 0) {
-                rc = dq_conn_read(c->conn, &r, &c->err);
-            } else {
-                if (!retry[i])
-                    continue;
-                dq_cmd_use_eval(&cmds[i]);
-                rc = dq_conn_call(c->conn, cmds[i].argc, cmds[i].argv,
-                                  cmds[i].lens, &r, &c->err);
-                dq_cmd_use_evalsha(&cmds[i]);
-            }
-            if (rc != DQ_OK)
-                break;
-            if (pass == 0 && dq_reply_is_error(r, "NOSCRIPT")) {
-                retry[i] = 1;
-                nretry++;
-            } else {
-                int one = reply_ok(c, r, what);
-                if (one == DQ_OK)
-                    one = done(c, i, r, ctx);
-                if (one != DQ_OK && first_err == DQ_OK)
-                    first_err = one;
-            }
+    for (size_t i = 0; rc == DQ_OK && resend > 0 && i < op->ncmds; i++) {
+        if (!dq_cmd_is_eval(&op->cmds[i]))
+            continue;
+        dq_reply *r;
+        rc = dq_conn_call(c->conn, op->cmds[i].argc, op->cmds[i].argv,
+                          op->cmds[i].lens, &r, &c->err);
+        if (rc == DQ_OK) {
+            dq_op_feed(op, i, r);
             dq_reply_free(r);
         }
-        if (nretry == 0)
-            break;
     }
-    free(retry);
-    return rc != DQ_OK ? rc : first_err;
+    int argc;
+    const char *argv[3];
+    size_t lens[3];
+    if (rc == DQ_OK && dq_op_wait_cmd(op, &argc, argv, lens)) {
+        dq_reply *r;
+        if ((rc = dq_conn_call(c->conn, argc, argv, lens, &r, &c->err)) ==
+            DQ_OK) {
+            dq_op_feed(op, op->ncmds, r);
+            dq_reply_free(r);
+        }
+    }
+    if (rc != DQ_OK)
+        dq_op_fail(op, rc, &c->err);
+    if (op->failed)
+        c->err = op->err;
+    return dq_op_status(op);
 }
 
-static int run_pipeline(dq_client *c, dq_cmd *cmds, size_t n, chunk_fn done,
-                        void *ctx, const char *what) {
-    dq_sigpipe g;
-    dq_sigpipe_block(&g);
-    int rc = run_pipeline_io(c, cmds, n, done, ctx, what);
-    dq_sigpipe_restore(&g);
-    return rc;
-}
-
-static int push_chunk_done(dq_client *c, size_t i, const dq_reply *r,
-                           void *ctx) {
-    return dq_push_plan_decode(ctx, i, r, &c->err);
-}
-
-/* Runs every chunk of a push, then WAITs for replicas if asked to. */
-static int run_push(dq_client *c, dq_push_plan *p) {
-    int rc = run_pipeline(c, p->cmds, p->nchunks, push_chunk_done, p, "push");
-    if (rc == DQ_OK && c->core.opts.wait_replicas > 0) {
+/* run_op_io() with SIGPIPE blocked (see sigpipe.h); every command the sync
+ * client sends goes through a guard like this one.  A build that failed
+ * (rc) is returned as it is: nothing was sent. */
+static int run_op(dq_client *c, dq_op *op, int rc) {
+    if (rc == DQ_OK) {
         dq_sigpipe g;
         dq_sigpipe_block(&g);
-        rc = wait_replicas(c);
+        rc = run_op_io(c, op);
         dq_sigpipe_restore(&g);
     }
     return rc;
 }
 
-static int push_common(dq_client *c, const char *queue, size_t n,
+static int push_common(dq_client *c, int batch, const char *queue, size_t n,
                        const void *const *payloads, const size_t *lens,
                        const int64_t *times, int absolute,
                        const char *const *ids, int flags, char *ids_out,
                        size_t id_stride, int *outcomes) {
-    dq_push_plan p;
-    int rc = dq_push_plan_make(&p, &c->core, queue, n, payloads, lens, times,
-                               absolute, ids, flags, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    rc = run_push(c, &p);
-    if (rc == DQ_OK || rc == DQ_EREPLICAS) {
+    dq_op op;
+    int rc = run_op(c, &op,
+                    dq_op_push(&op, &c->core, batch, queue, n, payloads,
+                               lens, times, absolute, ids, flags, &c->err));
+    if (rc >= 0 || rc == DQ_EREPLICAS) {
         for (size_t i = 0; i < n; i++) {
             if (ids_out != NULL)
                 snprintf(ids_out + i * id_stride, id_stride, "%s",
-                         p.ids + i * DQ_ID_BUF);
+                         op.plan.ids + i * DQ_ID_BUF);
             if (outcomes != NULL)
-                outcomes[i] = p.outcomes[i];
+                outcomes[i] = op.plan.outcomes[i];
         }
-        if (rc == DQ_OK)
-            rc = dq_push_plan_count(&p);
     }
-    dq_push_plan_free(&p);
+    dq_op_clear(&op);
     return rc;
 }
 
@@ -322,11 +229,11 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
     const void *pl[1] = {payload};
     const char *ids[1] = {id};
     int oc = 0;
-    rc = push_common(c, queue, 1, pl, &len, &t, absolute, ids, flags, id_out,
-                     id_out_size, &oc);
+    rc = push_common(c, 0, queue, 1, pl, &len, &t, absolute, ids, flags,
+                     id_out, id_out_size, &oc);
     if (outcome != NULL)
         *outcome = oc;
-    return rc < 0 ? rc : DQ_OK;
+    return rc;
 }
 
 int dq_push(dq_client *c, const char *queue, const void *payload, size_t len,
@@ -348,54 +255,51 @@ int dq_push_batch(dq_client *c, const char *queue, size_t n,
                   const int64_t *delays_ms, const char *const *ids, int flags,
                   char *ids_out, int *outcomes) {
     ENTER(c);
-    return push_common(c, queue, n, payloads, lens, delays_ms, 0, ids, flags,
-                       ids_out, DQ_ID_BUF, outcomes);
+    return push_common(c, 1, queue, n, payloads, lens, delays_ms, 0, ids,
+                       flags, ids_out, DQ_ID_BUF, outcomes);
+}
+
+/* Runs an op whose whole result is its status. */
+static int run_simple(dq_client *c, dq_op *op, int build_rc) {
+    int rc = run_op(c, op, build_rc);
+    dq_op_clear(op);
+    return rc;
 }
 
 int dq_cancel(dq_client *c, const char *queue, const char *id, int flags) {
     ENTER(c);
-    int rc = dq_check_cancel(queue, id, flags, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    long long v = 0;
-    if ((rc = dq_build_cancel(&cmd, &c->core, id, flags)) != DQ_OK)
-        return dq_err_set(&c->err, rc, "out of memory");
-    rc = run_int(c, &cmd, &v, "cancel");
-    return rc != DQ_OK ? rc : (int)v;
+    dq_op op;
+    return run_simple(c, &op,
+                      dq_op_cancel(&op, &c->core, queue, id, flags, &c->err));
 }
 
-/* Checks the arguments shared by poll and poll_wait. */
-static int check_poll(dq_client *c, const char *queue, int max,
-                      int64_t lease_ms, dq_jobs **out) {
+/* One poll; *next_us as the script returned it. */
+static int poll_once(dq_client *c, const char *queue, int max,
+                     int64_t lease_ms, dq_jobs **out, int64_t *next_us) {
+    dq_op op;
+    int rc = run_op(c, &op,
+                    dq_op_poll(&op, &c->core, queue, max, lease_ms, &c->err));
+    if (rc >= 0) {
+        *out = op.jobs;
+        op.jobs = NULL;
+        *next_us = op.next_us;
+    }
+    dq_op_clear(&op);
+    return rc;
+}
+
+/* Checks the out argument shared by poll and poll_wait. */
+static int check_out(dq_client *c, dq_jobs **out) {
     if (out == NULL)
         return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
     *out = NULL;
-    return dq_check_poll(queue, max, lease_ms, &c->err);
-}
-
-/* One poll script call; *next_us as the script returned it. */
-static int poll_once(dq_client *c, const char *queue, int max,
-                     int64_t lease_ms, dq_jobs **out, int64_t *next_us) {
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    int rc = dq_build_poll(&cmd, &c->core, max, lease_ms);
-    if (rc != DQ_OK)
-        return dq_err_set(&c->err, rc, "out of memory");
-    dq_reply *r;
-    rc = run(c, &cmd, &r, "poll");
-    dq_cmd_free(&cmd);
-    if (rc == DQ_OK)
-        rc = dq_decode_poll(r, lease_ms, out, next_us, &c->err);
-    dq_reply_free(r);
-    return rc;
+    return DQ_OK;
 }
 
 int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
             dq_jobs **out, int64_t *next_due_ms) {
     ENTER(c);
-    int rc = check_poll(c, queue, max, lease_ms, out);
+    int rc = check_out(c, out);
     if (rc != DQ_OK)
         return rc;
     int64_t next_us = 0;
@@ -406,11 +310,6 @@ int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
 }
 
 /* ---- Blocking wait ---- */
-
-/* The pub/sub channel of the current queue: its due key, "due" -> "wake". */
-static void wake_channel(const dq_keys *k, char *out, size_t size) {
-    snprintf(out, size, "%.*swake", (int)(k->len[0] - 3), k->key[0]);
-}
 
 /* Reads replies until one that is not a pub/sub message (the answer to a
  * command we sent); messages only mean "poll again" and are dropped. */
@@ -480,15 +379,17 @@ static int sub_ping(dq_client *c) {
 
 static int poll_wait_io(dq_client *c, const char *queue, int max,
                         int64_t lease_ms, int64_t timeout_ms, dq_jobs **out) {
-    int rc = check_poll(c, queue, max, lease_ms, out);
+    int rc = check_out(c, out);
+    if (rc == DQ_OK)
+        rc = dq_check_poll(queue, max, lease_ms, &c->err);
     if (rc == DQ_OK)
         rc = dq_check_delay(timeout_ms, "timeout_ms", &c->err);
     if (rc != DQ_OK)
         return rc;
     int64_t deadline = dq_mono_us() + timeout_ms * 1000;
-    char channel[DQ_KEY_MAX + 8];
+    char channel[sizeof(c->core.keys.chan)];
     dq_core_keys(&c->core, queue);
-    wake_channel(&c->core.keys, channel, sizeof(channel));
+    snprintf(channel, sizeof(channel), "%s", c->core.keys.chan);
     /* Subscribe before the first poll: a push that lands between that poll
      * and the wait below still wakes us. */
     if ((rc = ensure_sub(c, channel)) != DQ_OK)
@@ -545,103 +446,54 @@ int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
 
 /* ---- Ack, nack, extend ---- */
 
+static int ack_common(dq_client *c, int batch, const char *queue, size_t n,
+                      const char *const *ids, const char *const *tokens,
+                      int *results) {
+    dq_op op;
+    int rc = run_op(c, &op,
+                    dq_op_ack(&op, &c->core, batch, queue, n, ids, tokens,
+                              &c->err));
+    if (rc >= 0 && results != NULL)
+        memcpy(results, op.results, n * sizeof(int));
+    dq_op_clear(&op);
+    return rc;
+}
+
 int dq_ack(dq_client *c, const char *queue, const char *id,
            const char *token) {
     ENTER(c);
     const char *ids[1] = {id};
     const char *toks[1] = {token};
-    int res = 0;
-    int rc = dq_ack_batch(c, queue, 1, ids, toks, &res);
-    if (rc < 0)
-        return rc;
-    return res == 0 ? DQ_OK : dq_result_code(res, "ack", id, &c->err);
-}
-
-/* Where the replies of an ack batch go. */
-typedef struct ack_ctx {
-    size_t n;     /* jobs in the batch */
-    int *results; /* NULL or n results */
-    int acked;    /* jobs acked so far */
-} ack_ctx;
-
-static int ack_chunk_done(dq_client *c, size_t i, const dq_reply *r,
-                          void *ctx) {
-    ack_ctx *a = ctx;
-    size_t lo = i * DQ_PUSH_CHUNK;
-    size_t m = a->n - lo < DQ_PUSH_CHUNK ? a->n - lo : DQ_PUSH_CHUNK;
-    int rc = dq_decode_ack(r, m, a->results ? a->results + lo : NULL, &c->err);
-    if (rc < 0)
-        return rc;
-    a->acked += rc;
-    return DQ_OK;
+    return ack_common(c, 0, queue, 1, ids, toks, NULL);
 }
 
 int dq_ack_batch(dq_client *c, const char *queue, size_t n,
                  const char *const *ids, const char *const *tokens,
                  int *results) {
     ENTER(c);
-    int rc = dq_check_ack(queue, n, ids, tokens, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    /* Chunks of DQ_PUSH_CHUNK keep every script call bounded. */
-    size_t nchunks = (n + DQ_PUSH_CHUNK - 1) / DQ_PUSH_CHUNK;
-    dq_cmd *cmds = calloc(nchunks, sizeof(*cmds));
-    if (cmds == NULL)
-        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
-    size_t built = 0;
-    for (; built < nchunks; built++) {
-        size_t lo = built * DQ_PUSH_CHUNK;
-        size_t m = n - lo < DQ_PUSH_CHUNK ? n - lo : DQ_PUSH_CHUNK;
-        if ((rc = dq_build_ack(&cmds[built], &c->core, m, ids + lo,
-                               tokens + lo)) != DQ_OK)
-            break;
-    }
-    ack_ctx a = {n, results, 0};
-    if (rc == DQ_OK)
-        rc = run_pipeline(c, cmds, nchunks, ack_chunk_done, &a, "ack");
-    else
-        rc = dq_err_set(&c->err, rc, "out of memory");
-    for (size_t i = 0; i < built; i++)
-        dq_cmd_free(&cmds[i]);
-    free(cmds);
-    return rc != DQ_OK ? rc : a.acked;
+    return ack_common(c, 1, queue, n, ids, tokens, results);
 }
 
 int dq_nack(dq_client *c, const char *queue, const char *id,
             const char *token, int64_t delay_ms, int flags) {
     ENTER(c);
-    int rc = dq_check_nack(queue, id, token, delay_ms, flags, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    long long v = 0;
-    if ((rc = dq_build_nack(&cmd, &c->core, id, token, delay_ms, flags)))
-        return dq_err_set(&c->err, rc, "out of memory");
-    if ((rc = run_int(c, &cmd, &v, "nack")) != DQ_OK)
-        return rc;
-    return v >= 0 ? (int)v : dq_result_code(v, "nack", id, &c->err);
+    dq_op op;
+    return run_simple(c, &op,
+                      dq_op_nack(&op, &c->core, queue, id, token, delay_ms,
+                                 flags, &c->err));
 }
 
 int dq_extend(dq_client *c, const char *queue, const char *id,
               const char *token, int64_t lease_ms, int64_t *deadline_ms) {
     ENTER(c);
-    int rc = dq_check_extend(queue, id, token, lease_ms, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    long long v = 0;
-    if ((rc = dq_build_extend(&cmd, &c->core, id, token, lease_ms)))
-        return dq_err_set(&c->err, rc, "out of memory");
-    if ((rc = run_int(c, &cmd, &v, "extend")) != DQ_OK)
-        return rc;
-    if (v < 0)
-        return dq_result_code(v, "extend", id, &c->err);
-    if (deadline_ms != NULL)
-        *deadline_ms = v;
-    return DQ_OK;
+    dq_op op;
+    int rc = run_op(c, &op,
+                    dq_op_extend(&op, &c->core, queue, id, token, lease_ms,
+                                 &c->err));
+    if (rc == DQ_OK && deadline_ms != NULL)
+        *deadline_ms = op.v;
+    dq_op_clear(&op);
+    return rc;
 }
 
 /* ---- Dead letters and stats ---- */
@@ -649,89 +501,62 @@ int dq_extend(dq_client *c, const char *queue, const char *id,
 /* One page of a listing (dq_list, dq_dead_list). */
 static int list_page(dq_client *c, const char *queue, int which,
                      int64_t offset, int count, dq_jobs **out,
-                     int64_t *now_ms, const char *what) {
-    if (out == NULL)
-        return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
-    *out = NULL;
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc == DQ_OK)
-        rc = dq_check_page(which, offset, count, &c->err);
+                     int64_t *now_ms) {
+    int rc = check_out(c, out);
     if (rc != DQ_OK)
         return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    if ((rc = dq_build_list(&cmd, &c->core, which, offset, count)) != DQ_OK)
-        return dq_err_set(&c->err, rc, "out of memory");
-    dq_reply *r;
-    rc = run(c, &cmd, &r, what);
-    dq_cmd_free(&cmd);
-    if (rc == DQ_OK)
-        rc = dq_decode_list(r, which, out, now_ms, &c->err);
-    dq_reply_free(r);
+    dq_op op;
+    rc = run_op(c, &op,
+                dq_op_list(&op, &c->core, queue, which, offset, count,
+                           &c->err));
+    if (rc >= 0) {
+        *out = op.jobs;
+        op.jobs = NULL;
+        if (now_ms != NULL)
+            *now_ms = op.next_us;
+    }
+    dq_op_clear(&op);
     return rc;
 }
 
 int dq_dead_list(dq_client *c, const char *queue, int64_t offset, int count,
                  dq_jobs **out) {
     ENTER(c);
-    return list_page(c, queue, DQ_LIST_DEAD, offset, count, out, NULL,
-                     "dead list");
+    return list_page(c, queue, DQ_LIST_DEAD, offset, count, out, NULL);
 }
 
 int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
             int count, dq_jobs **out, int64_t *now_ms) {
     ENTER(c);
-    return list_page(c, queue, which, offset, count, out, now_ms, "list");
-}
-
-static int dead_change(dq_client *c, const char *queue, const char *action,
-                       const char *id, int64_t delay_ms) {
-    int rc = dq_check_dead_change(queue, id, delay_ms, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    long long v = 0;
-    if ((rc = dq_build_dead_change(&cmd, &c->core, action, id, delay_ms)))
-        return dq_err_set(&c->err, rc, "out of memory");
-    rc = run_int(c, &cmd, &v, action);
-    return rc != DQ_OK ? rc : (int)v;
+    return list_page(c, queue, which, offset, count, out, now_ms);
 }
 
 int dq_dead_requeue(dq_client *c, const char *queue, const char *id,
                     int64_t delay_ms) {
     ENTER(c);
-    return dead_change(c, queue, "requeue", id, delay_ms);
+    dq_op op;
+    return run_simple(c, &op,
+                      dq_op_dead(&op, &c->core, 0, queue, id, delay_ms,
+                                 &c->err));
 }
 
 int dq_dead_purge(dq_client *c, const char *queue, const char *id) {
     ENTER(c);
-    return dead_change(c, queue, "purge", id, 0);
+    dq_op op;
+    return run_simple(c, &op,
+                      dq_op_dead(&op, &c->core, 1, queue, id, 0, &c->err));
 }
 
 int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
              int64_t *due, int64_t *inflight, int64_t *dead,
              int64_t *next_due_ms) {
     ENTER(c);
-    int rc = dq_check_queue(queue, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    dq_core_keys(&c->core, queue);
-    dq_cmd cmd;
-    if ((rc = dq_build_stats(&cmd, &c->core)) != DQ_OK)
-        return dq_err_set(&c->err, rc, "out of memory");
-    dq_reply *r;
-    rc = run(c, &cmd, &r, "stats");
-    dq_cmd_free(&cmd);
-    int64_t v[5];
-    if (rc == DQ_OK)
-        rc = dq_decode_stats(r, v, &c->err);
-    dq_reply_free(r);
-    if (rc != DQ_OK)
-        return rc;
+    dq_op op;
+    int rc = run_op(c, &op, dq_op_stats(&op, &c->core, queue, &c->err));
     int64_t *outs[5] = {scheduled, due, inflight, dead, next_due_ms};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; rc == DQ_OK && i < 5; i++)
         if (outs[i] != NULL)
-            *outs[i] = v[i];
-    return DQ_OK;
+            *outs[i] = op.stats[i];
+    dq_op_clear(&op);
+    return rc;
 }

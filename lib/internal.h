@@ -36,6 +36,7 @@ struct dq_options {
     int64_t wait_cap_ms;              /* longest single wait in poll_wait */
     int64_t wait_replicas;            /* WAIT after push when > 0 */
     int64_t wait_replicas_timeout_ms; /* WAIT timeout */
+    int64_t done_ttl_ms;              /* how long acks are remembered */
     char *ns;                         /* key namespace, NULL = "dq" */
     char *user;                       /* ACL user override */
     char *password;                   /* password override */

@@ -61,8 +61,8 @@ static void gen_id(dq_core *core, char *out) {
 
 /* ---- Keys ---- */
 
-static const char *const key_suffix[DQ_NKEYS] = {"due", "lease", "jobs",
-                                                  "dead", "seq"};
+static const char *const key_suffix[DQ_NKEYS] = {"due",  "lease", "jobs",
+                                                  "dead", "done",  "dtok"};
 
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
@@ -88,7 +88,7 @@ static size_t encode_queue(const char *q, char *out) {
 void dq_core_keys(dq_core *core, const char *queue) {
     dq_keys *k = &core->keys;
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
-    if (k->len[0] != 0 && strcmp(k->queue, queue) == 0 &&
+    if (k->len[0] != 0 && k->db == core->db && strcmp(k->queue, queue) == 0 &&
         strcmp(k->ns, ns) == 0)
         return;
     char enc[DQ_ENC_QUEUE_MAX + 1];
@@ -100,12 +100,17 @@ void dq_core_keys(dq_core *core, const char *queue) {
                          key_suffix[i]);
         k->len[i] = (size_t)n;
     }
+    /* Pub/sub is server-wide while keys are per database: the database
+     * number keeps queue Q of db 3 from waking the waiters of Q in db 0. */
+    k->db = core->db;
+    k->chanlen = (size_t)snprintf(k->chan, sizeof(k->chan), "%s:{%s}:wake:%d",
+                                  ns, enc, core->db);
 }
 
 /* ---- Commands ---- */
 
 int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
-    int cap = 3 + DQ_NKEYS + nargs;
+    int cap = 4 + DQ_NKEYS + nargs;
     c->script = script;
     c->argc = 0;
     c->nums_used = 0;
@@ -130,13 +135,15 @@ int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq_scripts[script].sha;
     c->lens[1] = 40;
-    c->argv[2] = "5";
+    c->argv[2] = "6";
     c->lens[2] = 1;
     for (int i = 0; i < DQ_NKEYS; i++) {
         c->argv[3 + i] = k->key[i];
         c->lens[3 + i] = k->len[i];
     }
-    c->argc = 3 + DQ_NKEYS;
+    c->argv[3 + DQ_NKEYS] = k->chan; /* ARGV[1] of every script */
+    c->lens[3 + DQ_NKEYS] = k->chanlen;
+    c->argc = 4 + DQ_NKEYS;
     return DQ_OK;
 }
 
@@ -164,6 +171,8 @@ void dq_cmd_use_evalsha(dq_cmd *c) {
     c->argv[1] = dq_scripts[c->script].sha;
     c->lens[1] = 40;
 }
+
+int dq_cmd_is_eval(const dq_cmd *c) { return c->lens[0] == 4; }
 
 static void cmd_str(dq_cmd *c, const char *s, size_t len) {
     c->argv[c->argc] = s;
@@ -349,6 +358,7 @@ void dq_push_plan_free(dq_push_plan *p) {
         for (size_t i = 0; i < p->nchunks; i++)
             dq_cmd_free(&p->cmds[i]);
     free(p->cmds);
+    free(p->first);
     free(p->ids);
     free(p->outcomes);
     memset(p, 0, sizeof(*p));
@@ -415,11 +425,10 @@ int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
         return rc;
     dq_core_keys(core, queue);
     p->n = n;
-    p->nchunks = (n + DQ_PUSH_CHUNK - 1) / DQ_PUSH_CHUNK;
-    p->cmds = calloc(p->nchunks, sizeof(dq_cmd));
     p->ids = malloc(n * DQ_ID_BUF);
     p->outcomes = calloc(n, sizeof(int));
-    if (p->cmds == NULL || p->ids == NULL || p->outcomes == NULL)
+    p->first = malloc((n + 1) * sizeof(size_t));
+    if (p->ids == NULL || p->outcomes == NULL || p->first == NULL)
         goto oom;
     for (size_t i = 0; i < n; i++) {
         char *id = p->ids + i * DQ_ID_BUF;
@@ -428,9 +437,24 @@ int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
         else
             gen_id(core, id);
     }
+    /* Chunks: at most DQ_CHUNK jobs and DQ_CHUNK_BYTES bytes each. */
+    size_t bytes = 0;
+    p->first[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t b = lens[i] + strlen(p->ids + i * DQ_ID_BUF) + 24;
+        size_t cnt = i - p->first[p->nchunks];
+        if (cnt > 0 && (cnt == DQ_CHUNK || bytes + b > DQ_CHUNK_BYTES)) {
+            p->first[++p->nchunks] = i;
+            bytes = 0;
+        }
+        bytes += b;
+    }
+    p->first[++p->nchunks] = n;
+    p->cmds = calloc(p->nchunks, sizeof(dq_cmd));
+    if (p->cmds == NULL)
+        goto oom;
     for (size_t ch = 0; ch < p->nchunks; ch++) {
-        size_t lo = ch * DQ_PUSH_CHUNK;
-        size_t hi = lo + DQ_PUSH_CHUNK < n ? lo + DQ_PUSH_CHUNK : n;
+        size_t lo = p->first[ch], hi = p->first[ch + 1];
         dq_cmd *c = &p->cmds[ch];
         if (dq_cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
                          2 + 3 * (int)(hi - lo)) != DQ_OK)
@@ -451,13 +475,14 @@ oom:
 
 int dq_push_plan_decode(dq_push_plan *p, size_t i, const dq_reply *r,
                         dq_err *err) {
-    size_t lo = i * DQ_PUSH_CHUNK;
-    size_t cnt = (p->n - lo) < DQ_PUSH_CHUNK ? p->n - lo : DQ_PUSH_CHUNK;
+    size_t lo = p->first[i];
+    size_t cnt = p->first[i + 1] - lo;
     if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != cnt)
         return dq_err_set(err, DQ_EPROTO, "push: unexpected reply");
     for (size_t j = 0; j < cnt; j++) {
         const dq_reply *e = dq_reply_at(r, j);
-        if (dq_reply_type(e) != DQ_R_INTEGER)
+        if (dq_reply_type(e) != DQ_R_INTEGER || dq_reply_int(e) < DQ_PUSHED ||
+            dq_reply_int(e) > DQ_DONE)
             return dq_err_set(err, DQ_EPROTO, "push: unexpected reply");
         p->outcomes[lo + j] = (int)dq_reply_int(e);
     }
@@ -485,9 +510,10 @@ int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms) {
 
 int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
                  const char *const *tokens) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_ACK, &core->keys, 2 * (int)n);
+    int rc = dq_cmd_begin(c, DQ_SCRIPT_ACK, &core->keys, 1 + 2 * (int)n);
     if (rc != DQ_OK)
         return rc;
+    cmd_int(c, core->opts.done_ttl_ms);
     for (size_t i = 0; i < n; i++) {
         cmd_cstr(c, ids[i]);
         cmd_cstr(c, tokens[i]);
@@ -583,6 +609,27 @@ static int elem_i64(const dq_reply *e, int64_t *v) {
     return 0;
 }
 
+/* A lease token: 1..DQ_TOKEN_BUF-1 decimal digits, as a string or an
+ * integer reply (integers formatted exactly, never through a double). */
+static int elem_token(const dq_reply *e, char out[DQ_TOKEN_BUF]) {
+    if (dq_reply_type(e) == DQ_R_INTEGER) {
+        if (dq_reply_int(e) <= 0)
+            return -1;
+        snprintf(out, DQ_TOKEN_BUF, "%lld", dq_reply_int(e));
+        return 0;
+    }
+    size_t len;
+    const char *s = dq_reply_str(e, &len);
+    if (dq_reply_type(e) != DQ_R_STRING || len == 0 || len >= DQ_TOKEN_BUF)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 0;
+}
+
 int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
                    int64_t *next_us, dq_err *err) {
     *jobs = NULL;
@@ -604,12 +651,13 @@ int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
         size_t idlen, plen;
         const char *id = dq_reply_str(eid, &idlen);
         const char *pl = dq_reply_str(epl, &plen);
-        int64_t att, due, tok;
+        int64_t att, due;
+        char tok[DQ_TOKEN_BUF];
         if (dq_reply_type(eid) != DQ_R_STRING ||
             dq_reply_type(epl) != DQ_R_STRING ||
             elem_i64(dq_reply_at(r, 4 + i * 5), &att) ||
             elem_i64(dq_reply_at(r, 5 + i * 5), &due) ||
-            elem_i64(dq_reply_at(r, 6 + i * 5), &tok)) {
+            elem_token(dq_reply_at(r, 6 + i * 5), tok)) {
             dq_jobs_free(l);
             return dq_err_set(err, DQ_EPROTO, "poll: unexpected job entry");
         }
@@ -621,7 +669,7 @@ int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
         j->attempt = att;
         j->due_ms = due;
         j->lease_deadline_ms = now + lease_ms;
-        snprintf(j->token, sizeof(j->token), "%" PRId64, tok);
+        memcpy(j->token, tok, sizeof(tok));
     }
     *jobs = l;
     return (int)cnt;

@@ -10,8 +10,13 @@
 #include "internal.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 5          /* keys every script gets (see lua/common.lua) */
-#define DQ_PUSH_CHUNK 1000  /* jobs per push script call */
+#define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
+#define DQ_CHUNK 1000       /* jobs per script call of a batch */
+/* Bytes of payloads and ids per push script call: far below Redis's query
+ * buffer limit (1 GiB), so a batch of big payloads is many short calls
+ * instead of one that Redis may refuse half-read.  A single bigger job
+ * still goes alone. */
+#define DQ_CHUNK_BYTES (8 * 1024 * 1024)
 #define DQ_ENC_QUEUE_MAX (DQ_QUEUE_MAX * 3) /* percent-encoded name */
 #define DQ_KEY_MAX (64 + 2 + DQ_ENC_QUEUE_MAX + 8)
 
@@ -19,8 +24,11 @@
 typedef struct dq_keys {
     char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
     char ns[65];                  /* namespace they were built with */
-    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, seq */
+    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done, dtok */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
+    int db;                       /* database the channel was built for */
+    char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
+    size_t chanlen;
 } dq_keys;
 
 /* What both clients share: options, key cache, id generator. */
@@ -29,13 +37,14 @@ typedef struct dq_core {
     dq_keys keys;      /* keys of the last queue used */
     uint64_t rng[2];   /* id generator state (xorshift128+) */
     uint64_t rng_pid;  /* pid the generator was seeded in */
+    int db;            /* database selected by the URI (wake channel) */
 } dq_core;
 
 /* Initializes core from opts (copied); DQ_OK or DQ_ENOMEM. */
 int dq_core_init(dq_core *core, const dq_options *opts);
 void dq_core_clear(dq_core *core);
 
-/* One script call being built: "EVALSHA sha 6 k1..k6 argv...". */
+/* One script call being built: "EVALSHA sha 6 k1..k6 channel argv...". */
 #define DQ_CMD_INLINE 40
 typedef struct dq_cmd {
     int script;          /* DQ_SCRIPT_* */
@@ -56,6 +65,8 @@ void dq_cmd_free(dq_cmd *c);
 /* Switches the call from EVALSHA sha to EVAL body (after NOSCRIPT). */
 void dq_cmd_use_eval(dq_cmd *c);
 void dq_cmd_use_evalsha(dq_cmd *c);
+/* 1 if the call sends the script's body (EVAL), 0 for EVALSHA. */
+int dq_cmd_is_eval(const dq_cmd *c);
 
 /* ---- Argument checks: each returns DQ_OK or its code with err set. ---- */
 int dq_check_queue(const char *queue, dq_err *err);
@@ -88,11 +99,13 @@ void dq_core_keys(dq_core *core, const char *queue);
 
 /* ---- Push ---- */
 
-/* A push of n jobs, split into chunks of DQ_PUSH_CHUNK, one cmd each. */
+/* A push of n jobs, split into chunks of at most DQ_CHUNK jobs and
+ * DQ_CHUNK_BYTES bytes, one cmd each. */
 typedef struct dq_push_plan {
     size_t n;        /* jobs */
     size_t nchunks;  /* cmds */
     dq_cmd *cmds;    /* one per chunk */
+    size_t *first;   /* nchunks + 1: chunk i holds jobs first[i]..first[i+1]-1 */
     char *ids;       /* n * DQ_ID_BUF: the id of every job */
     int *outcomes;   /* n: DQ_PUSHED / DQ_KEPT / DQ_REPLACED */
 } dq_push_plan;
@@ -113,6 +126,7 @@ void dq_push_plan_free(dq_push_plan *p);
 
 /* ---- Builders for the other scripts (arguments already checked) ---- */
 int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms);
+/* n <= DQ_CHUNK jobs. */
 int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
                  const char *const *tokens);
 int dq_build_nack(dq_cmd *c, dq_core *core, const char *id,
@@ -130,7 +144,8 @@ int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
 
 /* ---- Decoders: r is a non-error reply of the matching script ---- */
 
-/* Poll: *jobs (NULL if none), *next_us; returns count or a code. */
+/* Poll: *jobs (NULL if none), *next_us; returns count or a code.  Tokens
+ * are copied as the decimal strings the script made (up to 23 digits). */
 int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
                    int64_t *next_us, dq_err *err);
 /* Ack: results[i] per job (may be NULL); returns number acked. */

@@ -15,6 +15,7 @@ void dq_options_defaults(dq_options *o) {
     o->wait_cap_ms = 1000;
     o->wait_replicas = 0;
     o->wait_replicas_timeout_ms = 1000;
+    o->done_ttl_ms = 300000;
 }
 
 dq_options *dq_options_new(void) {
@@ -69,6 +70,9 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
         break;
     case DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS:
         slot = &o->wait_replicas_timeout_ms, hi = 3600000;
+        break;
+    case DQ_OPT_DONE_TTL_MS:
+        slot = &o->done_ttl_ms, hi = DQ_LEASE_MAX;
         break;
     default:
         return DQ_EINVAL;

@@ -1,18 +1,23 @@
 #!lua flags=allow-oom
 -- cancel.lua: removes a job that has not been delivered.
--- ARGV: id, flags (1 = also remove a job in flight).
+-- ARGV[2] id, ARGV[3] flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
 -- flight, 0 no pending or in-flight job with that id (dead jobs untouched).
-local id = ARGV[1]
+-- A job whose lease ran out stays in lease until a poll claims it again,
+-- so it is in flight (2) whether or not some poll ran since: its holder's
+-- token is still valid.
+-- The index is read first; the jobs hash is the first key written.
+local id = ARGV[2]
 local function forget() redis.call('HDEL', K_JOBS, id, mf(id)) end
-if redis.call('ZREM', K_DUE, id) == 1 then
+if redis.call('ZSCORE', K_DUE, id) then
     forget()
+    redis.call('ZREM', K_DUE, id)
     return 1
 end
 if redis.call('ZSCORE', K_LEASE, id) then
-    if ARGV[2] ~= '1' then return 2 end
-    redis.call('ZREM', K_LEASE, id)
+    if ARGV[3] ~= '1' then return 2 end
     forget()
+    redis.call('ZREM', K_LEASE, id)
     return 3
 end
 return 0

@@ -1,6 +1,6 @@
 -- common.lua: prelude that the build prepends to every libdelayq script.
 --
--- Every script gets the same five keys of one queue, all under one hash tag
+-- Every script gets the same six keys of one queue, all under one hash tag
 -- ({<queue>}, the name percent-encoded) so a queue lives in one Redis
 -- Cluster slot:
 --   KEYS[1] due    ZSET  id -> due time (ms, server clock): pending jobs
@@ -9,9 +9,22 @@
 --                        and id.."\0" -> "attempts:token" for jobs delivered
 --                        at least once (token "0" = no valid lease)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
---   KEYS[5] seq    STRING  counter that hands out lease tokens
--- The wake-up channel is the due key with "due" replaced by "wake".
--- A job id is in at most one of due, lease and dead.
+--   KEYS[5] done   ZSET  id -> until when (ms) the ack of a finished job is
+--                        remembered: a retried push answers "done", a
+--                        retried ack "yours landed" (see ack.lua)
+--   KEYS[6] dtok   HASH  id -> the token the job was acked with
+-- ARGV[1] is the queue's wake-up channel (its name carries the database
+-- number: pub/sub is server-wide, databases are not); the operation's own
+-- arguments start at ARGV[2].
+-- A job id is in at most one of due, lease and dead.  A queue without jobs
+-- leaves no key behind: Redis deletes empty sets and hashes, and done/dtok
+-- expire with the last record they hold.
+--
+-- Failure atomicity: Redis does not roll a script back when a command fails
+-- half-way (a key of the wrong type is the usual cause), so every script
+-- reads each key it is going to write before its first write.  A failed
+-- script has then written nothing.  The reads are the ones the script needs
+-- anyway where possible; where not, a cheap O(1) read stands in.
 --
 -- One key per kind (not one per job) lets a script touch a whole batch with
 -- one command per kind (HMGET, HSET, ZADD, ZREM with many members), which
@@ -24,8 +37,9 @@
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
 
-local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_SEQ =
-    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE, K_DTOK =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local CHANNEL = ARGV[1]
 
 -- The field of a job's meta ("attempts:token") in the jobs hash.
 local function mf(id) return id .. '\0' end
@@ -89,29 +103,45 @@ end
 -- earliest pending job (`before` = earliest due time before the change).
 local function wake(at, before)
     if at and (not before or at < before) then
-        redis.call('PUBLISH', string.sub(K_DUE, 1, -4) .. 'wake',
-                   string.format('%d', at))
+        redis.call('PUBLISH', CHANNEL, string.format('%d', at))
     end
+end
+
+-- Done records (ids acked recently) among ids, as of now_ms: a table
+-- id -> true for each id with a record that has not run out.  One ZMSCORE.
+local function done_among(ids, now_ms)
+    local out = {}
+    if #ids == 0 then return out end
+    local sc = redis.call('ZMSCORE', K_DONE, unpack(ids))
+    for i, id in ipairs(ids) do
+        if sc[i] and tonumber(sc[i]) > now_ms then out[id] = true end
+    end
+    return out
 end
 
 -- Checks the lease tokens of ids (a list) against toks.  Returns the
 -- attempts of each id (a number when the token is the current one) or an
--- error code: -16 stale token, -17 no such job.  Codes match delayq.h.
+-- error code: -16 stale token, -17 no such job; and the HMGET reply.  An
+-- id named twice counts once: its later entries get -17.  Codes match
+-- delayq.h.
 local function check_tokens(ids, toks)
     local n = #ids
     local got = get_with_meta(ids) -- a payload says the job exists
-    local res = {}
+    local res, seen = {}, {}
     for i = 1, n do
         local attempts, current = parse_meta(got[n + i])
-        if current ~= '0' and current == toks[i] then
+        if seen[ids[i]] then
+            res[i] = -17
+        elseif current ~= '0' and current == toks[i] then
             res[i] = attempts
         elseif not got[i] then
             res[i] = -17
         else
             res[i] = -16
         end
+        seen[ids[i]] = true
     end
-    return res
+    return res, got
 end
 
 -- Holder of a single-id check: attempts, or nil and the error code.
@@ -120,3 +150,17 @@ local function check_token(id, tok)
     if r < 0 then return nil, r end
     return r
 end
+
+-- Where a job its holder still owns (token valid) is: 'lease', 'dead'
+-- (a poll dead-lettered it after its lease ran out, under max attempts)
+-- or 'due' (an expired lease a version before 0.2 put back); nil if none.
+-- Reads lease, then dead, then due, stopping at the first hit.
+local function held_where(id)
+    if redis.call('ZSCORE', K_LEASE, id) then return 'lease' end
+    if redis.call('ZSCORE', K_DEAD, id) then return 'dead' end
+    if redis.call('ZSCORE', K_DUE, id) then return 'due' end
+    return nil
+end
+
+-- Which index key a held_where() answer names.
+local HELD_KEY = { lease = K_LEASE, dead = K_DEAD, due = K_DUE }

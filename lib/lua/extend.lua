@@ -1,12 +1,14 @@
 #!lua flags=allow-oom
 -- extend.lua: sets the lease of a held job to lease ms from now.
--- ARGV: id, token, lease ms.  Returns the new deadline (ms), or -16 / -17.
-local id = ARGV[1]
-local attempts, err = check_token(id, ARGV[2])
-if not attempts then return err end
-local deadline = dq_now() + tonumber(ARGV[3])
+-- ARGV[2] id, ARGV[3] token, ARGV[4] lease ms.
+-- Returns the new deadline (ms), or -16 / -17.
 -- A lease that ran out but was not claimed again is still this holder's:
--- take the job back from the due set.
-redis.call('ZREM', K_DUE, id)
+-- the job goes back to lease from wherever it waits (see held_where).
+local id = ARGV[2]
+local attempts, err = check_token(id, ARGV[3])
+if not attempts then return err end
+local where = held_where(id) -- reads lease (and dead, due) before writing
+local deadline = dq_now() + tonumber(ARGV[4])
+if where and where ~= 'lease' then redis.call('ZREM', HELD_KEY[where], id) end
 redis.call('ZADD', K_LEASE, deadline, id)
 return deadline

@@ -1,19 +1,19 @@
 #!lua flags=no-writes
 -- list.lua: pages through the jobs of one state, read-only (no-writes: it
 -- runs on replicas and under maxmemory, and never changes anything).
--- ARGV[1] which: 1 scheduled (due set), 2 in flight (lease set), 3 dead
--- ARGV[2] offset (>= 0), ARGV[3] count (1..1000)
+-- ARGV[2] which: 1 scheduled (due set), 2 in flight (lease set), 3 dead
+-- ARGV[3] offset (>= 0), ARGV[4] count (1..1000)
 -- Returns { now_ms, id, payload, attempts, time_ms, ... } in time order:
 --   time_ms = due time (scheduled), lease deadline (in flight) or time of
 --   death (dead); attempts = deliveries so far (from meta).  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
 --   returned: a listing never hands out a lease.
 local now = dq_now()
-local key = ({ K_DUE, K_LEASE, K_DEAD })[tonumber(ARGV[1])]
+local key = ({ K_DUE, K_LEASE, K_DEAD })[tonumber(ARGV[2])]
 if not key then
     return redis.error_reply('ERR delayq: unknown list kind')
 end
-local offset, count = tonumber(ARGV[2]), tonumber(ARGV[3])
+local offset, count = tonumber(ARGV[3]), tonumber(ARGV[4])
 local page = redis.call('ZRANGE', key, offset, offset + count - 1,
                         'WITHSCORES')
 local out = { now }

@@ -1,21 +1,31 @@
 #!lua flags=allow-oom
 -- nack.lua: releases a leased job for a retry, or dead-letters it.
--- ARGV: id, token, delay ms, dead flag (1 = give up now), max attempts.
+-- ARGV[2] id, ARGV[3] token, ARGV[4] delay ms, ARGV[5] dead flag (1 = give
+-- up now), ARGV[6] max attempts.
 -- Returns 0 requeued, 1 dead-lettered, -16 stale token, -17 no such job.
-local id = ARGV[1]
-local attempts, err = check_token(id, ARGV[2])
+-- Every key is read before the first write (jobs by the token check).
+local id = ARGV[2]
+local attempts, err = check_token(id, ARGV[3])
 if not attempts then return err end
 local now = dq_now()
-local max_attempts = tonumber(ARGV[5])
-redis.call('ZREM', K_LEASE, id)
+local max_attempts = tonumber(ARGV[6])
+local to_dead = ARGV[5] == '1' or (max_attempts > 0 and attempts >= max_attempts)
+local where = held_where(id)
+local before
+if to_dead then
+    if where ~= 'dead' then redis.call('ZCARD', K_DEAD) end
+else
+    before = first_due()
+end
 redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '0'))
-if ARGV[4] == '1' or (max_attempts > 0 and attempts >= max_attempts) then
-    redis.call('ZREM', K_DUE, id)
+if where and where ~= (to_dead and 'dead' or 'due') then
+    redis.call('ZREM', HELD_KEY[where], id)
+end
+if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
     return 1
 end
-local at = now + tonumber(ARGV[3])
-local before = first_due()
+local at = now + tonumber(ARGV[4])
 redis.call('ZADD', K_DUE, at, id)
 wake(at, before)
 return 0

@@ -1,57 +1,76 @@
 #!lua flags=allow-oom
 -- poll.lua: claims due jobs under a lease, oldest due first.
--- ARGV[1] max jobs (1..1000), ARGV[2] lease ms, ARGV[3] max attempts
+-- ARGV[2] max jobs (1..1000), ARGV[3] lease ms, ARGV[4] max attempts
 -- (0 = unlimited).
 -- Returns { now_ms, next_us, id, payload, attempt, due_ms, token, ... }
 --   next_us: microseconds until the next job is due (0 when more may be due
 --   now, -1 when nothing is pending or in flight).
--- Bounded: at most max expired leases are reclaimed and max jobs taken.
-local now, now_us = dq_now()
-local max = tonumber(ARGV[1])
-local lease_ms = tonumber(ARGV[2])
-local max_attempts = tonumber(ARGV[3])
-
+-- Bounded: at most max expired leases and max due jobs are read, max taken.
+--
 -- A lease that ran out makes its job due again at the lease deadline, so it
--- sorts before jobs that came due later.
-local expired = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now,
-                           'WITHSCORES', 'LIMIT', 0, max)
-if #expired > 0 then
-    local ids, back = {}, {}
-    for i = 1, #expired, 2 do
-        ids[#ids + 1] = expired[i]
-        back[#back + 1] = expired[i + 1]
-        back[#back + 1] = expired[i]
-    end
-    redis.call('ZREM', K_LEASE, unpack(ids))
-    redis.call('ZADD', K_DUE, unpack(back))
-end
+-- sorts before jobs that came due later; it stays in lease (its holder's
+-- token valid, a late ack still counts) until a poll claims it.  A job that
+-- had max attempts goes to dead with its meta untouched: nobody else
+-- claimed it, so its last holder may still ack it.
+--
+-- Tokens come from the server clock: microseconds of this call and the
+-- job's place in it ("<us><3 digits>"), so no counter key outlives the
+-- queue; a job's new token is always above its previous one, even if the
+-- clock stepped back.
+local now, now_us = dq_now()
+local max = tonumber(ARGV[2])
+local lease_ms = tonumber(ARGV[3])
+local max_attempts = tonumber(ARGV[4])
 
+-- Reads: the oldest expired leases and due jobs, merged by time.
+local exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
+                       'LIMIT', 0, max)
 local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                        'LIMIT', 0, max)
+local ids, scores, from_lease, from_due = {}, {}, {}, {}
+local a, b = 1, 1
+while #ids < max and (exp[a] or due[b]) do
+    local take_exp = exp[a] and
+        (not due[b] or tonumber(exp[a + 1]) <= tonumber(due[b + 1]))
+    local k = #ids + 1
+    if take_exp then
+        ids[k], scores[k] = exp[a], exp[a + 1]
+        from_lease[#from_lease + 1] = exp[a]
+        a = a + 2
+    else
+        ids[k], scores[k] = due[b], due[b + 1]
+        from_due[#from_due + 1] = due[b]
+        b = b + 2
+    end
+end
+
+-- Decimal string + 1 (tokens are compared as strings).
+local function incr(s)
+    local i = #s
+    while i > 0 and string.byte(s, i) == 57 do i = i - 1 end
+    if i == 0 then return '1' .. string.rep('0', #s) end
+    return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) ..
+        string.rep('0', #s - i)
+end
+
 local out = { now, 0 }
-local now_s = string.format('%d', now)
-local n = #due / 2
+local n = #ids
 if n > 0 then
-    local ids = {}
-    for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
-    redis.call('ZREM', K_DUE, unpack(ids))
     local got, fields = get_with_meta(ids)
-    local token = redis.call('INCRBY', K_SEQ, n) - n
     local deadline = string.format('%d', now + lease_ms) -- formatted once
+    local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
     for j, id in ipairs(ids) do
-        local attempts = parse_meta(got[n + j])
+        local attempts, cur = parse_meta(got[n + j])
         if not got[j] then
             gone[#gone + 1] = id -- an index entry without a job: drop it
         elseif max_attempts > 0 and attempts >= max_attempts then
             died[#died + 1] = now_s
             died[#died + 1] = id
-            mset[#mset + 1] = fields[n + j]
-            mset[#mset + 1] = fmt_meta(attempts, '0')
         else
-            token = token + 1
+            local tok = string.format('%d%03d', now_us, j - 1)
+            if #tok == #cur and tok <= cur then tok = incr(cur) end
             attempts = attempts + 1
-            local tok = string.format('%d', token)
             mset[#mset + 1] = fields[n + j]
             mset[#mset + 1] = fmt_meta(attempts, tok)
             leased[#leased + 1] = deadline
@@ -59,10 +78,14 @@ if n > 0 then
             out[#out + 1] = id
             out[#out + 1] = got[j]
             out[#out + 1] = attempts
-            out[#out + 1] = due[2 * j]
+            out[#out + 1] = scores[j]
             out[#out + 1] = tok
         end
     end
+    if #died > 0 then redis.call('ZCARD', K_DEAD) end -- type check first
+    -- Writes: lease and due were read above, jobs and dead too.
+    if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
+    if #from_due > 0 then redis.call('ZREM', K_DUE, unpack(from_due)) end
     if #mset > 0 then redis.call('HSET', K_JOBS, unpack(mset)) end
     if #leased > 64 then
         -- A new small ZSET is a listpack whose every insert scans it; a

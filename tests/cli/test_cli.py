@@ -379,7 +379,10 @@ class TestPollAckNackExtend(CliCase):
         st = self.stats(q)
         self.assertEqual((st["inflight"], st["due"], st["scheduled"]),
                          (0, 0, 0))
-        r = run(["ack", jid, token], q)
+        # The same ack again: the job's done record holds this token, so
+        # it reports the ack that landed; an unknown id is ENOTFOUND.
+        self.assertEqual(self.ok(["ack", jid, token], q), "acked t1\n")
+        r = run(["ack", "never-" + jid, token], q)
         self.assertEqual(r.returncode, 1)
         self.assertIn(b"ENOTFOUND", r.stderr)
 

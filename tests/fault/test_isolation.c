@@ -281,7 +281,7 @@ START_TEST(hostile_names) {
     for (int v = 0; v < NVICTIMS; v++) {
         char pre[128];
         prefix_of("dq", victims[v], pre, sizeof(pre));
-        snprintf(chan[v], sizeof(chan[v]), "%swake", pre);
+        snprintf(chan[v], sizeof(chan[v]), "%swake:0", pre);
         redisReply *x = ft_cmd(sub, "SUBSCRIBE %s", chan[v]);
         ck_assert_ptr_nonnull(x);
         freeReplyObject(x);

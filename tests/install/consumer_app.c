@@ -96,7 +96,8 @@ int main(int argc, char **argv) {
     EXPECT(dq_job_token(j)[0] != '\0');
     EXPECT(dq_job_lease_deadline_ms(j) > dq_job_due_ms(j));
     EXPECT(dq_ack(c, Q, id, dq_job_token(j)) == 0);
-    EXPECT(dq_ack(c, Q, id, dq_job_token(j)) == DQ_ENOTFOUND);
+    EXPECT(dq_ack(c, Q, id, dq_job_token(j)) == 0); /* its own, landed */
+    EXPECT(dq_ack(c, Q, "never-pushed", dq_job_token(j)) == DQ_ENOTFOUND);
     dq_jobs_free(jobs);
     expect_empty();
 

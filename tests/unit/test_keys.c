@@ -20,8 +20,8 @@
             ck_abort_msg(__VA_ARGS__);                                        \
     } while (0)
 
-static const char *const kinds[DQ_NKEYS] = {"due", "lease", "jobs", "dead",
-                                            "seq"};
+static const char *const kinds[DQ_NKEYS] = {"due",  "lease", "jobs",
+                                            "dead", "done",  "dtok"};
 
 /* Decodes the tag of key (between the first '{' and the next '}') back
  * into a name; fails the test if the tag is malformed. */
@@ -92,7 +92,14 @@ START_TEST(shape_and_examples) {
     dq_core core;
     ck_assert_int_eq(dq_core_init(&core, NULL), DQ_OK);
     ck_assert_str_eq(keys_of(&core, "orders", "dq"), "dq:{orders}:due");
-    ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:seq");
+    ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:dtok");
+    /* The wake-up channel names the database: pub/sub crosses them. */
+    ck_assert_str_eq(core.keys.chan, "dq:{orders}:wake:0");
+    core.db = 3;
+    dq_core_keys(&core, "orders");
+    ck_assert_str_eq(core.keys.chan, "dq:{orders}:wake:3");
+    ck_assert_str_eq(core.keys.key[0], "dq:{orders}:due");
+    core.db = 0;
     ck_assert_str_eq(keys_of(&core, "a}:due", "dq"), "dq:{a%7D%3Adue}:due");
     ck_assert_str_eq(keys_of(&core, "{x}", "dq"), "dq:{%7Bx%7D}:due");
     ck_assert_str_eq(keys_of(&core, "a b%", "dq"), "dq:{a%20b%25}:due");

@@ -1,0 +1,101 @@
+/*
+ * op.h - the operation engine: what one public call means, run the same by
+ * the blocking client (client.c) and the libevent one (async.c).
+ *
+ * An operation is built once (arguments checked, nothing sent when that
+ * fails; batches cut into script calls), then driven by a client:
+ *
+ *   dq_op_<name>(&op, core, ...)     check + build: op->cmds[0..ncmds-1]
+ *   send every op->cmds[i] (tag i)   in one pipeline, in any order
+ *   dq_op_feed(&op, tag, reply)      for each reply; DQ_FEED_RESEND: the
+ *                                    script was not loaded (NOSCRIPT), the
+ *                                    engine switched cmds[tag] to EVAL:
+ *                                    send it again with the same tag
+ *   dq_op_wait_cmd(&op, ...)         once all replies are in: a WAIT for
+ *                                    replicas to send (tag op->ncmds), or 0
+ *   dq_op_status(&op)                exactly what the sync call returns;
+ *                                    op->err holds its message
+ *   dq_op_clear(&op)
+ *
+ * A client only moves bytes, times out and reconnects; the NOSCRIPT
+ * resend, the WAIT step, chunking and the mapping of script results to
+ * codes and messages live here, once.  Pure: no I/O.
+ */
+#ifndef DQ_OP_H
+#define DQ_OP_H
+
+#include "ops.h"
+
+enum dq_op_kind {
+    DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
+    DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
+    DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS
+};
+
+enum { DQ_FEED_OK = 0, DQ_FEED_RESEND = 1 };
+
+typedef struct dq_op {
+    int kind;             /* DQ_OPK_* */
+    const char *what;     /* "push", "poll", ... for messages */
+    size_t ncmds;         /* script calls */
+    dq_cmd *cmds;         /* &one, plan.cmds or a chunk array */
+    int failed;           /* status holds an error */
+    int status;           /* result: count or code (first error wins) */
+    dq_err err;           /* message of that error */
+    int64_t wait_n;       /* replicas to WAIT for after a push (0: none) */
+    int64_t wait_ms;      /* WAIT timeout */
+    int wait_sent;        /* dq_op_wait_cmd handed out the WAIT */
+    char wait_args[2][24];/* its arguments, formatted */
+    int64_t lease_ms;     /* poll: for the lease deadline of jobs */
+    int which;            /* list: DQ_LIST_* */
+    size_t n;             /* ack: number of jobs */
+    int *results;         /* ack: per job (n) */
+    int acked;            /* ack: acked so far */
+    dq_jobs *jobs;        /* poll, list: taken over by the caller */
+    int64_t next_us;      /* poll: next due (us); list: server now (ms) */
+    long long v;          /* integer result */
+    int64_t stats[5];     /* stats */
+    char id[DQ_ID_BUF];   /* job id, for messages */
+    dq_cmd one;           /* single-call operations */
+    dq_push_plan plan;    /* pushes */
+} dq_op;
+
+/* Builders: check every argument, then build.  DQ_OK, or the code with
+ * err (and op->err) set and nothing to send; dq_op_clear is due either
+ * way.  The caller's arrays are read during the call only; payloads and
+ * ids are referenced by op->cmds until the call returns (the async client
+ * copies them, see op_freeze there). */
+int dq_op_push(dq_op *op, dq_core *core, int batch, const char *queue,
+               size_t n, const void *const *payloads, const size_t *lens,
+               const int64_t *times, int absolute, const char *const *ids,
+               int flags, dq_err *err);
+int dq_op_cancel(dq_op *op, dq_core *core, const char *queue, const char *id,
+                 int flags, dq_err *err);
+int dq_op_poll(dq_op *op, dq_core *core, const char *queue, int max,
+               int64_t lease_ms, dq_err *err);
+int dq_op_ack(dq_op *op, dq_core *core, int batch, const char *queue,
+              size_t n, const char *const *ids, const char *const *tokens,
+              dq_err *err);
+int dq_op_nack(dq_op *op, dq_core *core, const char *queue, const char *id,
+               const char *token, int64_t delay_ms, int flags, dq_err *err);
+int dq_op_extend(dq_op *op, dq_core *core, const char *queue, const char *id,
+                 const char *token, int64_t lease_ms, dq_err *err);
+int dq_op_list(dq_op *op, dq_core *core, const char *queue, int which,
+               int64_t offset, int count, dq_err *err);
+/* purge = 0: requeue after delay_ms; 1: purge.  id NULL for a batch. */
+int dq_op_dead(dq_op *op, dq_core *core, int purge, const char *queue,
+               const char *id, int64_t delay_ms, dq_err *err);
+int dq_op_stats(dq_op *op, dq_core *core, const char *queue, dq_err *err);
+
+/* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
+int dq_op_feed(dq_op *op, size_t tag, const dq_reply *r);
+/* Records a transport error (I/O, timeout) for the whole op. */
+void dq_op_fail(dq_op *op, int code, const dq_err *e);
+/* After the last script reply: 1 and the WAIT command in argv/lens (its
+ * strings live in op) when one is due, else 0. */
+int dq_op_wait_cmd(dq_op *op, int *argc, const char *argv[3], size_t lens[3]);
+/* The call's result: what the sync function returns. */
+int dq_op_status(const dq_op *op);
+void dq_op_clear(dq_op *op);
+
+#endif
