@@ -214,8 +214,9 @@ static void on_completed(dq_async *a, int status, void *ud) {
         send_completion(s, d);
         return;
     }
-    if (status == DQ_ENOTFOUND && d->tries > 1 && d->outcome == DQ_JOB_OK)
-        status = 0; /* the ack whose reply was lost did arrive */
+    /* A retried ack answers for itself: 0 when the lost one landed (the
+     * job's done record holds our token), DQ_ESTALE when another holder
+     * finished it, DQ_ENOTFOUND when nothing says who did. */
     completed(s, d, status);
 }
 

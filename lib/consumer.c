@@ -249,8 +249,9 @@ static void sleep_ms(int64_t ms) {
 }
 
 /* Runs ack or nack for a finished job; retries a few times after an I/O
- * error (the client reconnects on the next call).  An ack that finds the
- * job gone after such a retry is taken as done: the first one arrived. */
+ * error (the client reconnects on the next call).  A retried ack answers
+ * for itself: 0 when the lost one landed (the job's done record holds our
+ * token), DQ_ESTALE when another holder finished it. */
 static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
                       int64_t delay_ms) {
     int64_t delay;
@@ -266,8 +267,6 @@ static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
         else
             rc = dq_nack(c->client, c->queue, dq_job_id(job),
                          dq_job_token(job), delay, flags);
-        if (rc == DQ_ENOTFOUND && tries > 0 && *outcome == DQ_JOB_OK)
-            rc = 0;
         if (rc != DQ_EIO && rc != DQ_ETIMEDOUT)
             break;
     }

@@ -7,6 +7,9 @@
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
 -- mode: the id was acked within its done window, so this push is taken for
 -- a retry of one that landed; nothing is written).
+-- A job that exists answers kept before a done record answers done.  Done
+-- records are facts about earlier acks: a replace leaves them alone, so a
+-- holder whose ack landed before the replace still hears so on a retry.
 -- Reads (done, jobs, due, and lease/dead before a reset) all come before
 -- the first write.
 local now = dq_now()
@@ -18,7 +21,9 @@ if #ARGV == 6 and not replace then
     local id, at = ARGV[4], tonumber(ARGV[5])
     if not absolute then at = now + at end
     local d = redis.call('ZSCORE', K_DONE, id)
-    if d and tonumber(d) > now then return { 4 } end
+    if d and tonumber(d) > now then
+        return { redis.call('HEXISTS', K_JOBS, id) == 1 and 2 or 4 }
+    end
     local before = first_due()
     if redis.call('HSETNX', K_JOBS, id, ARGV[6]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
@@ -28,9 +33,9 @@ end
 local ids = {}
 for i = 4, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local exists = redis.call('HMGET', K_JOBS, unpack(ids))
-local recs = redis.call('ZMSCORE', K_DONE, unpack(ids))
+local recs = replace and {} or redis.call('ZMSCORE', K_DONE, unpack(ids))
 local before = first_due()
-local out, hset, zadd, reset, seen, forget = {}, {}, {}, {}, {}, {}
+local out, hset, zadd, reset, seen = {}, {}, {}, {}, {}
 local earliest
 for j, id in ipairs(ids) do
     local i = 1 + 3 * j
@@ -47,8 +52,6 @@ for j, id in ipairs(ids) do
     elseif not replace and recs[j] and tonumber(recs[j]) > now then
         outcome = 4
     end
-    -- A replaced or new job forgets the done record of an earlier one.
-    if replace and recs[j] and not seen[id] then forget[#forget + 1] = id end
     seen[id] = seen[id] or outcome
     if outcome == 1 or outcome == 3 then
         local at = tonumber(ARGV[i + 1])
@@ -64,15 +67,9 @@ for j, id in ipairs(ids) do
     out[j] = outcome
 end
 if #reset > 0 then
-    -- Type checks of the keys the reset writes, before any write.
+    -- Type checks of the keys the reset writes, before its first write.
     redis.call('ZCARD', K_LEASE)
     redis.call('ZCARD', K_DEAD)
-end
-if #forget > 0 then
-    redis.call('HDEL', K_DTOK, unpack(forget)) -- the first write
-    redis.call('ZREM', K_DONE, unpack(forget))
-end
-if #reset > 0 then
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
     redis.call('HDEL', K_JOBS, unpack(mfs(reset)))
