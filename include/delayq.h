@@ -322,7 +322,9 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
  *        (its holder's ack/nack/extend then fail with DQ_ENOTFOUND and it
  *        is never delivered again).  Without it, an in-flight job is left alone
  *        and reported as DQ_CANCEL_BUSY, because its handler is already
- *        running and only its holder can finish it.
+ *        running and only its holder can finish it.  A job whose lease ran
+ *        out is in flight until a poll claims it again (its holder may
+ *        still ack it), so it too answers DQ_CANCEL_BUSY.
  * Returns DQ_CANCELED_PENDING (1) if a pending job was removed,
  * DQ_CANCEL_BUSY (2) if the job is in flight and was left alone,
  * DQ_CANCELED_INFLIGHT (3) if an in-flight job was removed (with the flag),
@@ -342,9 +344,11 @@ DQ_EXTERN int dq_cancel(dq_client *c, const char *queue, const char *id,
  * Atomically claims up to max (1..DQ_POLL_MAX) jobs whose due time has
  * passed, oldest due first, and leases each to the caller for lease_ms
  * (DQ_LEASE_MIN..DQ_LEASE_MAX).  Jobs whose lease ran out without an ack are
- * due again at their lease deadline and are delivered with attempt + 1.
- * With DQ_OPT_MAX_ATTEMPTS = M > 0, a job that already had M deliveries goes
- * to the dead set instead of being delivered again.
+ * due again at their lease deadline and are delivered with attempt + 1 (and
+ * a new token; until then the old holder may still ack them).  With
+ * DQ_OPT_MAX_ATTEMPTS = M > 0, a job that already had M deliveries goes to
+ * the dead set instead of being delivered again; its last holder's token
+ * stays valid there (a late ack still finishes it).
  *
  * out:         receives a list (NULL when no job was claimed); free it with
  *              dq_jobs_free.

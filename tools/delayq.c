@@ -96,6 +96,8 @@ static const char help_push[] =
     "  pushed ID      a new job was created\n"
     "  kept ID        a job with that id existed and was left alone (--keep)\n"
     "  replaced ID    a job with that id existed and was replaced (--replace)\n"
+    "  done ID        a job with that id was acked a short while ago (--keep;\n"
+    "                 a retried push that already ran): nothing was written\n"
     "\n"
     "Options:\n"
     "  --in DUR       run after DUR (default 0: due now)\n"
@@ -1062,6 +1064,7 @@ static int cmd_push(cli *g) {
     const char *what = outcome == DQ_PUSHED   ? "pushed"
                        : outcome == DQ_KEPT   ? "kept"
                        : outcome == DQ_REPLACED ? "replaced"
+                       : outcome == DQ_DONE     ? "done"
                                               : "unknown";
     if (json) {
         fputs("{\"id\":", stdout);

@@ -34,7 +34,7 @@ __all__ = [
     "RedisOutOfMemory", "ProtocolError", "StaleToken", "NotFound",
     "NotSupported", "Closed", "Canceled", "NotEnoughReplicas", "NoMemory",
     "version", "version_number", "strerror", "errname", "library_path",
-    "PUSHED", "KEPT", "REPLACED", "CANCELED_PENDING", "CANCEL_BUSY",
+    "PUSHED", "KEPT", "REPLACED", "DONE", "CANCELED_PENDING", "CANCEL_BUSY",
     "CANCELED_INFLIGHT", "LIST_SCHEDULED", "LIST_INFLIGHT", "LIST_DEAD",
     "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL",
 ]
@@ -53,8 +53,8 @@ BATCH_MAX = 100000
 POLL_MAX = 1000
 
 _PUSH_KEEP, _PUSH_REPLACE = 0, 1
-PUSHED, KEPT, REPLACED = "pushed", "kept", "replaced"
-_OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED}
+PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
+_OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED, 4: DONE}
 _CANCEL_INFLIGHT = 1
 CANCELED_PENDING, CANCEL_BUSY, CANCELED_INFLIGHT = 1, 2, 3
 _NACK_DEAD = 1
@@ -72,7 +72,7 @@ LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 _OPT_INT = {
     "connect_timeout_ms": 1, "command_timeout_ms": 2, "max_payload": 3,
     "max_attempts": 4, "wait_cap_ms": 5, "wait_replicas": 6,
-    "wait_replicas_timeout_ms": 7,
+    "wait_replicas_timeout_ms": 7, "done_ttl_ms": 8,
 }
 _OPT_STR = {
     "namespace": 100, "username": 101, "password": 102, "tls_ca_file": 103,
@@ -440,9 +440,9 @@ class Client:
     Client(uri="redis://127.0.0.1:6379", *, namespace=None,
            max_attempts=None, connect_timeout_ms=None,
            command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
-           wait_replicas=None, wait_replicas_timeout_ms=None, username=None,
-           password=None, tls_ca_file=None, tls_cert_file=None,
-           tls_key_file=None, tls_server_name=None)
+           wait_replicas=None, wait_replicas_timeout_ms=None,
+           done_ttl_ms=None, username=None, password=None, tls_ca_file=None,
+           tls_cert_file=None, tls_key_file=None, tls_server_name=None)
 
     Options left as None keep the library's defaults (see delayq.h)."""
 
@@ -530,7 +530,8 @@ class Client:
         """Pushes one job due delay_ms from now, or at at_ms (server epoch
         ms).  id None lets the library generate one.  replace: what to do
         when the id exists (False: keep it).  Returns (id, outcome) with
-        outcome PUSHED, KEPT or REPLACED."""
+        outcome PUSHED, KEPT, REPLACED or DONE (keep mode: the id was acked
+        within the done window, so nothing was written)."""
         q = _enc(queue, "queue", "EQUEUE")
         data = _payload(payload)
         jid = None if id is None else _enc(id, "id", "EID")
