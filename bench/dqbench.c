@@ -4,7 +4,7 @@
  * Starts its own redis-server (tests/harness.c: default configuration,
  * save "", appendonly no, a private unix socket in a temp dir, stopped by
  * pid), measures Redis's raw limit with redis-benchmark on the same socket,
- * then every libdelayq scenario of issue 4, and prints ONE table on stdout
+ * then every libdelayq scenario, and prints ONE table on stdout
  * (progress goes to stderr).  Data for the plots and the server-side
  * profiles go to --out DIR.  Usually run through bench/run.sh; method and
  * results in bench/RESULTS.md.
@@ -999,7 +999,7 @@ static pctl percentiles(double *v, size_t n) {
 }
 
 #ifdef DQ_BENCH_EVENT
-/* The libevent consumer (issue 3) in a process of its own: its handler
+/* The libevent consumer in a process of its own: its handler
  * records the lateness and returns DQ_JOB_OK (the consumer acks). */
 typedef struct ev_ctx {
     late_res *res;
@@ -1250,6 +1250,49 @@ static double key_usage(const char *suffix) {
     return v;
 }
 
+/* What an ack leaves behind for DQ_OPT_DONE_TTL_MS (the done record that
+ * answers retried pushes and acks): mem_n jobs pushed, polled and acked,
+ * then used_memory against the empty server. */
+static void memory_done_records(const cfg *c) {
+    flushall();
+    dq_client *cl = open_client();
+    if (cl == NULL)
+        return;
+    uint64_t seed = 5;
+    fill(cl, 1, 1, 16, 0, 0, &seed); /* load the scripts */
+    dq_jobs *js = NULL;
+    if (dq_poll(cl, QUEUE, 1, 60000, &js, NULL) == 1)
+        ack_all(cl, js);
+    dq_jobs_free(js);
+    flushall();
+    double m0 = info_field("memory", "used_memory");
+    fill(cl, c->mem_n, 1000, 16, 0, 0, &seed);
+    long acked = 0;
+    for (;;) {
+        js = NULL;
+        int k = dq_poll(cl, QUEUE, 1000, 60000, &js, NULL);
+        if (k > 0)
+            acked += ack_all(cl, js);
+        dq_jobs_free(js);
+        if (k <= 0)
+            break;
+    }
+    double m1 = info_field("memory", "used_memory");
+    if (acked != c->mem_n)
+        fail("memory: acked %ld, expected %ld", acked, c->mem_n);
+    double done = key_usage("done") / (double)c->mem_n;
+    double dtok = key_usage("dtok") / (double)c->mem_n;
+    dq_close(cl);
+    logf_("memory of done records: %.1f bytes/acked job (MEMORY USAGE: done "
+          "ZSET %.1f, dtok HASH %.1f)", (m1 - m0) / (double)c->mem_n, done,
+          dtok);
+    row *rw = add_row("memory/acked job in the done window");
+    snprintf(rw->value, sizeof(rw->value), "%.1f", (m1 - m0) / (double)c->mem_n);
+    snprintf(rw->unit, sizeof(rw->unit), "bytes");
+    snprintf(rw->spread, sizeof(rw->spread), "zset %.0f + hash %.0f", done,
+             dtok);
+}
+
 static void scen_memory(const cfg *c) {
     char title[160];
     snprintf(title, sizeof(title),
@@ -1290,6 +1333,7 @@ static void scen_memory(const cfg *c) {
         snprintf(ov->unit, sizeof(ov->unit), "bytes");
         set_target(ov, "<= 120", per - (double)sizes[i], 120, 0);
     }
+    memory_done_records(c);
     flushall();
 }
 
