@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh: THE command that runs the libdelayq benchmark (issue 4).
+# bench/run.sh: THE command that runs the libdelayq benchmark.
 #
 #   bash bench/run.sh            full run (~10 min): 3 runs per figure,
 #                                1M-job memory figures, backlog up to 10M

@@ -481,7 +481,7 @@ void dq_reply_free(dq_reply *r) {
 }
 
 /* ======================================================================
- * Async section (issue 3): hiredis async on libevent, used by lib/async.c
+ * Async section: hiredis async on libevent, used by lib/async.c
  * through the dq_aconn functions of conn.h.
  *
  * Lifetime.  hiredis frees an async context itself when the connection

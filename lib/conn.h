@@ -79,7 +79,7 @@ void dq_reply_free(dq_reply *r);                         /* NULL is no-op */
 int dq_conn_tls_supported(void);
 
 /* ======================================================================
- * Async section (issue 3, lib/async.c): hiredis async + its libevent
+ * Async section (lib/async.c): hiredis async + its libevent
  * adapter.  Compiled only with libevent (DQ_HAVE_LIBEVENT).  A dq_aconn is
  * one non-blocking connection attached to a libevent base; it connects,
  * runs AUTH/SELECT/PING, then reports "ready" through its state callback.

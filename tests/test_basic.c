@@ -1,6 +1,6 @@
 /*
  * tests/test_basic.c - push, poll, ack, cancel, nack, extend and stats on
- * one client: the everyday round trips of issue 2, against a real Redis.
+ * one client: the everyday round trips, against a real Redis.
  */
 #include "test_common.h"
 
