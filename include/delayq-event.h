@@ -108,7 +108,7 @@ DQ_EXTERN size_t dq_async_pending(const dq_async *a);
  * (counts). */
 typedef void dq_status_cb(dq_async *a, int status, void *userdata);
 /* push / push_at: id of the job (NULL on failure) and its outcome
- * (DQ_PUSHED / DQ_KEPT / DQ_REPLACED, 0 on failure). */
+ * (DQ_PUSHED / DQ_KEPT / DQ_REPLACED / DQ_DONE, 0 on failure). */
 typedef void dq_push_cb(dq_async *a, const char *id, int outcome, int status,
                         void *userdata);
 /* push_batch: ids of job i at ids + i * DQ_ID_BUF, outcomes[i]; both NULL

@@ -1,0 +1,337 @@
+/*
+ * tests/async/test_async_contract.c - the async client's side of the
+ * contract (see tests/test_contract.c): ack batches of 5,000 and 9,000 jobs
+ * and push batches of 9,000 in one call, 100 payloads of 1 MiB in one push
+ * batch under a 16 MiB query-buffer limit, an id named twice in an ack
+ * batch, and DQ_DONE for a keep push of an acked id.
+ */
+#include "async_common.h"
+
+static void setup(void) { base_setup(); }
+static void teardown(void) { base_teardown(); }
+
+/* Every result of a big batch callback. */
+typedef struct bigres {
+    int calls;
+    int status;
+    size_t n;
+    int *vals; /* results or outcomes, n of them (NULL on failure) */
+    char msg[512];
+} bigres;
+
+static void big_results_rec(dq_async *a, size_t n, const int *results,
+                            int status, void *ud) {
+    bigres *r = ud;
+    r->calls++;
+    r->status = status;
+    r->n = n;
+    if (results != NULL && n > 0) {
+        r->vals = malloc(n * sizeof(int));
+        ck_assert_ptr_nonnull(r->vals);
+        memcpy(r->vals, results, n * sizeof(int));
+    }
+    snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
+}
+
+static void big_batch_rec(dq_async *a, size_t n, const char *ids,
+                          const int *outcomes, int status, void *ud) {
+    (void)ids;
+    big_results_rec(a, n, outcomes, status, ud);
+}
+
+static void bigres_clear(bigres *r) {
+    free(r->vals);
+    memset(r, 0, sizeof(*r));
+}
+
+#define WAIT_BIG(r, want_status, ms)                                          \
+    do {                                                                      \
+        ck_assert_msg(RUN_UNTIL((r).calls > 0, (ms)), "no callback");         \
+        ck_assert_int_eq((r).calls, 1);                                       \
+        ck_assert_msg((r).status == (want_status),                            \
+                      "status %d (%s), want %d: %s", (r).status,              \
+                      dq_errname((r).status), (want_status), (r).msg);        \
+    } while (0)
+
+/* Polls all n due jobs of q (sync client, 1000 at a time, 60 s lease) into
+ * ids/toks (pointers into the lists, kept in lists[]). */
+static void poll_all(dq_client *c, const char *q, size_t n, const char **ids,
+                     const char **toks, dq_jobs **lists, size_t nlists) {
+    size_t k = 0;
+    for (size_t r = 0; r < nlists && k < n; r++) {
+        int got = poll_n(c, q, 1000, 60000, &lists[r], NULL);
+        ck_assert_int_gt(got, 0);
+        for (int i = 0; i < got; i++, k++) {
+            ids[k] = dq_job_id(dq_jobs_at(lists[r], (size_t)i));
+            toks[k] = dq_job_token(dq_jobs_at(lists[r], (size_t)i));
+        }
+    }
+    ck_assert_uint_eq(k, n);
+}
+
+/* ---- 6. ack batches larger than one unpack() --------------------------- */
+
+START_TEST(ack_batch_5000) {
+    enum { N = 5000, L = N / 1000 };
+    dq_client *c = open_client();
+    dq_async *a = aopen();
+    const void **pl = calloc(N, sizeof(*pl));
+    size_t *lens = calloc(N, sizeof(*lens));
+    ck_assert(pl && lens);
+    ck_assert_int_eq(dq_push_batch(c, Q, N, pl, lens, NULL, NULL, 0, NULL,
+                                   NULL),
+                     N);
+    const char **ids = calloc(N, sizeof(*ids));
+    const char **toks = calloc(N, sizeof(*toks));
+    ck_assert(ids && toks);
+    dq_jobs *lists[L] = {NULL};
+    poll_all(c, Q, N, ids, toks, lists, L);
+    ck_stats(c, Q, 0, 0, N, 0);
+
+    bigres r = {0};
+    ck_assert_int_eq(dq_async_ack_batch(a, Q, N, ids, toks, big_results_rec,
+                                        &r),
+                     0);
+    WAIT_BIG(r, N, 15000);
+    ck_assert_uint_eq(r.n, N);
+    ck_assert_ptr_nonnull(r.vals);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_msg(r.vals[i] == 0, "result %zu: %d", i, r.vals[i]);
+    ck_stats(c, Q, 0, 0, 0, 0);
+    bigres_clear(&r);
+    for (int i = 0; i < L; i++)
+        dq_jobs_free(lists[i]);
+    free(pl);
+    free(lens);
+    free(ids);
+    free(toks);
+    dq_async_free(a);
+    dq_close(c);
+}
+END_TEST
+
+START_TEST(push_ack_batch_9000) {
+    enum { N = 9000, L = N / 1000 };
+    dq_client *c = open_client();
+    dq_async *a = aopen();
+    const void **pl = calloc(N, sizeof(*pl));
+    size_t *lens = calloc(N, sizeof(*lens));
+    ck_assert(pl && lens);
+    for (int i = 0; i < N; i++) {
+        pl[i] = "nine";
+        lens[i] = 4;
+    }
+    bigres b = {0};
+    ck_assert_int_eq(dq_async_push_batch(a, Q, N, pl, lens, NULL, NULL,
+                                         DQ_PUSH_KEEP, big_batch_rec, &b),
+                     0);
+    WAIT_BIG(b, N, 15000);
+    ck_assert_uint_eq(b.n, N);
+    ck_assert_ptr_nonnull(b.vals);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_int_eq(b.vals[i], DQ_PUSHED);
+    ck_stats(c, Q, 0, N, 0, 0);
+
+    const char **ids = calloc(N, sizeof(*ids));
+    const char **toks = calloc(N, sizeof(*toks));
+    ck_assert(ids && toks);
+    dq_jobs *lists[L] = {NULL};
+    poll_all(c, Q, N, ids, toks, lists, L);
+    ck_stats(c, Q, 0, 0, N, 0);
+
+    bigres r = {0};
+    ck_assert_int_eq(dq_async_ack_batch(a, Q, N, ids, toks, big_results_rec,
+                                        &r),
+                     0);
+    WAIT_BIG(r, N, 15000);
+    ck_assert_uint_eq(r.n, N);
+    ck_assert_ptr_nonnull(r.vals);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_msg(r.vals[i] == 0, "result %zu: %d", i, r.vals[i]);
+    ck_stats(c, Q, 0, 0, 0, 0);
+    bigres_clear(&b);
+    bigres_clear(&r);
+    for (int i = 0; i < L; i++)
+        dq_jobs_free(lists[i]);
+    free(pl);
+    free(lens);
+    free(ids);
+    free(toks);
+    dq_async_free(a);
+    dq_close(c);
+}
+END_TEST
+
+/* ---- 7. 100 payloads of 1 MiB in one push batch -------------------------- */
+
+START_TEST(push_batch_100_mib) {
+    enum { N = 100, MIB = 1024 * 1024 };
+    th_redis srv;
+    ck_assert_int_eq(th_redis_start(&srv, 0, NULL), 0);
+    redisContext *rc = th_redis_connect(&srv);
+    ck_assert_ptr_nonnull(rc);
+    /* As in tests/test_contract.c: the client memory limit is what refuses
+     * a single 100 MiB command on Redis 7.0. */
+    redisReply *rep = th_cmd(rc, "CONFIG SET client-query-buffer-limit 16mb");
+    ck_assert_int_ne(rep->type, REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+    rep = th_cmd(rc, "CONFIG SET maxmemory-clients 32mb");
+    ck_assert_int_ne(rep->type, REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+
+    unsigned char *buf = malloc(MIB + N);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t k = 0; k < (size_t)MIB + N; k++)
+        buf[k] = (unsigned char)((k * 131u + (k >> 11) * 7u + 3u) & 0xff);
+    const void *pl[N];
+    size_t lens[N];
+    char idbuf[N][16];
+    const char *ids[N];
+    for (int i = 0; i < N; i++) {
+        pl[i] = buf + i;
+        lens[i] = MIB;
+        snprintf(idbuf[i], sizeof(idbuf[i]), "big%03d", i);
+        ids[i] = idbuf[i];
+    }
+    dq_async *a = aopen_uri(srv.uri, NULL, NULL);
+    bigres b = {0};
+    ck_assert_int_eq(dq_async_push_batch(a, Q, N, pl, lens, NULL, ids,
+                                         DQ_PUSH_KEEP, big_batch_rec, &b),
+                     0);
+    WAIT_BIG(b, N, 20000);
+    ck_assert_uint_eq(b.n, N);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_int_eq(b.vals[i], DQ_PUSHED);
+
+    /* the payloads arrived whole */
+    dq_client *c = open_uri(srv.uri, NULL);
+    ck_stats(c, Q, 0, N, 0, 0);
+    int got = 0;
+    for (int round = 0; round < 20 && got < N; round++) {
+        dq_jobs *jobs = NULL;
+        int n = dq_poll(c, Q, 10, 60000, &jobs, NULL);
+        ck_assert_msg(n > 0, "poll: %d %s", n, dq_errmsg(c));
+        for (int k = 0; k < n; k++) {
+            const dq_job *j = dq_jobs_at(jobs, (size_t)k);
+            int idx = atoi(dq_job_id(j) + 3);
+            ck_assert(idx >= 0 && idx < N);
+            size_t len = 0;
+            const void *p = dq_job_payload(j, &len);
+            ck_assert_uint_eq(len, MIB);
+            ck_assert_msg(memcmp(p, buf + idx, MIB) == 0,
+                          "payload of %s differs", dq_job_id(j));
+        }
+        got += n;
+        dq_jobs_free(jobs);
+    }
+    ck_assert_int_eq(got, N);
+    bigres_clear(&b);
+    free(buf);
+    dq_close(c);
+    dq_async_free(a);
+    redisFree(rc);
+    th_redis_stop(&srv);
+}
+END_TEST
+
+/* ---- 5. an id twice in one ack batch; 9. DQ_DONE ------------------------- */
+
+START_TEST(ack_batch_same_id_twice) {
+    dq_client *c = open_client();
+    dq_async *a = aopen();
+    push_text(c, Q, "d", 0, "d", 0, NULL);
+    dq_jobs *jobs = poll_one(c, Q, 60000);
+    const char *tok = dq_job_token(dq_jobs_at(jobs, 0));
+    const char *ids[2] = {"d", "d"};
+    const char *toks[2] = {tok, tok};
+    res r = {0};
+    ck_assert_int_eq(dq_async_ack_batch(a, Q, 2, ids, toks, results_rec, &r),
+                     0);
+    WAIT_CB(r, 1);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_int_eq(r.results[0], 0);
+    ck_assert_int_eq(r.results[1], DQ_ENOTFOUND);
+    ck_stats(c, Q, 0, 0, 0, 0);
+    dq_jobs_free(jobs);
+    dq_async_free(a);
+    dq_close(c);
+}
+END_TEST
+
+START_TEST(push_keep_after_ack_done) {
+    dq_client *c = open_client();
+    dq_async *a = aopen();
+    res p = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "v1", 2, 0, "order-1", DQ_PUSH_KEEP,
+                                   push_rec, &p),
+                     0);
+    WAIT_CB(p, 0);
+    ck_assert_int_eq(p.outcome, DQ_PUSHED);
+    dq_jobs *jobs = poll_one(c, Q, 60000);
+    res ak = {0};
+    ck_assert_int_eq(dq_async_ack(a, Q, "order-1",
+                                  dq_job_token(dq_jobs_at(jobs, 0)), st_rec,
+                                  &ak),
+                     0);
+    WAIT_CB(ak, 0);
+    dq_jobs_free(jobs);
+
+    res p2 = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "v2", 2, 0, "order-1", DQ_PUSH_KEEP,
+                                   push_rec, &p2),
+                     0);
+    WAIT_CB(p2, 0);
+    ck_assert_msg(p2.outcome == DQ_DONE, "keep push of an acked id: "
+                  "outcome %d", p2.outcome);
+    ck_assert_str_eq(p2.id, "order-1");
+    ck_stats(c, Q, 0, 0, 0, 0);
+
+    /* the batch twin says the same */
+    const void *pl[2] = {"v3", "v4"};
+    size_t lens[2] = {2, 2};
+    const char *ids[2] = {"order-1", "order-2"};
+    res b = {0};
+    ck_assert_int_eq(dq_async_push_batch(a, Q, 2, pl, lens, NULL, ids,
+                                         DQ_PUSH_KEEP, batch_rec, &b),
+                     0);
+    WAIT_CB(b, 1);
+    ck_assert_int_eq(b.results[0], DQ_DONE);
+    ck_assert_int_eq(b.results[1], DQ_PUSHED);
+    ck_stats(c, Q, 0, 1, 0, 0);
+    dq_async_free(a);
+    dq_close(c);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("async_contract");
+    struct {
+        const char *name;
+        const TTest *fn;
+        int timeout;
+    } cases[] = {
+        {"ack_batch_5000", ack_batch_5000, 30},
+        {"push_ack_batch_9000", push_ack_batch_9000, 30},
+        {"push_batch_100_mib", push_batch_100_mib, 60},
+        {"ack_batch_same_id_twice", ack_batch_same_id_twice, 20},
+        {"push_keep_after_ack_done", push_keep_after_ack_done, 20},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, cases[i].timeout);
+        tcase_add_test(tc, cases[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void) {
+    srv_start();
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    srv_stop();
+    return failed == 0 ? 0 : 1;
+}
