@@ -1281,16 +1281,13 @@ static void memory_done_records(const cfg *c) {
     if (acked != c->mem_n)
         fail("memory: acked %ld, expected %ld", acked, c->mem_n);
     double done = key_usage("done") / (double)c->mem_n;
-    double dtok = key_usage("dtok") / (double)c->mem_n;
     dq_close(cl);
     logf_("memory of done records: %.1f bytes/acked job (MEMORY USAGE: done "
-          "ZSET %.1f, dtok HASH %.1f)", (m1 - m0) / (double)c->mem_n, done,
-          dtok);
+          "ZSET %.1f)", (m1 - m0) / (double)c->mem_n, done);
     row *rw = add_row("memory/acked job in the done window");
     snprintf(rw->value, sizeof(rw->value), "%.1f", (m1 - m0) / (double)c->mem_n);
     snprintf(rw->unit, sizeof(rw->unit), "bytes");
-    snprintf(rw->spread, sizeof(rw->spread), "zset %.0f + hash %.0f", done,
-             dtok);
+    snprintf(rw->spread, sizeof(rw->spread), "done zset %.0f", done);
 }
 
 static void scen_memory(const cfg *c) {

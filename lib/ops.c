@@ -61,8 +61,8 @@ static void gen_id(dq_core *core, char *out) {
 
 /* ---- Keys ---- */
 
-static const char *const key_suffix[DQ_NKEYS] = {"due",  "lease", "jobs",
-                                                  "dead", "done",  "dtok"};
+static const char *const key_suffix[DQ_NKEYS] = {"due", "lease", "jobs",
+                                                  "dead", "done"};
 
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
@@ -135,7 +135,7 @@ int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq_scripts[script].sha;
     c->lens[1] = 40;
-    c->argv[2] = "6";
+    c->argv[2] = "5";
     c->lens[2] = 1;
     for (int i = 0; i < DQ_NKEYS; i++) {
         c->argv[3 + i] = k->key[i];
@@ -457,10 +457,11 @@ int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
         size_t lo = p->first[ch], hi = p->first[ch + 1];
         dq_cmd *c = &p->cmds[ch];
         if (dq_cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
-                         2 + 3 * (int)(hi - lo)) != DQ_OK)
+                         3 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
         cmd_cstr(c, absolute ? "1" : "0");
+        cmd_int(c, core->opts.done_ttl_ms);
         for (size_t i = lo; i < hi; i++) {
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);
             cmd_int(c, times ? times[i] : 0);

@@ -10,7 +10,7 @@
 #include "internal.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
+#define DQ_NKEYS 5          /* keys every script gets (see lua/common.lua) */
 #define DQ_CHUNK 1000       /* jobs per script call of a batch */
 /* Bytes of payloads and ids per push script call: far below Redis's query
  * buffer limit (1 GiB), so a batch of big payloads is many short calls
@@ -24,7 +24,7 @@
 typedef struct dq_keys {
     char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
     char ns[65];                  /* namespace they were built with */
-    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done, dtok */
+    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
     int db;                       /* database the channel was built for */
     char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
@@ -44,7 +44,7 @@ typedef struct dq_core {
 int dq_core_init(dq_core *core, const dq_options *opts);
 void dq_core_clear(dq_core *core);
 
-/* One script call being built: "EVALSHA sha 6 k1..k6 channel argv...". */
+/* One script call being built: "EVALSHA sha 5 k1..k5 channel argv...". */
 #define DQ_CMD_INLINE 40
 typedef struct dq_cmd {
     int script;          /* DQ_SCRIPT_* */

@@ -3,7 +3,7 @@
  * it:
  *
  *  - failure atomicity: a script that fails (a key of the wrong type) has
- *    written nothing, for every operation and every one of the six keys;
+ *    written nothing, for every operation and every one of the five keys;
  *  - a late ack (and extend) of a job a poll dead-lettered for
  *    DQ_OPT_MAX_ATTEMPTS while nobody else claimed it still counts;
  *  - dq_cancel of a job whose lease ran out answers DQ_CANCEL_BUSY whether
@@ -22,8 +22,9 @@
 
 #include <pthread.h>
 
-static const char *const KINDS[6] = {"due", "lease", "jobs",
-                                     "dead", "done", "dtok"};
+#define NKINDS 5
+static const char *const KINDS[NKINDS] = {"due", "lease", "jobs", "dead",
+                                          "done"};
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -75,7 +76,7 @@ static int64_t take(dq_client *c, const char *q, const char *id,
     return dl;
 }
 
-/* ---- canonical dump of a queue's six keys -------------------------------- */
+/* ---- canonical dump of a queue's five keys -------------------------------- */
 
 typedef struct sbuf {
     char *p;
@@ -195,12 +196,12 @@ static void dump_key(redisContext *r, const char *key, const char *kind,
     sb_putc(b, ';');
 }
 
-/* The six keys of queue q, canonically. */
+/* The five keys of queue q, canonically. */
 static void dump_queue(redisContext *r, const char *q, sbuf *b) {
     b->n = 0;
     sb_putc(b, '\0');
     b->n = 0;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < NKINDS; k++) {
         char key[700];
         queue_key("dq", q, KINDS[k], key, sizeof(key));
         dump_key(r, key, KINDS[k], b);
@@ -263,8 +264,8 @@ static void unspoil(redisContext *r, const char *key, saved *s) {
 
 /* ---- 1. failure atomicity ------------------------------------------------ */
 
-/* The state an operation runs on.  Every queue starts with jobs in all six
- * keys: a1 acked (done, dtok), d1 dead, l1 in flight (60 s lease), p1
+/* The state an operation runs on.  Every queue starts with jobs in all five
+ * keys: a1 acked (done), d1 dead, l1 in flight (60 s lease), p1
  * scheduled (60 s); each operation adds what it needs. */
 typedef struct actx {
     char q[96];
@@ -458,7 +459,7 @@ START_TEST(failure_atomicity) {
     for (size_t o = 0; o < nops; o++) {
         const aop *op = &AOPS[o];
         int rc, failed = 0;
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < NKINDS; k++) {
             snprintf(x.q, sizeof(x.q), "%s_%zu_%d", Q, o, k);
             base_state(&x);
             op->setup(&x);
@@ -918,7 +919,7 @@ START_TEST(no_key_left_behind) {
     int n;
     for (;;) {
         /* EXISTS lets Redis expire the done records lazily too */
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < NKINDS; k++) {
             char key[700];
             queue_key("dq", Q, KINDS[k], key, sizeof(key));
             redisReply *rep = th_cmd(r, "EXISTS %s", key);

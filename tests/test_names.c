@@ -79,8 +79,7 @@ static void check_keys(redisContext *r, const char *ns, const char *const *names
             const char *rest = keys[k] + strlen(prefix);
             ok = strcmp(rest, "due") == 0 || strcmp(rest, "lease") == 0 ||
                  strcmp(rest, "jobs") == 0 || strcmp(rest, "meta") == 0 ||
-                 strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0 ||
-                 strcmp(rest, "dtok") == 0;
+                 strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0;
         }
         ck_assert_msg(ok, "key '%s' is not under any expected prefix", keys[k]);
         /* Redis hashes the text between the first '{' and the next '}':

@@ -1,24 +1,26 @@
 -- common.lua: prelude that the build prepends to every libdelayq script.
 --
--- Every script gets the same six keys of one queue, all under one hash tag
+-- Every script gets the same five keys of one queue, all under one hash tag
 -- ({<queue>}, the name percent-encoded) so a queue lives in one Redis
 -- Cluster slot:
 --   KEYS[1] due    ZSET  id -> due time (ms, server clock): pending jobs
 --   KEYS[2] lease  ZSET  id -> lease deadline (ms): jobs in flight
 --   KEYS[3] jobs   HASH  id -> payload (pending, in flight and dead jobs),
 --                        and id.."\0" -> "attempts:token" for jobs delivered
---                        at least once (token "0" = no valid lease)
+--                        at least once (token "0" = no valid lease;
+--                        "d<attempts>:token" = a poll dead-lettered the job
+--                        while its holder's token was still valid)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
---   KEYS[5] done   ZSET  id -> until when (ms) the ack of a finished job is
---                        remembered: a retried push answers "done", a
---                        retried ack "yours landed" (see ack.lua)
---   KEYS[6] dtok   HASH  id -> the token the job was acked with
+--   KEYS[5] done   ZSET  id -> the token a finished job was acked with (a
+--                        number: the ms of that delivery * 1000 + a little),
+--                        so a retried push answers "done" and a retried ack
+--                        "yours landed" (see ack.lua)
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
 -- number: pub/sub is server-wide, databases are not); the operation's own
 -- arguments start at ARGV[2].
 -- A job id is in at most one of due, lease and dead.  A queue without jobs
--- leaves no key behind: Redis deletes empty sets and hashes, and done/dtok
--- expire with the last record they hold.
+-- leaves no key behind: Redis deletes empty sets and hashes, and done
+-- expires a window after the last ack.
 --
 -- Failure atomicity: Redis does not roll a script back when a command fails
 -- half-way (a key of the wrong type is the usual cause), so every script
@@ -37,8 +39,8 @@
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
 
-local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE, K_DTOK =
-    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local CHANNEL = ARGV[1]
 
 -- The field of a job's meta ("attempts:token") in the jobs hash.
@@ -71,10 +73,14 @@ local function dq_now()
     return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
--- "attempts:token" (or false) -> attempts (number), token (string).
+-- "[d]attempts:token" (or false) -> attempts (number), token (string),
+-- and true when a poll dead-lettered the job under a still valid token.
 local function parse_meta(v)
     if not v then return 0, '0' end
     local c = string.find(v, ':', 1, true)
+    if string.byte(v, 1) == 100 then -- 'd'
+        return tonumber(string.sub(v, 2, c - 1)), string.sub(v, c + 1), true
+    end
     return tonumber(string.sub(v, 1, c - 1)), string.sub(v, c + 1)
 end
 
@@ -107,41 +113,41 @@ local function wake(at, before)
     end
 end
 
--- Done records (ids acked recently) among ids, as of now_ms: a table
--- id -> true for each id with a record that has not run out.  One ZMSCORE.
-local function done_among(ids, now_ms)
-    local out = {}
-    if #ids == 0 then return out end
-    local sc = redis.call('ZMSCORE', K_DONE, unpack(ids))
-    for i, id in ipairs(ids) do
-        if sc[i] and tonumber(sc[i]) > now_ms then out[id] = true end
-    end
-    return out
+-- Whether a done record (the score: the acking delivery's token) is still
+-- in its window as of now_ms; window_ms 0 = as long as it is kept.
+local function done_live(score, now_ms, window_ms)
+    if not score then return false end
+    return window_ms == 0 or
+        math.floor(tonumber(score) / 1000) + window_ms > now_ms
 end
 
 -- Checks the lease tokens of ids (a list) against toks.  Returns the
 -- attempts of each id (a number when the token is the current one) or an
--- error code: -16 stale token, -17 no such job; and the HMGET reply.  An
--- id named twice counts once: its later entries get -17.  Codes match
--- delayq.h.
+-- error code: -16 stale token, -17 no such job; the set of positions
+-- whose job a poll dead-lettered under that still valid token; and the set
+-- of positions that repeat an earlier id (they get -17: an id named twice
+-- counts once).  Codes match delayq.h.
 local function check_tokens(ids, toks)
     local n = #ids
     local got = get_with_meta(ids) -- a payload says the job exists
-    local res, seen = {}, {}
+    local res, dead, dup = {}, {}, {}
+    local seen = n > 1 and {} or nil
     for i = 1, n do
-        local attempts, current = parse_meta(got[n + i])
-        if seen[ids[i]] then
+        local attempts, current, d = parse_meta(got[n + i])
+        if seen and seen[ids[i]] then
             res[i] = -17
+            dup[i] = true
         elseif current ~= '0' and current == toks[i] then
             res[i] = attempts
+            dead[i] = d
         elseif not got[i] then
             res[i] = -17
         else
             res[i] = -16
         end
-        seen[ids[i]] = true
+        if seen then seen[ids[i]] = true end
     end
-    return res, got
+    return res, dead, dup
 end
 
 -- Holder of a single-id check: attempts, or nil and the error code.

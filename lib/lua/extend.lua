@@ -9,6 +9,9 @@ local attempts, err = check_token(id, ARGV[3])
 if not attempts then return err end
 local where = held_where(id) -- reads lease (and dead, due) before writing
 local deadline = dq_now() + tonumber(ARGV[4])
-if where and where ~= 'lease' then redis.call('ZREM', HELD_KEY[where], id) end
+if where and where ~= 'lease' then
+    redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, ARGV[3]))
+    redis.call('ZREM', HELD_KEY[where], id)
+end
 redis.call('ZADD', K_LEASE, deadline, id)
 return deadline

@@ -10,47 +10,46 @@
 -- A lease that ran out makes its job due again at the lease deadline, so it
 -- sorts before jobs that came due later; it stays in lease (its holder's
 -- token valid, a late ack still counts) until a poll claims it.  A job that
--- had max attempts goes to dead with its meta untouched: nobody else
--- claimed it, so its last holder may still ack it.
+-- had max attempts goes to dead with its holder's token kept (marked "d"):
+-- nobody else claimed it, so its last holder may still ack it.
 --
--- Tokens come from the server clock: microseconds of this call and the
--- job's place in it ("<us><3 digits>"), so no counter key outlives the
--- queue; a job's new token is always above its previous one, even if the
--- clock stepped back.
+-- Tokens come from the server clock: the millisecond of this call times
+-- 1000 plus the job's place in it (below 2^53, exact in Lua), so no counter
+-- key outlives the queue; a job's new token is always above its previous
+-- one, even if the clock stepped back or it is delivered twice in one ms.
 local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
 local max_attempts = tonumber(ARGV[4])
 
--- Reads: the oldest expired leases and due jobs, merged by time.
+-- Reads: the oldest expired leases and due jobs, merged by time (most
+-- polls find no expired lease and skip the merge).
 local exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                        'LIMIT', 0, max)
 local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                        'LIMIT', 0, max)
-local ids, scores, from_lease, from_due = {}, {}, {}, {}
-local a, b = 1, 1
-while #ids < max and (exp[a] or due[b]) do
-    local take_exp = exp[a] and
-        (not due[b] or tonumber(exp[a + 1]) <= tonumber(due[b + 1]))
-    local k = #ids + 1
-    if take_exp then
-        ids[k], scores[k] = exp[a], exp[a + 1]
-        from_lease[#from_lease + 1] = exp[a]
-        a = a + 2
-    else
-        ids[k], scores[k] = due[b], due[b + 1]
-        from_due[#from_due + 1] = due[b]
-        b = b + 2
+local ids, from_lease, from_due = {}, {}, {}
+local scores -- merged: score of ids[k]; nil: due[2k] is
+if #exp == 0 then
+    for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+    from_due = ids
+else
+    scores = {}
+    local a, b = 1, 1
+    while #ids < max and (exp[a] or due[b]) do
+        local take_exp = exp[a] and
+            (not due[b] or tonumber(exp[a + 1]) <= tonumber(due[b + 1]))
+        local k = #ids + 1
+        if take_exp then
+            ids[k], scores[k] = exp[a], exp[a + 1]
+            from_lease[#from_lease + 1] = exp[a]
+            a = a + 2
+        else
+            ids[k], scores[k] = due[b], due[b + 1]
+            from_due[#from_due + 1] = due[b]
+            b = b + 2
+        end
     end
-end
-
--- Decimal string + 1 (tokens are compared as strings).
-local function incr(s)
-    local i = #s
-    while i > 0 and string.byte(s, i) == 57 do i = i - 1 end
-    if i == 0 then return '1' .. string.rep('0', #s) end
-    return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) ..
-        string.rep('0', #s - i)
 end
 
 local out = { now, 0 }
@@ -58,6 +57,7 @@ local n = #ids
 if n > 0 then
     local got, fields = get_with_meta(ids)
     local deadline = string.format('%d', now + lease_ms) -- formatted once
+    local tok0 = now * 1000 - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
     for j, id in ipairs(ids) do
@@ -67,9 +67,16 @@ if n > 0 then
         elseif max_attempts > 0 and attempts >= max_attempts then
             died[#died + 1] = now_s
             died[#died + 1] = id
+            if cur ~= '0' then -- its holder may still ack it: mark where
+                mset[#mset + 1] = fields[n + j]
+                mset[#mset + 1] = 'd' .. fmt_meta(attempts, cur)
+            end
         else
-            local tok = string.format('%d%03d', now_us, j - 1)
-            if #tok == #cur and tok <= cur then tok = incr(cur) end
+            local tok = tok0 + j
+            if cur ~= '0' and tonumber(cur) >= tok then
+                tok = tonumber(cur) + 1
+            end
+            tok = string.format('%d', tok)
             attempts = attempts + 1
             mset[#mset + 1] = fields[n + j]
             mset[#mset + 1] = fmt_meta(attempts, tok)
@@ -78,7 +85,7 @@ if n > 0 then
             out[#out + 1] = id
             out[#out + 1] = got[j]
             out[#out + 1] = attempts
-            out[#out + 1] = scores[j]
+            out[#out + 1] = scores and scores[j] or due[2 * j]
             out[#out + 1] = tok
         end
     end

@@ -2,7 +2,8 @@
 -- push.lua: adds or replaces jobs.
 -- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it
 -- ARGV[3] time: 0 = values are delays (ms from now), 1 = absolute epoch ms
--- ARGV[4..] triples: id, delay-or-time, payload (the client cuts batches
+-- ARGV[4] done window ms (0: a done record counts as long as it is kept)
+-- ARGV[5..] triples: id, delay-or-time, payload (the client cuts batches
 --           into calls of at most 1000 jobs and a few MiB)
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
 -- mode: the id was acked within its done window, so this push is taken for
@@ -15,30 +16,30 @@
 local now = dq_now()
 local replace = ARGV[2] == '1'
 local absolute = ARGV[3] == '1'
-if #ARGV == 6 and not replace then
+local window = tonumber(ARGV[4])
+if #ARGV == 7 and not replace then
     -- One job, keep mode (the common single push): HSETNX checks and
     -- writes in one command, after the reads of done and due.
-    local id, at = ARGV[4], tonumber(ARGV[5])
+    local id, at = ARGV[5], tonumber(ARGV[6])
     if not absolute then at = now + at end
-    local d = redis.call('ZSCORE', K_DONE, id)
-    if d and tonumber(d) > now then
+    if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
         return { redis.call('HEXISTS', K_JOBS, id) == 1 and 2 or 4 }
     end
     local before = first_due()
-    if redis.call('HSETNX', K_JOBS, id, ARGV[6]) == 0 then return { 2 } end
+    if redis.call('HSETNX', K_JOBS, id, ARGV[7]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
     wake(at, before)
     return { 1 }
 end
 local ids = {}
-for i = 4, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = 5, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local exists = redis.call('HMGET', K_JOBS, unpack(ids))
 local recs = replace and {} or redis.call('ZMSCORE', K_DONE, unpack(ids))
 local before = first_due()
 local out, hset, zadd, reset, seen = {}, {}, {}, {}, {}
 local earliest
 for j, id in ipairs(ids) do
-    local i = 1 + 3 * j
+    local i = 2 + 3 * j
     local outcome = 1
     if seen[id] == 4 and not replace then
         outcome = 4
@@ -49,7 +50,7 @@ for j, id in ipairs(ids) do
         if replace and exists[j] and not seen[id] then
             reset[#reset + 1] = id
         end
-    elseif not replace and recs[j] and tonumber(recs[j]) > now then
+    elseif not replace and done_live(recs[j], now, window) then
         outcome = 4
     end
     seen[id] = seen[id] or outcome

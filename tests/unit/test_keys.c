@@ -20,8 +20,8 @@
             ck_abort_msg(__VA_ARGS__);                                        \
     } while (0)
 
-static const char *const kinds[DQ_NKEYS] = {"due",  "lease", "jobs",
-                                            "dead", "done",  "dtok"};
+static const char *const kinds[DQ_NKEYS] = {"due", "lease", "jobs", "dead",
+                                            "done"};
 
 /* Decodes the tag of key (between the first '{' and the next '}') back
  * into a name; fails the test if the tag is malformed. */
@@ -92,7 +92,7 @@ START_TEST(shape_and_examples) {
     dq_core core;
     ck_assert_int_eq(dq_core_init(&core, NULL), DQ_OK);
     ck_assert_str_eq(keys_of(&core, "orders", "dq"), "dq:{orders}:due");
-    ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:dtok");
+    ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:done");
     /* The wake-up channel names the database: pub/sub crosses them. */
     ck_assert_str_eq(core.keys.chan, "dq:{orders}:wake:0");
     core.db = 3;
