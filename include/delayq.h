@@ -139,14 +139,18 @@ enum dq_option {
                                       the jobs before returning success */
     DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS = 7, /* int, default 1000 */
     DQ_OPT_DONE_TTL_MS = 8,        /* int, default 300000 (5 min), 0..7 days:
-                                      how long the queue remembers a job this
-                                      client acked (its id and token), so a
-                                      retried push with DQ_PUSH_KEEP answers
-                                      DQ_DONE and a retried ack tells its own
-                                      landed ack (0) from another holder's
-                                      (DQ_ESTALE).  0 = remember nothing.
-                                      Costs Redis memory for each job acked
-                                      within the window (bench/RESULTS.md). */
+                                      how long, counted from the delivery
+                                      that was acked, the queue remembers a
+                                      job this client acked (its id and
+                                      token), so a retried push with
+                                      DQ_PUSH_KEEP answers DQ_DONE and a
+                                      retried ack tells its own landed ack
+                                      (0) from another holder's (DQ_ESTALE).
+                                      0 = this client leaves no record (and
+                                      counts the records of others as long as
+                                      they are kept).  Costs one ZSET entry
+                                      of Redis memory per job acked within
+                                      the window (bench/RESULTS.md). */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
