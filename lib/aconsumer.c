@@ -14,8 +14,8 @@
  * early expiry (coarse clocks) is simply re-armed.
  *
  * Lifetimes.  Every operation the consumer starts carries the consumer as
- * owner: when it is freed they complete silently (dq_async_forget).  Its
- * memory, its deliveries and its watch go through dq_async_bury, so code
+ * owner: when it is freed they complete silently (dq__async_forget).  Its
+ * memory, its deliveries and its watch go through dq__async_bury, so code
  * that ran a user callback can look at them afterwards.
  */
 #include <errno.h>
@@ -35,9 +35,9 @@
 #include "ops.h"
 
 typedef struct acons {
-    dq_child child;            /* in the client's children: first member */
+    dq__child child;            /* in the client's children: first member */
     dq_consumer *c;            /* the consumer */
-    dq_watch *watch;           /* wake-up subscription */
+    dq__watch *watch;           /* wake-up subscription */
     char channel[DQ_KEY_MAX + 8]; /* its channel */
     struct event *timer_ev;    /* sleep: timerfd read event or a timer */
     int tfd;                   /* timerfd, -1 if none */
@@ -58,7 +58,7 @@ typedef struct acons {
 } acons;
 
 static void kick(acons *s);
-static void send_completion(acons *s, dq_delivery *d);
+static void send_completion(acons *s, dq__delivery *d);
 static void on_stop_deadline(evutil_socket_t fd, short what, void *arg);
 
 /* ---- Sleep timer ---- */
@@ -78,7 +78,7 @@ static void timer_set(acons *s, int64_t target_us, int capped) {
         return;
     }
 #endif
-    int64_t us = target_us - dq_mono_us();
+    int64_t us = target_us - dq__mono_us();
     if (us < 0)
         us = 0;
     struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
@@ -112,24 +112,24 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
             /* nothing to do: the time check below decides */
         }
     }
-    dq_async_enter(a);
+    dq__async_enter(a);
     if (!c->dead && s->target_us != 0) {
-        if (dq_mono_us() + 100 < s->target_us) {
+        if (dq__mono_us() + 100 < s->target_us) {
             timer_set(s, s->target_us, s->capped); /* woke early */
         } else {
             int capped = s->capped;
             s->target_us = 0;
             if (capped)
-                dq_watch_check(s->watch); /* idle: check the subscriber */
+                dq__watch_check(s->watch); /* idle: check the subscriber */
             kick(s);
         }
     }
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 /* ---- Deliveries ---- */
 
-static void timers_clear(dq_delivery *d) {
+static void timers_clear(dq__delivery *d) {
     if (d->extend_ev != NULL)
         event_free(d->extend_ev);
     if (d->timeout_ev != NULL)
@@ -138,17 +138,17 @@ static void timers_clear(dq_delivery *d) {
 }
 
 static void delivery_free(void *p) {
-    dq_delivery *d = p;
+    dq__delivery *d = p;
     timers_clear(d);
     dq_job_free(d->job);
     free(d);
 }
 
 /* Frees d once no operation refers to it any more. */
-static void delivery_release(acons *s, dq_delivery *d) {
+static void delivery_release(acons *s, dq__delivery *d) {
     d->state = D_ENDED;
     if (d->ops == 0)
-        dq_async_bury(s->c->a, delivery_free, d);
+        dq__async_bury(s->c->a, delivery_free, d);
 }
 
 static void arm_ms(struct event *ev, int64_t ms) {
@@ -176,7 +176,7 @@ static void slot_freed(acons *s) {
 }
 
 /* The ack/nack of d is done (status: its result). */
-static void completed(acons *s, dq_delivery *d, int status) {
+static void completed(acons *s, dq__delivery *d, int status) {
     dq_consumer *c = s->c;
     int outcome = d->outcome;
     if (status == 1) { /* nack: dead-lettered (max attempts) */
@@ -186,7 +186,7 @@ static void completed(acons *s, dq_delivery *d, int status) {
         status = 0;
     }
     if (status < 0) /* the client's message names the op and the job */
-        dq_err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
+        dq__err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
     int releasing = d->state == D_RELEASING;
     if (c->outcome_cb != NULL) {
         c->outcome_cb(c, d->job, outcome, status, c->outcome_ud);
@@ -196,7 +196,7 @@ static void completed(acons *s, dq_delivery *d, int status) {
     if (releasing && !d->late_done) {
         d->state = D_ABANDONED; /* kept for the handler's late done */
     } else {
-        dq_cons_unlink(c, d);
+        dq__cons_unlink(c, d);
         delivery_release(s, d);
     }
     slot_freed(s);
@@ -204,7 +204,7 @@ static void completed(acons *s, dq_delivery *d, int status) {
 
 static void on_completed(dq_async *a, int status, void *ud) {
     (void)a;
-    dq_delivery *d = ud;
+    dq__delivery *d = ud;
     acons *s = d->c->as;
     d->ops--;
     /* The reply was lost with the connection: send it again once the
@@ -220,12 +220,12 @@ static void on_completed(dq_async *a, int status, void *ud) {
     completed(s, d, status);
 }
 
-static void send_completion(acons *s, dq_delivery *d) {
+static void send_completion(acons *s, dq__delivery *d) {
     dq_consumer *c = s->c;
     dq_async *a = c->a;
     int rc;
     d->tries++;
-    dq_async_set_owner(a, c);
+    dq__async_set_owner(a, c);
     if (d->outcome == DQ_JOB_OK)
         rc = dq_async_ack(a, c->queue, dq_job_id(d->job), dq_job_token(d->job),
                           on_completed, d);
@@ -234,7 +234,7 @@ static void send_completion(acons *s, dq_delivery *d) {
                            dq_job_token(d->job), d->delay_ms,
                            d->outcome == DQ_JOB_FAIL ? DQ_NACK_DEAD : 0,
                            on_completed, d);
-    dq_async_set_owner(a, NULL);
+    dq__async_set_owner(a, NULL);
     if (rc < 0)
         completed(s, d, rc);
     else
@@ -242,12 +242,12 @@ static void send_completion(acons *s, dq_delivery *d) {
 }
 
 /* Applies a handler's outcome to a running delivery. */
-static void finish_apply(acons *s, dq_delivery *d, int outcome,
+static void finish_apply(acons *s, dq__delivery *d, int outcome,
                          int64_t delay_ms) {
     int64_t delay;
     int flags;
     timers_clear(d);
-    d->outcome = dq_cons_plan(s->c, d->job, outcome, delay_ms, &delay, &flags);
+    d->outcome = dq__cons_plan(s->c, d->job, outcome, delay_ms, &delay, &flags);
     d->delay_ms = delay;
     d->state = D_FINISHING;
     send_completion(s, d);
@@ -255,7 +255,7 @@ static void finish_apply(acons *s, dq_delivery *d, int outcome,
 
 /* Gives a running job back: after a handler timeout (policy backoff, may
  * dead-letter) or at a stop deadline (at once, never dead-letters). */
-static void release(acons *s, dq_delivery *d, int at_stop) {
+static void release(acons *s, dq__delivery *d, int at_stop) {
     timers_clear(d);
     if (at_stop) {
         d->outcome = DQ_JOB_RETRY;
@@ -264,7 +264,7 @@ static void release(acons *s, dq_delivery *d, int at_stop) {
     } else {
         int64_t delay;
         int flags;
-        d->outcome = dq_cons_plan(s->c, d->job, DQ_JOB_RETRY, -1, &delay,
+        d->outcome = dq__cons_plan(s->c, d->job, DQ_JOB_RETRY, -1, &delay,
                                   &flags);
         d->delay_ms = delay;
     }
@@ -278,33 +278,33 @@ static void on_extended(dq_async *a, int64_t deadline_ms, int status,
 static void on_extend_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
-    dq_delivery *d = arg;
+    dq__delivery *d = arg;
     dq_consumer *c = d->c;
     dq_async *a = c->a;
-    dq_async_enter(a);
+    dq__async_enter(a);
     if (d->state == D_RUNNING && !c->dead && !d->lost) {
-        dq_async_set_owner(a, c);
+        dq__async_set_owner(a, c);
         int rc = dq_async_extend(a, c->queue, dq_job_id(d->job),
                                  dq_job_token(d->job), c->lease_ms,
                                  on_extended, d);
-        dq_async_set_owner(a, NULL);
+        dq__async_set_owner(a, NULL);
         if (rc == DQ_OK)
             d->ops++;
         else
             arm_ms(d->extend_ev, c->lease_ms / 8 + 10);
     }
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 static void on_extended(dq_async *a, int64_t deadline_ms, int status,
                         void *ud) {
     (void)a;
-    dq_delivery *d = ud;
+    dq__delivery *d = ud;
     dq_consumer *c = d->c;
     d->ops--;
     if (d->state == D_ENDED) {
         if (d->ops == 0)
-            dq_async_bury(c->a, delivery_free, d);
+            dq__async_bury(c->a, delivery_free, d);
         return;
     }
     if (d->state != D_RUNNING || d->extend_ev == NULL)
@@ -314,7 +314,7 @@ static void on_extended(dq_async *a, int64_t deadline_ms, int status,
         arm_ms(d->extend_ev, c->lease_ms / 2);
     } else if (status == DQ_ESTALE || status == DQ_ENOTFOUND) {
         d->lost = 1; /* the job is someone else's now */
-        dq_err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
+        dq__err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
     } else {
         arm_ms(d->extend_ev, c->lease_ms / 8 + 10); /* try again soon */
     }
@@ -323,34 +323,34 @@ static void on_extended(dq_async *a, int64_t deadline_ms, int status,
 static void on_handler_timeout(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
-    dq_delivery *d = arg;
+    dq__delivery *d = arg;
     dq_consumer *c = d->c;
     dq_async *a = c->a;
-    dq_async_enter(a);
+    dq__async_enter(a);
     if (d->state == D_RUNNING && !c->dead)
         release(c->as, d, 0);
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 /* Hands one claimed job to the handler. */
 static void dispatch(acons *s, const dq_job *job) {
     dq_consumer *c = s->c;
-    struct event_base *base = dq_async_base(c->a);
-    dq_delivery *d = calloc(1, sizeof(*d));
+    struct event_base *base = dq__async_base(c->a);
+    dq__delivery *d = calloc(1, sizeof(*d));
     if (d != NULL && (d->job = dq_job_dup(job)) == NULL) {
         free(d);
         d = NULL;
     }
     if (d == NULL) { /* its lease runs out and it comes back */
-        dq_err_set(&c->err, DQ_ENOMEM, "out of memory for job '%.200s'",
+        dq__err_set(&c->err, DQ_ENOMEM, "out of memory for job '%.200s'",
                    dq_job_id(job));
         return;
     }
     d->c = c;
     d->state = D_RUNNING;
-    dq_cons_link(c, d);
+    dq__cons_link(c, d);
     s->active++;
-    if (dq_cons_over_max(c, d->job)) { /* delivered too often already */
+    if (dq__cons_over_max(c, d->job)) { /* delivered too often already */
         finish_apply(s, d, DQ_JOB_FAIL, -1);
         return;
     }
@@ -367,7 +367,7 @@ static void dispatch(acons *s, const dq_job *job) {
     int r = c->handler(c, d->job, c->ud);
     if (c->dead)
         return;
-    r = dq_cons_outcome(r);
+    r = dq__cons_outcome(r);
     if (d->state == D_RUNNING && r != DQ_JOB_ASYNC)
         finish_apply(s, d, r, -1);
 }
@@ -375,7 +375,7 @@ static void dispatch(acons *s, const dq_job *job) {
 /* A job claimed after the stop began: straight back. */
 static void give_back(acons *s, const dq_job *job) {
     dq_consumer *c = s->c;
-    dq_delivery *d = calloc(1, sizeof(*d));
+    dq__delivery *d = calloc(1, sizeof(*d));
     if (d != NULL && (d->job = dq_job_dup(job)) == NULL) {
         free(d);
         d = NULL;
@@ -384,7 +384,7 @@ static void give_back(acons *s, const dq_job *job) {
         return; /* its lease runs out */
     d->c = c;
     d->late_done = 1; /* nobody holds it */
-    dq_cons_link(c, d);
+    dq__cons_link(c, d);
     s->active++;
     release(s, d, 1);
 }
@@ -395,10 +395,10 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
                       int status, void *ud) {
     acons *s = ud;
     dq_consumer *c = s->c;
-    int64_t recv = dq_mono_us();
+    int64_t recv = dq__mono_us();
     s->polling = 0;
     if (status < 0) {
-        dq_err_set(&c->err, status, "poll: %s", dq_async_errmsg(a));
+        dq__err_set(&c->err, status, "poll: %s", dq_async_errmsg(a));
         int64_t b = s->err_backoff_ms;
         s->err_backoff_ms = b * 2 > 2000 ? 2000 : b * 2;
         if (s->stopping)
@@ -431,7 +431,7 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
     }
     /* Sleep until the next job is due (server offset, measured from about
      * when the script ran), or the idle cap. */
-    int64_t cap = dq_async_opts(a)->wait_cap_ms * 1000;
+    int64_t cap = dq__async_opts(a)->wait_cap_ms * 1000;
     if (next_us < 0 || next_us >= cap)
         timer_set(s, recv + cap, 1);
     else
@@ -450,17 +450,17 @@ static void kick(acons *s) {
     }
     int max = free_slots > DQ_POLL_MAX ? DQ_POLL_MAX : (int)free_slots;
     timer_clear(s);
-    dq_async_set_owner(a, c);
-    int rc = dq_async_poll_us(a, c->queue, max, c->lease_ms, on_polled, s);
-    dq_async_set_owner(a, NULL);
+    dq__async_set_owner(a, c);
+    int rc = dq__async_poll_us(a, c->queue, max, c->lease_ms, on_polled, s);
+    dq__async_set_owner(a, NULL);
     if (rc < 0) {
-        dq_err_set(&c->err, rc, "poll: %s", dq_async_errmsg(a));
-        timer_set(s, dq_mono_us() + s->err_backoff_ms * 1000, 0);
+        dq__err_set(&c->err, rc, "poll: %s", dq_async_errmsg(a));
+        timer_set(s, dq__mono_us() + s->err_backoff_ms * 1000, 0);
         return;
     }
     s->polling = 1;
     s->requested = max;
-    s->poll_sent_us = dq_mono_us();
+    s->poll_sent_us = dq__mono_us();
 }
 
 static void on_watch(void *ud, int event) {
@@ -486,9 +486,9 @@ static void as_destroy(dq_consumer *c) {
     acons *s = c->as;
     dq_async *a = c->a;
     c->dead = 1;
-    dq_async_forget(a, c);
-    dq_async_disown(a, &s->child);
-    dq_watch_close(s->watch);
+    dq__async_forget(a, c);
+    dq__async_disown(a, &s->child);
+    dq__watch_close(s->watch);
     s->watch = NULL;
     if (s->timer_ev != NULL)
         event_free(s->timer_ev);
@@ -499,38 +499,38 @@ static void as_destroy(dq_consumer *c) {
         close(s->tfd);
     s->tfd = -1;
     while (c->list != NULL) {
-        dq_delivery *d = c->list;
-        dq_cons_unlink(c, d);
+        dq__delivery *d = c->list;
+        dq__cons_unlink(c, d);
         timers_clear(d);
-        dq_async_bury(a, delivery_free, d);
+        dq__async_bury(a, delivery_free, d);
     }
-    dq_async_bury(a, acons_free_mem, c);
+    dq__async_bury(a, acons_free_mem, c);
 }
 
-static void as_release(dq_child *ch) {
+static void as_release(dq__child *ch) {
     acons *s = (acons *)ch;
     as_destroy(s->c);
 }
 
-static int as_finish(dq_consumer *c, dq_delivery *d, int outcome,
+static int as_finish(dq_consumer *c, dq__delivery *d, int outcome,
                      int64_t delay_ms) {
     acons *s = c->as;
     if (d->state == D_ABANDONED) {
-        dq_cons_unlink(c, d);
+        dq__cons_unlink(c, d);
         delivery_release(s, d);
-        return dq_err_set(&c->err, DQ_ESTALE,
+        return dq__err_set(&c->err, DQ_ESTALE,
                           "dq_consumer_done: the consumer gave this job up "
                           "already (handler timeout or stop)");
     }
     if (d->state == D_RELEASING) {
         d->late_done = 1;
-        return dq_err_set(&c->err, DQ_ESTALE,
+        return dq__err_set(&c->err, DQ_ESTALE,
                           "dq_consumer_done: the consumer is giving this "
                           "job up (handler timeout or stop)");
     }
-    dq_async_enter(c->a);
+    dq__async_enter(c->a);
     finish_apply(s, d, outcome, delay_ms);
-    dq_async_leave(c->a);
+    dq__async_leave(c->a);
     return DQ_OK;
 }
 
@@ -541,10 +541,10 @@ int dq_consumer_new(dq_async *a, const char *queue, dq_handler_fn *handler,
     *out = NULL;
     if (a == NULL || handler == NULL)
         return DQ_ENULL;
-    int rc = dq_check_queue(queue, NULL);
+    int rc = dq__check_queue(queue, NULL);
     if (rc != DQ_OK)
         return rc;
-    if (dq_async_closing(a))
+    if (dq__async_closing(a))
         return DQ_ECLOSED;
     dq_consumer *c = calloc(1, sizeof(*c));
     acons *s = calloc(1, sizeof(*s));
@@ -553,7 +553,7 @@ int dq_consumer_new(dq_async *a, const char *queue, dq_handler_fn *handler,
         free(s);
         return DQ_ENOMEM;
     }
-    dq_cons_init(c, CM_ASYNC, queue, handler, userdata);
+    dq__cons_init(c, CM_ASYNC, queue, handler, userdata);
     c->a = a;
     c->as = s;
     c->finish = as_finish;
@@ -562,7 +562,7 @@ int dq_consumer_new(dq_async *a, const char *queue, dq_handler_fn *handler,
     s->tfd = -1;
     s->err_backoff_ms = 50;
     s->child.release = as_release;
-    dq_async_adopt(a, &s->child);
+    dq__async_adopt(a, &s->child);
     *out = c;
     return DQ_OK;
 }
@@ -571,12 +571,12 @@ int dq_consumer_start(dq_consumer *c) {
     if (c == NULL)
         return DQ_ENULL;
     if (c->mode != CM_ASYNC || c->started)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           c->mode != CM_ASYNC
                               ? "dq_consumer_start is for libevent consumers"
                               : "the consumer was started already");
     acons *s = c->as;
-    struct event_base *base = dq_async_base(c->a);
+    struct event_base *base = dq__async_base(c->a);
 #ifdef __linux__
     s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 #endif
@@ -592,10 +592,10 @@ int dq_consumer_start(dq_consumer *c) {
     }
     s->stop_ev = evtimer_new(base, on_stop_deadline, s);
     if (s->timer_ev == NULL || s->stop_ev == NULL)
-        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
-    dq_async_wake_channel(c->a, c->queue, s->channel, sizeof(s->channel));
-    if (dq_watch_open(c->a, s->channel, on_watch, s, &s->watch) != DQ_OK)
-        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
+        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
+    dq__async_wake_channel(c->a, c->queue, s->channel, sizeof(s->channel));
+    if (dq__watch_open(c->a, s->channel, on_watch, s, &s->watch) != DQ_OK)
+        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
     c->started = 1;
     kick(s);
     return DQ_OK;
@@ -607,12 +607,12 @@ static void on_stop_deadline(evutil_socket_t fd, short what, void *arg) {
     acons *s = arg;
     dq_consumer *c = s->c;
     dq_async *a = c->a;
-    dq_async_enter(a);
+    dq__async_enter(a);
     /* A release may call back and change the list: start over each time
      * (a released job is no longer D_RUNNING). */
     for (int again = 1; again && !c->dead;) {
         again = 0;
-        for (dq_delivery *d = c->list; d != NULL; d = d->next)
+        for (dq__delivery *d = c->list; d != NULL; d = d->next)
             if (d->state == D_RUNNING) {
                 release(s, d, 1);
                 again = 1;
@@ -621,7 +621,7 @@ static void on_stop_deadline(evutil_socket_t fd, short what, void *arg) {
     }
     if (!c->dead)
         check_stopped(s);
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 int dq_consumer_stop(dq_consumer *c, int64_t timeout_ms, dq_stopped_cb *cb,
@@ -630,19 +630,19 @@ int dq_consumer_stop(dq_consumer *c, int64_t timeout_ms, dq_stopped_cb *cb,
         return DQ_ENULL;
     acons *s = c->as;
     if (c->mode != CM_ASYNC || !c->started || s->stopping)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           c->mode != CM_ASYNC
                               ? "dq_consumer_stop is for libevent consumers "
                                 "(use dq_consumer_interrupt)"
                               : "the consumer is not running");
-    int rc = dq_check_delay(timeout_ms, "timeout_ms", &c->err);
+    int rc = dq__check_delay(timeout_ms, "timeout_ms", &c->err);
     if (rc != DQ_OK)
         return rc;
     s->stopping = 1;
     s->stopped_cb = cb;
     s->stopped_ud = userdata;
     timer_clear(s);
-    dq_watch_close(s->watch);
+    dq__watch_close(s->watch);
     s->watch = NULL;
     /* The deadline (or, with nothing running, the next loop turn) calls
      * back from the loop, never from inside this call. */
@@ -656,7 +656,7 @@ size_t dq_consumer_running(const dq_consumer *c) {
     if (c->mode == CM_SYNC)
         return c->in_handler ? 1 : 0;
     size_t n = 0;
-    for (const dq_delivery *d = c->list; d != NULL; d = d->next)
+    for (const dq__delivery *d = c->list; d != NULL; d = d->next)
         n += d->state == D_RUNNING;
     return n;
 }

@@ -1,9 +1,9 @@
 /*
- * async.c - the libevent client: the ops of ops.c over dq_aconn (conn.c),
+ * async.c - the libevent client: the ops of ops.c over dq__aconn (conn.c),
  * with reconnects, timeouts and safe frees from inside callbacks.
  *
  * Shape.  A "link" is one connection slot that reconnects by itself: a
- * dq_aconn while connected, a backoff timer while not, and one timer that
+ * dq__aconn while connected, a backoff timer while not, and one timer that
  * bounds both the connection attempt (DQ_OPT_CONNECT_TIMEOUT_MS) and the
  * silence of Redis while replies are awaited (DQ_OPT_COMMAND_TIMEOUT_MS;
  * replies come in order, so "no reply for T ms while some are pending" is
@@ -12,7 +12,7 @@
  * its own.
  *
  * An operation (aop) is built exactly as the sync client builds it (the
- * checks, dq_push_plan_make, dq_build_*), then its arguments are copied
+ * checks, dq__push_plan_make, dq__build_*), then its arguments are copied
  * ("frozen": the key cache and the caller's buffers may change once we
  * return) and it waits in `waiting` until the link is up, then sits in
  * `inflight` until every reply came back.  NOSCRIPT resends that one
@@ -40,7 +40,7 @@ enum { L_WAIT = 0, L_CONNECTING, L_UP, L_CLOSED };
 typedef struct link link;
 struct link {
     dq_async *a;                 /* client (base, URI, options) */
-    dq_aconn *conn;              /* NULL unless connecting or up */
+    dq__aconn *conn;              /* NULL unless connecting or up */
     int state;                   /* L_* */
     int64_t backoff_ms;          /* delay before the next attempt */
     struct event *retry_ev;      /* next connection attempt */
@@ -69,7 +69,7 @@ struct aop {
     dq_async *a;          /* client */
     int where;            /* IN_* */
     int shape;            /* CB_* */
-    void *owner;          /* internal tag (dq_async_set_owner) */
+    void *owner;          /* internal tag (dq__async_set_owner) */
     union {
         dq_status_cb *st;
         dq_push_cb *push;
@@ -87,7 +87,7 @@ struct aop {
     int64_t deadline_us;  /* waiting: when it gives up (0 = never) */
     char **frozen;        /* per call: copy of its arguments */
     size_t outstanding;   /* replies awaited */
-    dq_op op;             /* the operation (engine) */
+    dq__op op;             /* the operation (engine) */
 };
 
 typedef struct oplist {
@@ -101,20 +101,20 @@ typedef struct grave {
 } grave;
 
 struct dq_async {
-    dq_core core;            /* options, key cache, id generator */
-    dq_uri uri;              /* where to connect */
+    dq__core core;            /* options, key cache, id generator */
+    dq__uri uri;              /* where to connect */
     struct event_base *base; /* caller's loop */
-    dq_err err;              /* last failed call / running callback */
+    dq__err err;              /* last failed call / running callback */
     link main;               /* the operations' connection */
     oplist waiting;          /* not sent yet (link down) */
     oplist inflight;         /* sent, replies outstanding */
     struct event *wait_ev;   /* expiry of the oldest waiting op */
     dq_state_cb *state_cb;   /* state changes */
     void *state_ud;          /* its userdata */
-    void *owner;             /* tag for new ops (dq_async_set_owner) */
+    void *owner;             /* tag for new ops (dq__async_set_owner) */
     int depth;               /* entries from the loop running */
     int freeing;             /* dq_async_free started */
-    dq_child children;       /* consumers (list head) */
+    dq__child children;       /* consumers (list head) */
     grave *graves;           /* objects to free at depth 0 */
     size_t ngraves, graves_cap;
     char where[300];         /* server address for messages */
@@ -127,14 +127,14 @@ static void link_start(link *l, int64_t delay_ms);
 
 static void real_free(dq_async *a) {
     free(a->graves);
-    dq_uri_clear(&a->uri);
-    dq_core_clear(&a->core);
+    dq__uri_clear(&a->uri);
+    dq__core_clear(&a->core);
     free(a);
 }
 
-void dq_async_enter(dq_async *a) { a->depth++; }
+void dq__async_enter(dq_async *a) { a->depth++; }
 
-int dq_async_leave(dq_async *a) {
+int dq__async_leave(dq_async *a) {
     if (--a->depth > 0)
         return a->freeing;
     /* Graves may bury more graves while freed: loop by index. */
@@ -150,9 +150,9 @@ int dq_async_leave(dq_async *a) {
     return 0;
 }
 
-int dq_async_closing(const dq_async *a) { return a->freeing; }
+int dq__async_closing(const dq_async *a) { return a->freeing; }
 
-void dq_async_bury(dq_async *a, void (*fn)(void *), void *p) {
+void dq__async_bury(dq_async *a, void (*fn)(void *), void *p) {
     if (a->depth == 0) {
         fn(p);
         return;
@@ -170,25 +170,25 @@ void dq_async_bury(dq_async *a, void (*fn)(void *), void *p) {
     a->ngraves++;
 }
 
-struct event_base *dq_async_base(const dq_async *a) { return a->base; }
-const dq_options *dq_async_opts(const dq_async *a) { return &a->core.opts; }
+struct event_base *dq__async_base(const dq_async *a) { return a->base; }
+const dq_options *dq__async_opts(const dq_async *a) { return &a->core.opts; }
 
-void dq_async_wake_channel(dq_async *a, const char *queue, char *out,
+void dq__async_wake_channel(dq_async *a, const char *queue, char *out,
                            size_t size) {
-    dq_core_keys(&a->core, queue);
+    dq__core_keys(&a->core, queue);
     snprintf(out, size, "%s", a->core.keys.chan);
 }
 
-void dq_async_set_owner(dq_async *a, void *owner) { a->owner = owner; }
+void dq__async_set_owner(dq_async *a, void *owner) { a->owner = owner; }
 
-void dq_async_adopt(dq_async *a, dq_child *ch) {
+void dq__async_adopt(dq_async *a, dq__child *ch) {
     ch->prev = &a->children;
     ch->next = a->children.next;
     a->children.next->prev = ch;
     a->children.next = ch;
 }
 
-void dq_async_disown(dq_async *a, dq_child *ch) {
+void dq__async_disown(dq_async *a, dq__child *ch) {
     (void)a;
     if (ch->next == NULL)
         return;
@@ -221,7 +221,7 @@ static int64_t cmd_timeout_us(const link *l) {
  * owner - as the very last step. */
 static void link_fail(link *l, int code, const char *msg) {
     int was_up = l->state == L_UP;
-    dq_aconn_close(l->conn);
+    dq__aconn_close(l->conn);
     l->conn = NULL;
     l->pending = 0;
     evtimer_del(l->tick_ev);
@@ -235,7 +235,7 @@ static void link_fail(link *l, int code, const char *msg) {
 static void link_on_state(void *priv, int code, const char *msg) {
     link *l = priv;
     dq_async *a = l->a;
-    dq_async_enter(a);
+    dq__async_enter(a);
     if (code == DQ_OK) {
         l->state = L_UP;
         l->backoff_ms = BACKOFF_MIN_MS;
@@ -245,7 +245,7 @@ static void link_on_state(void *priv, int code, const char *msg) {
     } else {
         link_fail(l, code, msg);
     }
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
@@ -253,21 +253,21 @@ static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     link *l = arg;
     dq_async *a = l->a;
-    dq_async_enter(a);
-    dq_conn_cfg cfg = {&a->uri, &a->core.opts};
-    dq_err e;
-    int rc = dq_aconn_open(&cfg, a->base, link_on_state, l, &l->conn, &e);
+    dq__async_enter(a);
+    dq__conn_cfg cfg = {&a->uri, &a->core.opts};
+    dq__err e;
+    int rc = dq__aconn_open(&cfg, a->base, link_on_state, l, &l->conn, &e);
     if (rc != DQ_OK) {
         link_fail(l, rc, e.msg);
     } else {
         l->state = L_CONNECTING;
         int64_t ct = a->core.opts.connect_timeout_ms * 1000;
         if (ct > 0) {
-            l->connect_deadline_us = dq_mono_us() + ct;
+            l->connect_deadline_us = dq__mono_us() + ct;
             link_arm(l->tick_ev, ct);
         }
     }
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
@@ -276,8 +276,8 @@ static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
     link *l = arg;
     dq_async *a = l->a;
     char msg[400];
-    dq_async_enter(a);
-    int64_t now = dq_mono_us();
+    dq__async_enter(a);
+    int64_t now = dq__mono_us();
     if (l->state == L_CONNECTING) {
         if (now >= l->connect_deadline_us) {
             snprintf(msg, sizeof(msg),
@@ -300,7 +300,7 @@ static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
             link_arm(l->tick_ev, due - now);
         }
     }
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 static int link_init(link *l, dq_async *a, void *owner, void (*up)(link *),
@@ -326,7 +326,7 @@ static void link_start(link *l, int64_t delay_ms) {
 
 /* Makes the link inert: no callback of it runs after this. */
 static void link_close(link *l) {
-    dq_aconn_close(l->conn);
+    dq__aconn_close(l->conn);
     l->conn = NULL;
     if (l->retry_ev != NULL)
         event_free(l->retry_ev);
@@ -339,7 +339,7 @@ static void link_close(link *l) {
 /* One more command awaits its reply. */
 static void link_sent(link *l) {
     if (l->pending++ == 0) {
-        l->last_us = dq_mono_us();
+        l->last_us = dq__mono_us();
         if (cmd_timeout_us(l) > 0)
             link_arm(l->tick_ev, cmd_timeout_us(l));
     }
@@ -348,7 +348,7 @@ static void link_sent(link *l) {
 static void link_replied(link *l) {
     if (l->pending > 0)
         l->pending--;
-    l->last_us = dq_mono_us();
+    l->last_us = dq__mono_us();
 }
 
 /* ---- Operation lists ---- */
@@ -389,7 +389,7 @@ static void op_free(aop *op) {
         for (size_t i = 0; i < op->op.ncmds; i++)
             free(op->frozen[i]);
     free(op->frozen);
-    dq_op_clear(&op->op);
+    dq__op_clear(&op->op);
     free(op);
 }
 
@@ -397,12 +397,12 @@ static void op_free(aop *op) {
  * payloads in the caller's buffers) so the op can be (re)sent later.
  * argv[0..2] ("EVALSHA", sha, "6") are static. */
 static int op_freeze(aop *op) {
-    dq_op *o = &op->op;
+    dq__op *o = &op->op;
     op->frozen = calloc(o->ncmds, sizeof(char *));
     if (op->frozen == NULL)
         return DQ_ENOMEM;
     for (size_t i = 0; i < o->ncmds; i++) {
-        dq_cmd *c = &o->cmds[i];
+        dq__cmd *c = &o->cmds[i];
         size_t total = 1;
         for (int j = 3; j < c->argc; j++)
             total += c->lens[j];
@@ -424,13 +424,13 @@ static int op_freeze(aop *op) {
  * op is unlinked first: the callback may start ops or free the client. */
 static void op_finish(dq_async *a, aop *op) {
     list_unlink(a, op);
-    const dq_op *o = &op->op;
-    int st = dq_op_status(o);
+    const dq__op *o = &op->op;
+    int st = dq__op_status(o);
     if (op->has_cb) {
         if (o->failed)
             a->err = o->err;
         else
-            dq_err_clear(&a->err);
+            dq__err_clear(&a->err);
         int ok = st >= 0 || st == DQ_EREPLICAS;
         dq_jobs *jobs = st > 0 ? o->jobs : NULL;
         switch (op->shape) {
@@ -470,30 +470,30 @@ static void op_finish(dq_async *a, aop *op) {
             break;
         }
         if (!a->freeing)
-            dq_err_clear(&a->err);
+            dq__err_clear(&a->err);
     }
     op_free(op);
 }
 
 static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
-    dq_err e;
-    dq_err_set(&e, code, "%s: %s", op->op.what, msg);
-    dq_op_fail(&op->op, code, &e);
+    dq__err e;
+    dq__err_set(&e, code, "%s: %s", op->op.what, msg);
+    dq__op_fail(&op->op, code, &e);
     op_finish(a, op);
 }
 
 /* ---- Sending and replies ---- */
 
-static void on_reply(void *priv, size_t tag, const dq_reply *r);
+static void on_reply(void *priv, size_t tag, const dq__reply *r);
 
 /* Sends command tag of op (tag == ncmds: argv/lens hold its WAIT). */
 static int op_send_one(dq_async *a, aop *op, size_t tag, int argc,
                        const char **argv, const size_t *lens) {
-    dq_err e;
-    int rc = dq_aconn_send(a->main.conn, argc, argv, lens, on_reply, op, tag,
+    dq__err e;
+    int rc = dq__aconn_send(a->main.conn, argc, argv, lens, on_reply, op, tag,
                            &e);
     if (rc != DQ_OK) {
-        dq_op_fail(&op->op, rc, &e);
+        dq__op_fail(&op->op, rc, &e);
         return rc;
     }
     link_sent(&a->main);
@@ -506,7 +506,7 @@ static int op_send_one(dq_async *a, aop *op, size_t tag, int argc,
 static size_t op_send(dq_async *a, aop *op) {
     size_t sent = 0;
     for (size_t i = 0; i < op->op.ncmds; i++) {
-        dq_cmd *c = &op->op.cmds[i];
+        dq__cmd *c = &op->op.cmds[i];
         if (op_send_one(a, op, i, c->argc, c->argv, c->lens) != DQ_OK)
             break;
         sent++;
@@ -521,7 +521,7 @@ static void arm_wait(dq_async *a) {
         evtimer_del(a->wait_ev);
         return;
     }
-    link_arm(a->wait_ev, a->waiting.head->deadline_us - dq_mono_us());
+    link_arm(a->wait_ev, a->waiting.head->deadline_us - dq__mono_us());
 }
 
 /* Queues a built op: sent now when the link is up, else waits.  Returns
@@ -537,7 +537,7 @@ static int op_submit(dq_async *a, aop *op) {
         return DQ_OK;
     }
     int64_t t = a->core.opts.command_timeout_ms * 1000;
-    op->deadline_us = t > 0 ? dq_mono_us() + t : 0;
+    op->deadline_us = t > 0 ? dq__mono_us() + t : 0;
     list_push(&a->waiting, op, IN_WAITING);
     if (a->waiting.head == op)
         arm_wait(a);
@@ -546,24 +546,24 @@ static int op_submit(dq_async *a, aop *op) {
 
 /* A reply for op: the engine decodes it; a NOSCRIPT'd call goes out again
  * as EVAL, and after the last reply a push may still send its WAIT. */
-static void on_reply(void *priv, size_t tag, const dq_reply *r) {
+static void on_reply(void *priv, size_t tag, const dq__reply *r) {
     aop *op = priv;
     dq_async *a = op->a;
-    dq_async_enter(a);
+    dq__async_enter(a);
     link_replied(&a->main);
     op->outstanding--;
-    if (dq_op_feed(&op->op, tag, r) == DQ_FEED_RESEND) {
-        dq_cmd *c = &op->op.cmds[tag];
+    if (dq__op_feed(&op->op, tag, r) == DQ_FEED_RESEND) {
+        dq__cmd *c = &op->op.cmds[tag];
         op_send_one(a, op, tag, c->argc, c->argv, c->lens);
     }
     int argc;
     const char *argv[3];
     size_t lens[3];
-    if (op->outstanding == 0 && dq_op_wait_cmd(&op->op, &argc, argv, lens))
+    if (op->outstanding == 0 && dq__op_wait_cmd(&op->op, &argc, argv, lens))
         op_send_one(a, op, op->op.ncmds, argc, argv, lens);
     if (op->outstanding == 0)
         op_finish(a, op);
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 /* ---- The main link's owner: the client ---- */
@@ -619,8 +619,8 @@ static void on_wait_timer(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     dq_async *a = arg;
     char msg[400];
-    dq_async_enter(a);
-    int64_t now = dq_mono_us();
+    dq__async_enter(a);
+    int64_t now = dq__mono_us();
     aop *op;
     snprintf(msg, sizeof(msg),
              "not connected to %s within %" PRId64
@@ -631,7 +631,7 @@ static void on_wait_timer(evutil_socket_t fd, short what, void *arg) {
         op_finish_code(a, op, DQ_ETIMEDOUT, msg);
     if (!a->freeing)
         arm_wait(a);
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 /* ---- Client ---- */
@@ -647,20 +647,20 @@ int dq_async_open(struct event_base *base, const char *uri,
     a->children.next = a->children.prev = &a->children;
     a->base = base;
     int rc = DQ_OK;
-    if (dq_core_init(&a->core, opts) != DQ_OK)
-        rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+    if (dq__core_init(&a->core, opts) != DQ_OK)
+        rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
     else if (base == NULL)
-        rc = dq_err_set(&a->err, DQ_ENULL, "base is NULL");
+        rc = dq__err_set(&a->err, DQ_ENULL, "base is NULL");
     else
-        rc = dq_uri_parse(uri, &a->uri, &a->err);
+        rc = dq__uri_parse(uri, &a->uri, &a->err);
     if (rc != DQ_OK)
         goto fail;
     a->core.db = a->uri.db;
     const dq_options *o = &a->core.opts;
     if ((a->uri.tls || o->tls_ca || o->tls_cert || o->tls_key ||
          o->tls_sni) &&
-        !dq_conn_tls_supported()) {
-        rc = dq_err_set(&a->err, DQ_ENOTSUP,
+        !dq__conn_tls_supported()) {
+        rc = dq__err_set(&a->err, DQ_ENOTSUP,
                         "TLS requested but this libdelayq was built "
                         "without TLS (needs hiredis >= 1.0 with "
                         "hiredis_ssl and -Dtls=enabled)");
@@ -674,7 +674,7 @@ int dq_async_open(struct event_base *base, const char *uri,
     a->wait_ev = evtimer_new(base, on_wait_timer, a);
     if (a->wait_ev == NULL ||
         link_init(&a->main, a, a, main_up, main_down) != DQ_OK) {
-        rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+        rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
         goto fail;
     }
     link_start(&a->main, 0);
@@ -690,10 +690,10 @@ void dq_async_free(dq_async *a) {
     if (a == NULL || a->freeing)
         return;
     a->freeing = 1;
-    dq_async_enter(a);
+    dq__async_enter(a);
     while (a->children.next != NULL && a->children.next != &a->children) {
-        dq_child *ch = a->children.next;
-        dq_async_disown(a, ch);
+        dq__child *ch = a->children.next;
+        dq__async_disown(a, ch);
         ch->release(ch);
     }
     link_close(&a->main);
@@ -704,7 +704,7 @@ void dq_async_free(dq_async *a) {
     while ((op = a->inflight.head) != NULL || (op = a->waiting.head) != NULL)
         op_finish_code(a, op, DQ_ECANCELED,
                        "canceled: the client is being freed");
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 int dq_async_set_state_cb(dq_async *a, dq_state_cb *cb, void *userdata) {
@@ -729,7 +729,7 @@ size_t dq_async_pending(const dq_async *a) {
     return a == NULL ? 0 : a->waiting.count + a->inflight.count;
 }
 
-void dq_async_forget(dq_async *a, void *owner) {
+void dq__async_forget(dq_async *a, void *owner) {
     for (aop *op = a->waiting.head; op != NULL; op = op->next)
         if (op->owner == owner)
             op->has_cb = 0;
@@ -746,9 +746,9 @@ void dq_async_forget(dq_async *a, void *owner) {
         if ((a)->open_rc != DQ_OK)                                        \
             return (a)->open_rc;                                          \
         if ((a)->freeing)                                                 \
-            return dq_err_set(&(a)->err, DQ_ECLOSED,                      \
+            return dq__err_set(&(a)->err, DQ_ECLOSED,                      \
                               "the client is being freed");               \
-        dq_err_clear(&(a)->err);                                          \
+        dq__err_clear(&(a)->err);                                          \
     } while (0)
 
 /* ---- Operations: build with the engine, then submit ---- */
@@ -759,7 +759,7 @@ void dq_async_forget(dq_async *a, void *owner) {
 static int submit(dq_async *a, aop *op, int build_rc, int shape,
                   void (*cb)(void), void *userdata) {
     if (build_rc == DQ_OK && op_freeze(op) != DQ_OK)
-        build_rc = dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+        build_rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
     if (build_rc != DQ_OK) {
         op_free(op);
         return build_rc;
@@ -775,7 +775,7 @@ static int submit(dq_async *a, aop *op, int build_rc, int shape,
 static aop *op_new(dq_async *a) {
     aop *op = calloc(1, sizeof(*op));
     if (op == NULL) {
-        dq_err_set(&a->err, DQ_ENOMEM, "out of memory");
+        dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
         return NULL;
     }
     op->a = a;
@@ -801,7 +801,7 @@ static int push_one(dq_async *a, const char *queue, const void *payload,
     NEW_OP(a);
     const void *pl[1] = {payload};
     const char *ids[1] = {id};
-    int rc = dq_op_push(&op->op, &a->core, 0, queue, 1, pl, &len, &t,
+    int rc = dq__op_push(&op->op, &a->core, 0, queue, 1, pl, &len, &t,
                         absolute, ids, flags, &a->err);
     return submit(a, op, rc, CB_PUSH, CB(cb), userdata);
 }
@@ -826,7 +826,7 @@ int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
                         int flags, dq_batch_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_push(&op->op, &a->core, 1, queue, n, payloads, lens,
+    int rc = dq__op_push(&op->op, &a->core, 1, queue, n, payloads, lens,
                         delays_ms, 0, ids, flags, &a->err);
     return submit(a, op, rc, CB_BATCH, CB(cb), userdata);
 }
@@ -835,7 +835,7 @@ int dq_async_cancel(dq_async *a, const char *queue, const char *id,
                     int flags, dq_status_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_cancel(&op->op, &a->core, queue, id, flags, &a->err);
+    int rc = dq__op_cancel(&op->op, &a->core, queue, id, flags, &a->err);
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
@@ -845,7 +845,7 @@ static int poll_common(dq_async *a, const char *queue, int max,
     ENTER(a);
     NEW_OP(a);
     op->us = us;
-    int rc = dq_op_poll(&op->op, &a->core, queue, max, lease_ms, &a->err);
+    int rc = dq__op_poll(&op->op, &a->core, queue, max, lease_ms, &a->err);
     return submit(a, op, rc, CB_JOBS, CB(cb), userdata);
 }
 
@@ -854,7 +854,7 @@ int dq_async_poll(dq_async *a, const char *queue, int max, int64_t lease_ms,
     return poll_common(a, queue, max, lease_ms, 0, cb, userdata);
 }
 
-int dq_async_poll_us(dq_async *a, const char *queue, int max,
+int dq__async_poll_us(dq_async *a, const char *queue, int max,
                      int64_t lease_ms, dq_jobs_cb *cb, void *userdata) {
     return poll_common(a, queue, max, lease_ms, 1, cb, userdata);
 }
@@ -865,7 +865,7 @@ int dq_async_ack(dq_async *a, const char *queue, const char *id,
     NEW_OP(a);
     const char *ids[1] = {id};
     const char *toks[1] = {token};
-    int rc = dq_op_ack(&op->op, &a->core, 0, queue, 1, ids, toks, &a->err);
+    int rc = dq__op_ack(&op->op, &a->core, 0, queue, 1, ids, toks, &a->err);
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
@@ -874,7 +874,7 @@ int dq_async_ack_batch(dq_async *a, const char *queue, size_t n,
                        dq_results_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_ack(&op->op, &a->core, 1, queue, n, ids, tokens, &a->err);
+    int rc = dq__op_ack(&op->op, &a->core, 1, queue, n, ids, tokens, &a->err);
     return submit(a, op, rc, CB_RESULTS, CB(cb), userdata);
 }
 
@@ -883,7 +883,7 @@ int dq_async_nack(dq_async *a, const char *queue, const char *id,
                   dq_status_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_nack(&op->op, &a->core, queue, id, token, delay_ms, flags,
+    int rc = dq__op_nack(&op->op, &a->core, queue, id, token, delay_ms, flags,
                         &a->err);
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
@@ -893,7 +893,7 @@ int dq_async_extend(dq_async *a, const char *queue, const char *id,
                     void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_extend(&op->op, &a->core, queue, id, token, lease_ms,
+    int rc = dq__op_extend(&op->op, &a->core, queue, id, token, lease_ms,
                           &a->err);
     return submit(a, op, rc, CB_EXTEND, CB(cb), userdata);
 }
@@ -902,7 +902,7 @@ int dq_async_dead_list(dq_async *a, const char *queue, int64_t offset,
                        int count, dq_jobs_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_list(&op->op, &a->core, queue, DQ_LIST_DEAD, offset, count,
+    int rc = dq__op_list(&op->op, &a->core, queue, DQ_LIST_DEAD, offset, count,
                         &a->err);
     return submit(a, op, rc, CB_JOBS, CB(cb), userdata);
 }
@@ -911,7 +911,7 @@ int dq_async_list(dq_async *a, const char *queue, int which, int64_t offset,
                   int count, dq_list_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_list(&op->op, &a->core, queue, which, offset, count,
+    int rc = dq__op_list(&op->op, &a->core, queue, which, offset, count,
                         &a->err);
     return submit(a, op, rc, CB_LIST, CB(cb), userdata);
 }
@@ -921,7 +921,7 @@ int dq_async_dead_requeue(dq_async *a, const char *queue, const char *id,
                           void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_dead(&op->op, &a->core, 0, queue, id, delay_ms, &a->err);
+    int rc = dq__op_dead(&op->op, &a->core, 0, queue, id, delay_ms, &a->err);
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
@@ -929,7 +929,7 @@ int dq_async_dead_purge(dq_async *a, const char *queue, const char *id,
                         dq_status_cb *cb, void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_dead(&op->op, &a->core, 1, queue, id, 0, &a->err);
+    int rc = dq__op_dead(&op->op, &a->core, 1, queue, id, 0, &a->err);
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
@@ -937,30 +937,30 @@ int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                    void *userdata) {
     ENTER(a);
     NEW_OP(a);
-    int rc = dq_op_stats(&op->op, &a->core, queue, &a->err);
+    int rc = dq__op_stats(&op->op, &a->core, queue, &a->err);
     return submit(a, op, rc, CB_STATS, CB(cb), userdata);
 }
 
 /* ---- Watch: the wake-up subscription of a consumer ---- */
 
-struct dq_watch {
+struct dq__watch {
     dq_async *a;      /* client */
     link l;           /* its own connection */
     char *channel;    /* channel subscribed to */
-    dq_watch_fn *fn;  /* consumer's callback */
+    dq__watch_fn *fn;  /* consumer's callback */
     void *ud;         /* its userdata */
     int subscribed;   /* confirmation received on this connection */
 };
 
-static void watch_on_sub(void *priv, size_t tag, const dq_reply *r) {
+static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
     (void)tag;
-    dq_watch *w = priv;
+    dq__watch *w = priv;
     dq_async *a = w->a;
     int ev = 0;
-    dq_async_enter(a);
-    if (dq_reply_type(r) == DQ_R_ARRAY && dq_reply_len(r) >= 1) {
+    dq__async_enter(a);
+    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1) {
         size_t len;
-        const char *kind = dq_reply_str(dq_reply_at(r, 0), &len);
+        const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
         if (len == 9 && memcmp(kind, "subscribe", 9) == 0) {
             link_replied(&w->l);
             if (!w->subscribed) {
@@ -968,19 +968,19 @@ static void watch_on_sub(void *priv, size_t tag, const dq_reply *r) {
                 ev = DQ_WATCH_READY;
             }
         } else if (len == 7 && memcmp(kind, "message", 7) == 0) {
-            w->l.last_us = dq_mono_us();
+            w->l.last_us = dq__mono_us();
             ev = DQ_WATCH_WAKE;
         }
     }
     if (ev != 0)
         w->fn(w->ud, ev); /* last: it may close the watch */
-    dq_async_leave(a);
+    dq__async_leave(a);
 }
 
 static void watch_up(link *l) {
-    dq_watch *w = l->owner;
-    dq_err e;
-    int rc = dq_aconn_subscribe(l->conn, w->channel, watch_on_sub, w, &e);
+    dq__watch *w = l->owner;
+    dq__err e;
+    int rc = dq__aconn_subscribe(l->conn, w->channel, watch_on_sub, w, &e);
     if (rc != DQ_OK)
         link_fail(l, rc, e.msg);
     else
@@ -991,20 +991,20 @@ static void watch_down(link *l, int code, const char *msg, int was_up) {
     (void)code;
     (void)msg;
     (void)was_up;
-    dq_watch *w = l->owner;
+    dq__watch *w = l->owner;
     w->subscribed = 0;
 }
 
 static void watch_free(void *p) {
-    dq_watch *w = p;
+    dq__watch *w = p;
     free(w->channel);
     free(w);
 }
 
-int dq_watch_open(dq_async *a, const char *channel, dq_watch_fn *fn,
-                  void *userdata, dq_watch **out) {
+int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
+                  void *userdata, dq__watch **out) {
     *out = NULL;
-    dq_watch *w = calloc(1, sizeof(*w));
+    dq__watch *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return DQ_ENOMEM;
     w->a = a;
@@ -1021,20 +1021,20 @@ int dq_watch_open(dq_async *a, const char *channel, dq_watch_fn *fn,
     return DQ_OK;
 }
 
-void dq_watch_check(dq_watch *w) {
+void dq__watch_check(dq__watch *w) {
     if (w == NULL || w->l.state != L_UP || w->l.pending > 0)
         return;
-    dq_err e;
-    int rc = dq_aconn_subscribe(w->l.conn, w->channel, watch_on_sub, w, &e);
+    dq__err e;
+    int rc = dq__aconn_subscribe(w->l.conn, w->channel, watch_on_sub, w, &e);
     if (rc == DQ_OK)
         link_sent(&w->l);
 }
 
-int dq_watch_ready(const dq_watch *w) { return w != NULL && w->subscribed; }
+int dq__watch_ready(const dq__watch *w) { return w != NULL && w->subscribed; }
 
-void dq_watch_close(dq_watch *w) {
+void dq__watch_close(dq__watch *w) {
     if (w == NULL)
         return;
     link_close(&w->l);
-    dq_async_bury(w->a, watch_free, w);
+    dq__async_bury(w->a, watch_free, w);
 }

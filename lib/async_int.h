@@ -3,9 +3,9 @@
  * async client (async.c) beyond the public API.  Not installed.
  *
  * Re-entrancy: every entry from the event loop into async.c / aconsumer.c
- * (timers, replies, state changes) runs between dq_async_enter and
- * dq_async_leave.  Objects closed while that depth is > 0 are handed to
- * dq_async_bury and freed when the outermost entry returns, so code that
+ * (timers, replies, state changes) runs between dq__async_enter and
+ * dq__async_leave.  Objects closed while that depth is > 0 are handed to
+ * dq__async_bury and freed when the outermost entry returns, so code that
  * called a user callback can still look at its own (now inert) objects.
  */
 #ifndef DQ_ASYNC_INT_H
@@ -16,38 +16,38 @@
 
 struct event_base;
 
-void dq_async_enter(dq_async *a);
+void dq__async_enter(dq_async *a);
 /* Returns 1 if the client is being freed (callers then touch nothing). */
-int dq_async_leave(dq_async *a);
+int dq__async_leave(dq_async *a);
 /* 1 once dq_async_free started. */
-int dq_async_closing(const dq_async *a);
+int dq__async_closing(const dq_async *a);
 /* Frees p with fn now (depth 0) or when the outermost entry returns. */
-void dq_async_bury(dq_async *a, void (*fn)(void *), void *p);
+void dq__async_bury(dq_async *a, void (*fn)(void *), void *p);
 
-struct event_base *dq_async_base(const dq_async *a);
-const dq_options *dq_async_opts(const dq_async *a);
+struct event_base *dq__async_base(const dq_async *a);
+const dq_options *dq__async_opts(const dq_async *a);
 /* The wake channel of queue: its due key with "due" -> "wake". */
-void dq_async_wake_channel(dq_async *a, const char *queue, char *out,
+void dq__async_wake_channel(dq_async *a, const char *queue, char *out,
                            size_t size);
 
-/* Operations started while owner is set carry it; dq_async_forget(a,
+/* Operations started while owner is set carry it; dq__async_forget(a,
  * owner) then completes them silently (their callbacks are dropped).  Used
  * by a consumer that is freed while its operations are outstanding. */
-void dq_async_set_owner(dq_async *a, void *owner);
-void dq_async_forget(dq_async *a, void *owner);
+void dq__async_set_owner(dq_async *a, void *owner);
+void dq__async_forget(dq_async *a, void *owner);
 
 /* dq_async_poll whose callback gets next_due in microseconds (the
  * script's own figure, -1 for none) instead of rounded-up milliseconds. */
-int dq_async_poll_us(dq_async *a, const char *queue, int max,
+int dq__async_poll_us(dq_async *a, const char *queue, int max,
                      int64_t lease_ms, dq_jobs_cb *cb, void *userdata);
 
 /* Children (consumers) freed by dq_async_free. */
-typedef struct dq_child {
-    struct dq_child *prev, *next; /* in the client's list */
-    void (*release)(struct dq_child *); /* frees the child */
-} dq_child;
-void dq_async_adopt(dq_async *a, dq_child *ch);
-void dq_async_disown(dq_async *a, dq_child *ch);
+typedef struct dq__child {
+    struct dq__child *prev, *next; /* in the client's list */
+    void (*release)(struct dq__child *); /* frees the child */
+} dq__child;
+void dq__async_adopt(dq_async *a, dq__child *ch);
+void dq__async_disown(dq_async *a, dq__child *ch);
 
 /* ---- Watch: a subscription to one channel on its own connection, kept
  * alive with reconnects.  fn gets DQ_WATCH_READY each time the
@@ -55,15 +55,15 @@ void dq_async_disown(dq_async *a, dq_child *ch);
  * and DQ_WATCH_WAKE for each message.  fn is always the last thing a watch
  * callback does, so it may close the watch. ---- */
 enum { DQ_WATCH_READY = 1, DQ_WATCH_WAKE = 2 };
-typedef struct dq_watch dq_watch;
-typedef void dq_watch_fn(void *userdata, int event);
-int dq_watch_open(dq_async *a, const char *channel, dq_watch_fn *fn,
-                  void *userdata, dq_watch **out);
+typedef struct dq__watch dq__watch;
+typedef void dq__watch_fn(void *userdata, int event);
+int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
+                  void *userdata, dq__watch **out);
 /* Liveness check (a repeated SUBSCRIBE); a silent server makes the watch
  * drop and reconnect after the command timeout. */
-void dq_watch_check(dq_watch *w);
+void dq__watch_check(dq__watch *w);
 /* 1 while subscribed. */
-int dq_watch_ready(const dq_watch *w);
-void dq_watch_close(dq_watch *w);
+int dq__watch_ready(const dq__watch *w);
+void dq__watch_close(dq__watch *w);
 
 #endif

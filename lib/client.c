@@ -13,12 +13,12 @@
 #include "uri.h"
 
 struct dq_client {
-    dq_core core;          /* options, key cache, id generator */
-    dq_uri uri;            /* where to (re)connect */
-    dq_conn *conn;         /* main connection; NULL while disconnected */
-    dq_conn *sub;          /* subscriber for poll_wait; NULL until used */
+    dq__core core;          /* options, key cache, id generator */
+    dq__uri uri;            /* where to (re)connect */
+    dq__conn *conn;         /* main connection; NULL while disconnected */
+    dq__conn *sub;          /* subscriber for poll_wait; NULL until used */
     char sub_channel[DQ_KEY_MAX]; /* channel sub listens on, "" if none */
-    dq_err err;            /* last error */
+    dq__err err;            /* last error */
     char warnings[256];    /* findings at connect time */
 };
 
@@ -42,23 +42,23 @@ const char *dq_warnings(const dq_client *c) {
     do {                          \
         if ((c) == NULL)          \
             return DQ_ENULL;      \
-        dq_err_clear(&(c)->err);  \
+        dq__err_clear(&(c)->err);  \
     } while (0)
 
-static int open_conn(dq_client *c, dq_conn **out) {
-    dq_conn_cfg cfg = {&c->uri, &c->core.opts};
-    dq_sigpipe g;
-    dq_sigpipe_block(&g);
-    int rc = dq_conn_open(&cfg, out, &c->err);
-    dq_sigpipe_restore(&g);
+static int open_conn(dq_client *c, dq__conn **out) {
+    dq__conn_cfg cfg = {&c->uri, &c->core.opts};
+    dq__sigpipe g;
+    dq__sigpipe_block(&g);
+    int rc = dq__conn_open(&cfg, out, &c->err);
+    dq__sigpipe_restore(&g);
     return rc;
 }
 
 /* Makes sure the main connection is up, reconnecting after a break. */
 static int ensure_conn(dq_client *c) {
-    if (c->conn != NULL && !dq_conn_broken(c->conn))
+    if (c->conn != NULL && !dq__conn_broken(c->conn))
         return DQ_OK;
-    dq_conn_free(c->conn);
+    dq__conn_free(c->conn);
     c->conn = NULL;
     return open_conn(c, &c->conn);
 }
@@ -70,24 +70,24 @@ static int ensure_conn(dq_client *c) {
  * operation. */
 static int check_server(dq_client *c) {
     const char *argv[3] = {"CONFIG", "GET", "maxmemory-policy"};
-    dq_reply *r = NULL;
-    int rc = dq_conn_call(c->conn, 3, argv, NULL, &r, &c->err);
+    dq__reply *r = NULL;
+    int rc = dq__conn_call(c->conn, 3, argv, NULL, &r, &c->err);
     if (rc != DQ_OK)
         return rc;
-    if (dq_reply_is_error(r, "NOAUTH")) {
-        rc = dq_err_set(&c->err, DQ_EAUTH,
+    if (dq__reply_is_error(r, "NOAUTH")) {
+        rc = dq__err_set(&c->err, DQ_EAUTH,
                         "Redis requires AUTH: give a password in the URI or "
                         "DQ_OPT_PASSWORD");
-    } else if (dq_reply_type(r) == DQ_R_ARRAY && dq_reply_len(r) == 2) {
+    } else if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
         size_t len;
-        const char *pol = dq_reply_str(dq_reply_at(r, 1), &len);
+        const char *pol = dq__reply_str(dq__reply_at(r, 1), &len);
         if (len > 8 && memcmp(pol, "allkeys-", 8) == 0)
             snprintf(c->warnings, sizeof(c->warnings),
                      "maxmemory-policy is %.*s: Redis may evict queue keys "
                      "and lose jobs; use noeviction",
                      (int)(len > 40 ? 40 : len), pol);
     }
-    dq_reply_free(r);
+    dq__reply_free(r);
     return rc;
 }
 
@@ -98,92 +98,92 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
     *out = c;
     if (c == NULL)
         return DQ_ENOMEM;
-    if (dq_core_init(&c->core, opts) != DQ_OK)
-        return dq_err_set(&c->err, DQ_ENOMEM, "out of memory");
-    int rc = dq_uri_parse(uri, &c->uri, &c->err);
+    if (dq__core_init(&c->core, opts) != DQ_OK)
+        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
+    int rc = dq__uri_parse(uri, &c->uri, &c->err);
     if (rc != DQ_OK)
         return rc;
     c->core.db = c->uri.db;
     if ((rc = ensure_conn(c)) != DQ_OK)
         return rc;
-    dq_sigpipe g;
-    dq_sigpipe_block(&g);
+    dq__sigpipe g;
+    dq__sigpipe_block(&g);
     rc = check_server(c);
-    dq_sigpipe_restore(&g);
+    dq__sigpipe_restore(&g);
     return rc;
 }
 
 void dq_close(dq_client *c) {
     if (c == NULL)
         return;
-    dq_conn_free(c->conn);
-    dq_conn_free(c->sub);
-    dq_uri_clear(&c->uri);
-    dq_core_clear(&c->core);
+    dq__conn_free(c->conn);
+    dq__conn_free(c->sub);
+    dq__uri_clear(&c->uri);
+    dq__core_clear(&c->core);
     free(c);
 }
 
 /* Checks a reply: an error reply becomes a code with Redis's text. */
-static int reply_ok(dq_client *c, const dq_reply *r, const char *what) {
-    if (dq_reply_type(r) == DQ_R_ERROR)
-        return dq_reply_error(r, what, &c->err);
+static int reply_ok(dq_client *c, const dq__reply *r, const char *what) {
+    if (dq__reply_type(r) == DQ_R_ERROR)
+        return dq__reply_error(r, what, &c->err);
     return DQ_OK;
 }
 
 /* Runs op over the main connection: every script call in one pipeline,
  * then the calls the engine wants again as EVAL (NOSCRIPT), then its WAIT.
  * Returns what the public call returns; c->err has the op's message. */
-static int run_op_io(dq_client *c, dq_op *op) {
+static int run_op_io(dq_client *c, dq__op *op) {
     int rc = ensure_conn(c);
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++)
-        rc = dq_conn_append(c->conn, op->cmds[i].argc, op->cmds[i].argv,
+        rc = dq__conn_append(c->conn, op->cmds[i].argc, op->cmds[i].argv,
                             op->cmds[i].lens, &c->err);
     size_t resend = 0;
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
-        dq_reply *r;
-        if ((rc = dq_conn_read(c->conn, &r, &c->err)) != DQ_OK)
+        dq__reply *r;
+        if ((rc = dq__conn_read(c->conn, &r, &c->err)) != DQ_OK)
             break;
-        resend += dq_op_feed(op, i, r) == DQ_FEED_RESEND;
-        dq_reply_free(r);
+        resend += dq__op_feed(op, i, r) == DQ_FEED_RESEND;
+        dq__reply_free(r);
     }
     for (size_t i = 0; rc == DQ_OK && resend > 0 && i < op->ncmds; i++) {
-        if (!dq_cmd_is_eval(&op->cmds[i]))
+        if (!dq__cmd_is_eval(&op->cmds[i]))
             continue;
-        dq_reply *r;
-        rc = dq_conn_call(c->conn, op->cmds[i].argc, op->cmds[i].argv,
+        dq__reply *r;
+        rc = dq__conn_call(c->conn, op->cmds[i].argc, op->cmds[i].argv,
                           op->cmds[i].lens, &r, &c->err);
         if (rc == DQ_OK) {
-            dq_op_feed(op, i, r);
-            dq_reply_free(r);
+            dq__op_feed(op, i, r);
+            dq__reply_free(r);
         }
     }
     int argc;
     const char *argv[3];
     size_t lens[3];
-    if (rc == DQ_OK && dq_op_wait_cmd(op, &argc, argv, lens)) {
-        dq_reply *r;
-        if ((rc = dq_conn_call(c->conn, argc, argv, lens, &r, &c->err)) ==
+    if (rc == DQ_OK && dq__op_wait_cmd(op, &argc, argv, lens)) {
+        dq__reply *r;
+        if ((rc = dq__conn_call(c->conn, argc, argv, lens, &r, &c->err)) ==
             DQ_OK) {
-            dq_op_feed(op, op->ncmds, r);
-            dq_reply_free(r);
+            dq__op_feed(op, op->ncmds, r);
+            dq__reply_free(r);
         }
     }
     if (rc != DQ_OK)
-        dq_op_fail(op, rc, &c->err);
+        dq__op_fail(op, rc, &c->err);
     if (op->failed)
         c->err = op->err;
-    return dq_op_status(op);
+    return dq__op_status(op);
 }
 
 /* run_op_io() with SIGPIPE blocked (see sigpipe.h); every command the sync
  * client sends goes through a guard like this one.  A build that failed
  * (rc) is returned as it is: nothing was sent. */
-static int run_op(dq_client *c, dq_op *op, int rc) {
+static int run_op(dq_client *c, dq__op *op, int rc) {
     if (rc == DQ_OK) {
-        dq_sigpipe g;
-        dq_sigpipe_block(&g);
+        dq__sigpipe g;
+        dq__sigpipe_block(&g);
         rc = run_op_io(c, op);
-        dq_sigpipe_restore(&g);
+        dq__sigpipe_restore(&g);
     }
     return rc;
 }
@@ -193,9 +193,9 @@ static int push_common(dq_client *c, int batch, const char *queue, size_t n,
                        const int64_t *times, int absolute,
                        const char *const *ids, int flags, char *ids_out,
                        size_t id_stride, int *outcomes) {
-    dq_op op;
+    dq__op op;
     int rc = run_op(c, &op,
-                    dq_op_push(&op, &c->core, batch, queue, n, payloads,
+                    dq__op_push(&op, &c->core, batch, queue, n, payloads,
                                lens, times, absolute, ids, flags, &c->err));
     if (rc >= 0 || rc == DQ_EREPLICAS) {
         for (size_t i = 0; i < n; i++) {
@@ -206,7 +206,7 @@ static int push_common(dq_client *c, int batch, const char *queue, size_t n,
                 outcomes[i] = op.plan.outcomes[i];
         }
     }
-    dq_op_clear(&op);
+    dq__op_clear(&op);
     return rc;
 }
 
@@ -216,12 +216,12 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
                     int *outcome) {
     ENTER(c);
     int rc;
-    if (id != NULL && (rc = dq_check_id(id, "id", &c->err)) != DQ_OK)
+    if (id != NULL && (rc = dq__check_id(id, "id", &c->err)) != DQ_OK)
         return rc;
     if (id_out != NULL) {
         size_t need = id ? strlen(id) + 1 : 23;
         if (id_out_size < need)
-            return dq_err_set(&c->err, DQ_EINVAL,
+            return dq__err_set(&c->err, DQ_EINVAL,
                               "id_out_size is %zu; the id needs %zu bytes "
                               "(DQ_ID_BUF always fits)",
                               id_out_size, need);
@@ -260,38 +260,38 @@ int dq_push_batch(dq_client *c, const char *queue, size_t n,
 }
 
 /* Runs an op whose whole result is its status. */
-static int run_simple(dq_client *c, dq_op *op, int build_rc) {
+static int run_simple(dq_client *c, dq__op *op, int build_rc) {
     int rc = run_op(c, op, build_rc);
-    dq_op_clear(op);
+    dq__op_clear(op);
     return rc;
 }
 
 int dq_cancel(dq_client *c, const char *queue, const char *id, int flags) {
     ENTER(c);
-    dq_op op;
+    dq__op op;
     return run_simple(c, &op,
-                      dq_op_cancel(&op, &c->core, queue, id, flags, &c->err));
+                      dq__op_cancel(&op, &c->core, queue, id, flags, &c->err));
 }
 
 /* One poll; *next_us as the script returned it. */
 static int poll_once(dq_client *c, const char *queue, int max,
                      int64_t lease_ms, dq_jobs **out, int64_t *next_us) {
-    dq_op op;
+    dq__op op;
     int rc = run_op(c, &op,
-                    dq_op_poll(&op, &c->core, queue, max, lease_ms, &c->err));
+                    dq__op_poll(&op, &c->core, queue, max, lease_ms, &c->err));
     if (rc >= 0) {
         *out = op.jobs;
         op.jobs = NULL;
         *next_us = op.next_us;
     }
-    dq_op_clear(&op);
+    dq__op_clear(&op);
     return rc;
 }
 
 /* Checks the out argument shared by poll and poll_wait. */
 static int check_out(dq_client *c, dq_jobs **out) {
     if (out == NULL)
-        return dq_err_set(&c->err, DQ_ENULL, "out is NULL");
+        return dq__err_set(&c->err, DQ_ENULL, "out is NULL");
     *out = NULL;
     return DQ_OK;
 }
@@ -313,16 +313,16 @@ int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
 
 /* Reads replies until one that is not a pub/sub message (the answer to a
  * command we sent); messages only mean "poll again" and are dropped. */
-static int sub_read_answer(dq_client *c, dq_reply **r) {
+static int sub_read_answer(dq_client *c, dq__reply **r) {
     for (;;) {
-        int rc = dq_conn_read(c->sub, r, &c->err);
+        int rc = dq__conn_read(c->sub, r, &c->err);
         if (rc != DQ_OK)
             return rc;
-        if (dq_reply_type(*r) == DQ_R_ARRAY && dq_reply_len(*r) >= 1) {
+        if (dq__reply_type(*r) == DQ_R_ARRAY && dq__reply_len(*r) >= 1) {
             size_t len;
-            const char *kind = dq_reply_str(dq_reply_at(*r, 0), &len);
+            const char *kind = dq__reply_str(dq__reply_at(*r, 0), &len);
             if (len == 7 && memcmp(kind, "message", 7) == 0) {
-                dq_reply_free(*r);
+                dq__reply_free(*r);
                 continue;
             }
         }
@@ -332,23 +332,23 @@ static int sub_read_answer(dq_client *c, dq_reply **r) {
 
 /* Makes sure sub is connected and subscribed to channel. */
 static int ensure_sub(dq_client *c, const char *channel) {
-    if (c->sub != NULL && !dq_conn_broken(c->sub) &&
+    if (c->sub != NULL && !dq__conn_broken(c->sub) &&
         strcmp(c->sub_channel, channel) == 0)
         return DQ_OK;
     /* A new queue or a broken link: a fresh connection is simplest and
      * leaves no stale subscription behind. */
-    dq_conn_free(c->sub);
+    dq__conn_free(c->sub);
     c->sub = NULL;
     c->sub_channel[0] = '\0';
     int rc = open_conn(c, &c->sub);
     if (rc != DQ_OK)
         return rc;
     const char *argv[2] = {"SUBSCRIBE", channel};
-    dq_reply *r;
-    if ((rc = dq_conn_call(c->sub, 2, argv, NULL, &r, &c->err)) != DQ_OK)
+    dq__reply *r;
+    if ((rc = dq__conn_call(c->sub, 2, argv, NULL, &r, &c->err)) != DQ_OK)
         return rc;
     rc = reply_ok(c, r, "SUBSCRIBE");
-    dq_reply_free(r);
+    dq__reply_free(r);
     if (rc == DQ_OK)
         snprintf(c->sub_channel, sizeof(c->sub_channel), "%s", channel);
     return rc;
@@ -357,9 +357,9 @@ static int ensure_sub(dq_client *c, const char *channel) {
 /* Drops wake-up messages already buffered on sub.  Returns how many. */
 static int sub_drain(dq_client *c) {
     int n = 0;
-    dq_reply *r;
-    while (dq_conn_buffered(c->sub, &r, &c->err) == 1) {
-        dq_reply_free(r);
+    dq__reply *r;
+    while (dq__conn_buffered(c->sub, &r, &c->err) == 1) {
+        dq__reply_free(r);
         n++;
     }
     return n;
@@ -368,12 +368,12 @@ static int sub_drain(dq_client *c) {
 /* Checks that sub is alive with a PING (answered as a pub/sub "pong"). */
 static int sub_ping(dq_client *c) {
     const char *argv[1] = {"PING"};
-    dq_reply *r;
-    int rc = dq_conn_append(c->sub, 1, argv, NULL, &c->err);
+    dq__reply *r;
+    int rc = dq__conn_append(c->sub, 1, argv, NULL, &c->err);
     if (rc == DQ_OK)
         rc = sub_read_answer(c, &r);
     if (rc == DQ_OK)
-        dq_reply_free(r);
+        dq__reply_free(r);
     return rc;
 }
 
@@ -381,14 +381,14 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
                         int64_t lease_ms, int64_t timeout_ms, dq_jobs **out) {
     int rc = check_out(c, out);
     if (rc == DQ_OK)
-        rc = dq_check_poll(queue, max, lease_ms, &c->err);
+        rc = dq__check_poll(queue, max, lease_ms, &c->err);
     if (rc == DQ_OK)
-        rc = dq_check_delay(timeout_ms, "timeout_ms", &c->err);
+        rc = dq__check_delay(timeout_ms, "timeout_ms", &c->err);
     if (rc != DQ_OK)
         return rc;
-    int64_t deadline = dq_mono_us() + timeout_ms * 1000;
+    int64_t deadline = dq__mono_us() + timeout_ms * 1000;
     char channel[sizeof(c->core.keys.chan)];
-    dq_core_keys(&c->core, queue);
+    dq__core_keys(&c->core, queue);
     snprintf(channel, sizeof(channel), "%s", c->core.keys.chan);
     /* Subscribe before the first poll: a push that lands between that poll
      * and the wait below still wakes us. */
@@ -400,7 +400,7 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
         rc = poll_once(c, queue, max, lease_ms, out, &next_us);
         if (rc != 0)
             return rc;
-        int64_t left_us = deadline - dq_mono_us();
+        int64_t left_us = deadline - dq__mono_us();
         if (left_us <= 0)
             return 0;
         /* Sleep until the next due time (server offset, our clock), the
@@ -416,7 +416,7 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
         }
         if (sub_drain(c) > 0)
             continue;
-        rc = dq_conn_wait_readable(c->sub, sleep_us, &c->err);
+        rc = dq__conn_wait_readable(c->sub, sleep_us, &c->err);
         if (rc < 0) {
             /* The wake-up link broke: reconnect it and poll again. */
             if ((rc = ensure_sub(c, channel)) != DQ_OK)
@@ -433,14 +433,14 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
 int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
                  int64_t timeout_ms, dq_jobs **out) {
     ENTER(c);
-    dq_sigpipe g;
-    dq_sigpipe_block(&g);
+    dq__sigpipe g;
+    dq__sigpipe_block(&g);
     int rc = poll_wait_io(c, queue, max, lease_ms, timeout_ms, out);
-    dq_sigpipe_restore(&g);
+    dq__sigpipe_restore(&g);
     /* A wake-up link that broke and was reconnected during the wait left
      * its error behind; the call as a whole succeeded. */
     if (rc >= 0)
-        dq_err_clear(&c->err);
+        dq__err_clear(&c->err);
     return rc;
 }
 
@@ -449,13 +449,13 @@ int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
 static int ack_common(dq_client *c, int batch, const char *queue, size_t n,
                       const char *const *ids, const char *const *tokens,
                       int *results) {
-    dq_op op;
+    dq__op op;
     int rc = run_op(c, &op,
-                    dq_op_ack(&op, &c->core, batch, queue, n, ids, tokens,
+                    dq__op_ack(&op, &c->core, batch, queue, n, ids, tokens,
                               &c->err));
     if (rc >= 0 && results != NULL)
         memcpy(results, op.results, n * sizeof(int));
-    dq_op_clear(&op);
+    dq__op_clear(&op);
     return rc;
 }
 
@@ -477,22 +477,22 @@ int dq_ack_batch(dq_client *c, const char *queue, size_t n,
 int dq_nack(dq_client *c, const char *queue, const char *id,
             const char *token, int64_t delay_ms, int flags) {
     ENTER(c);
-    dq_op op;
+    dq__op op;
     return run_simple(c, &op,
-                      dq_op_nack(&op, &c->core, queue, id, token, delay_ms,
+                      dq__op_nack(&op, &c->core, queue, id, token, delay_ms,
                                  flags, &c->err));
 }
 
 int dq_extend(dq_client *c, const char *queue, const char *id,
               const char *token, int64_t lease_ms, int64_t *deadline_ms) {
     ENTER(c);
-    dq_op op;
+    dq__op op;
     int rc = run_op(c, &op,
-                    dq_op_extend(&op, &c->core, queue, id, token, lease_ms,
+                    dq__op_extend(&op, &c->core, queue, id, token, lease_ms,
                                  &c->err));
     if (rc == DQ_OK && deadline_ms != NULL)
         *deadline_ms = op.v;
-    dq_op_clear(&op);
+    dq__op_clear(&op);
     return rc;
 }
 
@@ -505,9 +505,9 @@ static int list_page(dq_client *c, const char *queue, int which,
     int rc = check_out(c, out);
     if (rc != DQ_OK)
         return rc;
-    dq_op op;
+    dq__op op;
     rc = run_op(c, &op,
-                dq_op_list(&op, &c->core, queue, which, offset, count,
+                dq__op_list(&op, &c->core, queue, which, offset, count,
                            &c->err));
     if (rc >= 0) {
         *out = op.jobs;
@@ -515,7 +515,7 @@ static int list_page(dq_client *c, const char *queue, int which,
         if (now_ms != NULL)
             *now_ms = op.next_us;
     }
-    dq_op_clear(&op);
+    dq__op_clear(&op);
     return rc;
 }
 
@@ -534,29 +534,29 @@ int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
 int dq_dead_requeue(dq_client *c, const char *queue, const char *id,
                     int64_t delay_ms) {
     ENTER(c);
-    dq_op op;
+    dq__op op;
     return run_simple(c, &op,
-                      dq_op_dead(&op, &c->core, 0, queue, id, delay_ms,
+                      dq__op_dead(&op, &c->core, 0, queue, id, delay_ms,
                                  &c->err));
 }
 
 int dq_dead_purge(dq_client *c, const char *queue, const char *id) {
     ENTER(c);
-    dq_op op;
+    dq__op op;
     return run_simple(c, &op,
-                      dq_op_dead(&op, &c->core, 1, queue, id, 0, &c->err));
+                      dq__op_dead(&op, &c->core, 1, queue, id, 0, &c->err));
 }
 
 int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
              int64_t *due, int64_t *inflight, int64_t *dead,
              int64_t *next_due_ms) {
     ENTER(c);
-    dq_op op;
-    int rc = run_op(c, &op, dq_op_stats(&op, &c->core, queue, &c->err));
+    dq__op op;
+    int rc = run_op(c, &op, dq__op_stats(&op, &c->core, queue, &c->err));
     int64_t *outs[5] = {scheduled, due, inflight, dead, next_due_ms};
     for (int i = 0; rc == DQ_OK && i < 5; i++)
         if (outs[i] != NULL)
             *outs[i] = op.stats[i];
-    dq_op_clear(&op);
+    dq__op_clear(&op);
     return rc;
 }

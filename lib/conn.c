@@ -25,7 +25,7 @@
 
 #include "conn.h"
 
-struct dq_conn {
+struct dq__conn {
     redisContext *ctx; /* the hiredis connection */
     int broken;        /* set after an I/O error or timeout */
     char *fmt;         /* reusable buffer for formatting commands */
@@ -42,7 +42,7 @@ static struct timeval tv_ms(int64_t ms) {
     return tv;
 }
 
-int dq_conn_tls_supported(void) {
+int dq__conn_tls_supported(void) {
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
     return 1;
 #else
@@ -53,7 +53,7 @@ int dq_conn_tls_supported(void) {
 /* Maps a failed hiredis context to a code; errno_saved is errno right after
  * the failing call. */
 static int ctx_error(redisContext *ctx, int errno_saved, const char *what,
-                     dq_err *err) {
+                     dq__err *err) {
     int code = DQ_EIO;
 #ifdef REDIS_ERR_TIMEOUT
     if (ctx->err == REDIS_ERR_TIMEOUT)
@@ -67,42 +67,42 @@ static int ctx_error(redisContext *ctx, int errno_saved, const char *what,
         code = DQ_ENOMEM;
     if (ctx->err == REDIS_ERR_PROTOCOL)
         code = DQ_EPROTO;
-    return dq_err_set(err, code, "%s: %s", what,
+    return dq__err_set(err, code, "%s: %s", what,
                       ctx->errstr[0] ? ctx->errstr : dq_strerror(code));
 }
 
-int dq_reply_is_error(const dq_reply *r, const char *prefix) {
+int dq__reply_is_error(const dq__reply *r, const char *prefix) {
     const redisReply *rr = (const redisReply *)r;
     size_t n = strlen(prefix);
     return rr != NULL && rr->type == REDIS_REPLY_ERROR && rr->len >= n &&
            memcmp(rr->str, prefix, n) == 0;
 }
 
-int dq_reply_error(const dq_reply *r, const char *what, dq_err *err) {
+int dq__reply_error(const dq__reply *r, const char *what, dq__err *err) {
     const redisReply *rr = (const redisReply *)r;
     int code = DQ_EREDIS;
-    if (dq_reply_is_error(r, "OOM"))
+    if (dq__reply_is_error(r, "OOM"))
         code = DQ_EOOM;
-    else if (dq_reply_is_error(r, "NOAUTH") ||
-             dq_reply_is_error(r, "WRONGPASS") ||
-             dq_reply_is_error(r, "ERR invalid password") ||
-             dq_reply_is_error(r, "ERR invalid username-password") ||
-             dq_reply_is_error(r, "ERR AUTH"))
+    else if (dq__reply_is_error(r, "NOAUTH") ||
+             dq__reply_is_error(r, "WRONGPASS") ||
+             dq__reply_is_error(r, "ERR invalid password") ||
+             dq__reply_is_error(r, "ERR invalid username-password") ||
+             dq__reply_is_error(r, "ERR AUTH"))
         code = DQ_EAUTH;
-    return dq_err_set(err, code, "%s: Redis error: %.*s", what,
+    return dq__err_set(err, code, "%s: Redis error: %.*s", what,
                       (int)(rr->len > 400 ? 400 : rr->len), rr->str);
 }
 
 /* Runs one setup command (AUTH, SELECT) and checks for an error reply. */
-static int setup_cmd(dq_conn *c, int argc, const char **argv, const char *what,
-                     dq_err *err) {
-    dq_reply *r;
-    int rc = dq_conn_call(c, argc, argv, NULL, &r, err);
+static int setup_cmd(dq__conn *c, int argc, const char **argv, const char *what,
+                     dq__err *err) {
+    dq__reply *r;
+    int rc = dq__conn_call(c, argc, argv, NULL, &r, err);
     if (rc != DQ_OK)
         return rc;
-    if (dq_reply_type(r) == DQ_R_ERROR)
-        rc = dq_reply_error(r, what, err);
-    dq_reply_free(r);
+    if (dq__reply_type(r) == DQ_R_ERROR)
+        rc = dq__reply_error(r, what, err);
+    dq__reply_free(r);
     return rc;
 }
 
@@ -111,13 +111,13 @@ static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
 static void ssl_init(void) { redisInitOpenSSL(); }
 
 /* Sets err from OpenSSL's error queue: "TLS setup: what arg: reason". */
-static int tls_fail(dq_err *err, const char *what, const char *arg) {
+static int tls_fail(dq__err *err, const char *what, const char *arg) {
     char buf[256] = "unknown error";
     unsigned long e = ERR_peek_last_error();
     if (e != 0)
         ERR_error_string_n(e, buf, sizeof(buf));
     ERR_clear_error();
-    return dq_err_set(err, DQ_EIO, "TLS setup: %s%s%s: %s", what,
+    return dq__err_set(err, DQ_EIO, "TLS setup: %s%s%s: %s", what,
                       arg ? " " : "", arg ? arg : "", buf);
 }
 
@@ -130,8 +130,8 @@ static int tls_fail(dq_err *err, const char *what, const char *arg) {
  * a DNS name, or as an IP address for an IP literal.  *ctx_out receives the
  * SSL_CTX, to free after the connection.  NULL with err set on failure.
  */
-static SSL *tls_new(const dq_options *o, const dq_uri *u, SSL_CTX **ctx_out,
-                    dq_err *err) {
+static SSL *tls_new(const dq_options *o, const dq__uri *u, SSL_CTX **ctx_out,
+                    dq__err *err) {
     pthread_once(&ssl_once, ssl_init);
     *ctx_out = NULL;
     SSL *ssl = NULL;
@@ -185,8 +185,8 @@ fail:
     return NULL;
 }
 
-static int tls_start(dq_conn *c, const dq_options *o, const dq_uri *u,
-                     dq_err *err) {
+static int tls_start(dq__conn *c, const dq_options *o, const dq__uri *u,
+                     dq__err *err) {
     SSL *ssl = tls_new(o, u, &c->ssl_ctx, err);
     if (ssl == NULL)
         return err->code;
@@ -194,7 +194,7 @@ static int tls_start(dq_conn *c, const dq_options *o, const dq_uri *u,
         /* Not taken over by hiredis on failure: still ours. */
         long v = SSL_get_verify_result(ssl);
         SSL_free(ssl);
-        return dq_err_set(err, DQ_EIO, "TLS handshake failed: %s%s%s%s",
+        return dq__err_set(err, DQ_EIO, "TLS handshake failed: %s%s%s%s",
                           c->ctx->errstr[0] ? c->ctx->errstr : "unknown",
                           v != X509_V_OK ? " (" : "",
                           v != X509_V_OK ? X509_verify_cert_error_string(v)
@@ -205,30 +205,30 @@ static int tls_start(dq_conn *c, const dq_options *o, const dq_uri *u,
 }
 #endif
 
-static int want_tls(const dq_options *o, const dq_uri *u) {
+static int want_tls(const dq_options *o, const dq__uri *u) {
     return u->tls || o->tls_ca || o->tls_cert || o->tls_key || o->tls_sni;
 }
 
 /* DQ_ENOTSUP when TLS is asked of a build without it, else DQ_OK. */
-static int check_tls(const dq_options *o, const dq_uri *u, dq_err *err) {
-    if (want_tls(o, u) && !dq_conn_tls_supported())
-        return dq_err_set(err, DQ_ENOTSUP,
+static int check_tls(const dq_options *o, const dq__uri *u, dq__err *err) {
+    if (want_tls(o, u) && !dq__conn_tls_supported())
+        return dq__err_set(err, DQ_ENOTSUP,
                           "TLS requested but this libdelayq was built "
                           "without TLS (needs hiredis >= 1.0 with "
                           "hiredis_ssl and -Dtls=enabled)");
     return DQ_OK;
 }
 
-int dq_conn_open(const dq_conn_cfg *cfg, dq_conn **out, dq_err *err) {
-    const dq_uri *u = cfg->uri;
+int dq__conn_open(const dq__conn_cfg *cfg, dq__conn **out, dq__err *err) {
+    const dq__uri *u = cfg->uri;
     const dq_options *o = cfg->opts;
     *out = NULL;
     int tls_rc = check_tls(o, u, err);
     if (tls_rc != DQ_OK)
         return tls_rc;
-    dq_conn *c = calloc(1, sizeof(*c));
+    dq__conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
-        return dq_err_set(err, DQ_ENOMEM, "out of memory");
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
     struct timeval ct = tv_ms(o->connect_timeout_ms);
 #if HIREDIS_MAJOR >= 1
     redisOptions ro;
@@ -253,7 +253,7 @@ int dq_conn_open(const dq_conn_cfg *cfg, dq_conn **out, dq_err *err) {
     int saved = errno;
     int rc = DQ_OK;
     if (c->ctx == NULL) {
-        rc = dq_err_set(err, DQ_ENOMEM, "out of memory connecting");
+        rc = dq__err_set(err, DQ_ENOMEM, "out of memory connecting");
         goto fail;
     }
     if (c->ctx->err) {
@@ -297,11 +297,11 @@ int dq_conn_open(const dq_conn_cfg *cfg, dq_conn **out, dq_err *err) {
     *out = c;
     return DQ_OK;
 fail:
-    dq_conn_free(c);
+    dq__conn_free(c);
     return rc;
 }
 
-void dq_conn_free(dq_conn *c) {
+void dq__conn_free(dq__conn *c) {
     if (c == NULL)
         return;
     if (c->ctx != NULL)
@@ -313,9 +313,9 @@ void dq_conn_free(dq_conn *c) {
     free(c);
 }
 
-int dq_conn_broken(const dq_conn *c) { return c == NULL || c->broken; }
+int dq__conn_broken(const dq__conn *c) { return c == NULL || c->broken; }
 
-static int conn_fail(dq_conn *c, int saved, const char *what, dq_err *err) {
+static int conn_fail(dq__conn *c, int saved, const char *what, dq__err *err) {
     c->broken = 1;
     return ctx_error(c->ctx, saved, what, err);
 }
@@ -337,8 +337,8 @@ static char *put_dec(char *p, size_t v, size_t digits) {
  * connection, and hands hiredis the finished text: redisAppendCommandArgv
  * formats through sds appends, which cost the client ~twice the
  * instructions per command (bench/RESULTS.md). */
-int dq_conn_append(dq_conn *c, int argc, const char **argv,
-                   const size_t *lens, dq_err *err) {
+int dq__conn_append(dq__conn *c, int argc, const char **argv,
+                   const size_t *lens, dq__err *err) {
     size_t total = 1 + dec_digits((size_t)argc) + 2;
     for (int i = 0; i < argc; i++) {
         size_t len = lens ? lens[i] : strlen(argv[i]);
@@ -347,7 +347,7 @@ int dq_conn_append(dq_conn *c, int argc, const char **argv,
     if (total > c->fmt_cap) {
         char *nb = realloc(c->fmt, total);
         if (nb == NULL)
-            return dq_err_set(err, DQ_ENOMEM, "out of memory formatting a "
+            return dq__err_set(err, DQ_ENOMEM, "out of memory formatting a "
                                               "command of %zu bytes", total);
         c->fmt = nb;
         c->fmt_cap = total;
@@ -378,7 +378,7 @@ int dq_conn_append(dq_conn *c, int argc, const char **argv,
     return DQ_OK;
 }
 
-int dq_conn_read(dq_conn *c, dq_reply **reply, dq_err *err) {
+int dq__conn_read(dq__conn *c, dq__reply **reply, dq__err *err) {
     void *r = NULL;
     *reply = NULL;
     if (redisGetReply(c->ctx, &r) != REDIS_OK || r == NULL)
@@ -387,18 +387,18 @@ int dq_conn_read(dq_conn *c, dq_reply **reply, dq_err *err) {
     return DQ_OK;
 }
 
-int dq_conn_call(dq_conn *c, int argc, const char **argv, const size_t *lens,
-                 dq_reply **reply, dq_err *err) {
-    int rc = dq_conn_append(c, argc, argv, lens, err);
-    return rc != DQ_OK ? rc : dq_conn_read(c, reply, err);
+int dq__conn_call(dq__conn *c, int argc, const char **argv, const size_t *lens,
+                 dq__reply **reply, dq__err *err) {
+    int rc = dq__conn_append(c, argc, argv, lens, err);
+    return rc != DQ_OK ? rc : dq__conn_read(c, reply, err);
 }
 
-int dq_conn_buffered(dq_conn *c, dq_reply **reply, dq_err *err) {
+int dq__conn_buffered(dq__conn *c, dq__reply **reply, dq__err *err) {
     void *r = NULL;
     *reply = NULL;
     if (redisReaderGetReply(c->ctx->reader, &r) != REDIS_OK) {
         c->broken = 1;
-        return dq_err_set(err, DQ_EPROTO, "protocol error: %s",
+        return dq__err_set(err, DQ_EPROTO, "protocol error: %s",
                           c->ctx->reader->errstr);
     }
     if (r == NULL)
@@ -407,16 +407,16 @@ int dq_conn_buffered(dq_conn *c, dq_reply **reply, dq_err *err) {
     return 1;
 }
 
-int dq_conn_wait_readable(dq_conn *c, int64_t timeout_us, dq_err *err) {
+int dq__conn_wait_readable(dq__conn *c, int64_t timeout_us, dq__err *err) {
     struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN, .revents = 0};
     if (timeout_us > INT64_C(86400000000))
         timeout_us = INT64_C(86400000000);
     /* ppoll sleeps in nanoseconds: a wait for a job due in 2.3 ms is not
      * rounded up to 3 ms as poll()'s milliseconds would. */
-    int64_t deadline = dq_mono_us() + timeout_us;
+    int64_t deadline = dq__mono_us() + timeout_us;
     int n;
     for (;;) {
-        int64_t left = deadline - dq_mono_us();
+        int64_t left = deadline - dq__mono_us();
         if (left < 0)
             left = 0;
         struct timespec ts = {(time_t)(left / 1000000),
@@ -427,7 +427,7 @@ int dq_conn_wait_readable(dq_conn *c, int64_t timeout_us, dq_err *err) {
     }
     if (n < 0) {
         c->broken = 1;
-        return dq_err_set(err, DQ_EIO, "poll: %s", strerror(errno));
+        return dq__err_set(err, DQ_EIO, "poll: %s", strerror(errno));
     }
     if (n == 0)
         return 0;
@@ -436,7 +436,7 @@ int dq_conn_wait_readable(dq_conn *c, int64_t timeout_us, dq_err *err) {
     return 1;
 }
 
-int dq_reply_type(const dq_reply *r) {
+int dq__reply_type(const dq__reply *r) {
     switch (((const redisReply *)r)->type) {
     case REDIS_REPLY_STRING:
         return DQ_R_STRING;
@@ -455,41 +455,41 @@ int dq_reply_type(const dq_reply *r) {
     }
 }
 
-long long dq_reply_int(const dq_reply *r) {
+long long dq__reply_int(const dq__reply *r) {
     return ((const redisReply *)r)->integer;
 }
 
-const char *dq_reply_str(const dq_reply *r, size_t *len) {
+const char *dq__reply_str(const dq__reply *r, size_t *len) {
     const redisReply *rr = (const redisReply *)r;
     *len = rr->str ? (size_t)rr->len : 0;
     return rr->str ? rr->str : "";
 }
 
-size_t dq_reply_len(const dq_reply *r) {
+size_t dq__reply_len(const dq__reply *r) {
     const redisReply *rr = (const redisReply *)r;
     return rr->type == REDIS_REPLY_ARRAY ? rr->elements : 0;
 }
 
-const dq_reply *dq_reply_at(const dq_reply *r, size_t i) {
+const dq__reply *dq__reply_at(const dq__reply *r, size_t i) {
     const redisReply *rr = (const redisReply *)r;
-    return (const dq_reply *)rr->element[i];
+    return (const dq__reply *)rr->element[i];
 }
 
-void dq_reply_free(dq_reply *r) {
+void dq__reply_free(dq__reply *r) {
     if (r != NULL)
         freeReplyObject(r);
 }
 
 /* ======================================================================
  * Async section: hiredis async on libevent, used by lib/async.c
- * through the dq_aconn functions of conn.h.
+ * through the dq__aconn functions of conn.h.
  *
  * Lifetime.  hiredis frees an async context itself when the connection
  * fails, and defers redisAsyncFree() called from inside a reply callback
  * until that callback returns; while it tears a context down it calls every
  * pending reply callback with a NULL reply and then (only if the context was
- * connected) the disconnect callback.  So a dq_aconn holds two references:
- * its owner's (dropped by dq_aconn_close) and the hiredis context's
+ * connected) the disconnect callback.  So a dq__aconn holds two references:
+ * its owner's (dropped by dq__aconn_close) and the hiredis context's
  * (dropped when hiredis can no longer call us: in the disconnect callback,
  * in a failed connect callback, or right after a synchronous free of a
  * context that never connected).  It is freed when both are gone and no
@@ -532,10 +532,10 @@ static void aev_write(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     aconn_ev *e = arg;
-    dq_sigpipe g;
-    dq_sigpipe_block(&g);
+    dq__sigpipe g;
+    dq__sigpipe_block(&g);
     redisAsyncHandleWrite(e->ac); /* may free e */
-    dq_sigpipe_restore(&g);
+    dq__sigpipe_restore(&g);
 }
 
 static void aev_add_read(void *p) { event_add(((aconn_ev *)p)->rev, NULL); }
@@ -578,19 +578,19 @@ static int aev_attach(redisAsyncContext *ac, struct event_base *base) {
 
 /* One command awaiting its reply. */
 typedef struct aconn_req {
-    dq_aconn *a;           /* connection it was sent on */
-    dq_aconn_reply_fn *fn; /* owner's callback; NULL for a hello step */
+    dq__aconn *a;           /* connection it was sent on */
+    dq__aconn_reply_fn *fn; /* owner's callback; NULL for a hello step */
     void *priv;            /* owner's pointer */
     size_t tag;            /* owner's tag, or the hello step */
 } aconn_req;
 
 enum { HELLO_AUTH = 1, HELLO_SELECT = 2, HELLO_PING = 3 };
 
-struct dq_aconn {
+struct dq__aconn {
     redisAsyncContext *ac;      /* NULL once hiredis owns its teardown */
-    dq_aconn_state_fn *state_fn; /* owner's state callback */
+    dq__aconn_state_fn *state_fn; /* owner's state callback */
     void *priv;                 /* its pointer */
-    dq_aconn_reply_fn *sub_fn;  /* subscription callback */
+    dq__aconn_reply_fn *sub_fn;  /* subscription callback */
     void *sub_priv;             /* its pointer */
     int refs;                   /* owner + hiredis context */
     int depth;                  /* our callbacks running right now */
@@ -606,7 +606,7 @@ struct dq_aconn {
 #endif
 };
 
-static void aconn_destroy(dq_aconn *a) {
+static void aconn_destroy(dq__aconn *a) {
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
     SSL_CTX_free(a->ssl_ctx);
 #endif
@@ -616,18 +616,18 @@ static void aconn_destroy(dq_aconn *a) {
 }
 
 /* Frees a once nobody can reach it any more. */
-static void aconn_maybe_free(dq_aconn *a) {
+static void aconn_maybe_free(dq__aconn *a) {
     if (a->refs == 0 && a->depth == 0)
         aconn_destroy(a);
 }
 
-static void aconn_unref(dq_aconn *a) {
+static void aconn_unref(dq__aconn *a) {
     a->refs--;
     aconn_maybe_free(a);
 }
 
 /* Reports the death of the connection once (unless the owner closed). */
-static void aconn_die(dq_aconn *a, int code, const char *msg) {
+static void aconn_die(dq__aconn *a, int code, const char *msg) {
     if (a->dead)
         return;
     a->dead = 1;
@@ -636,7 +636,7 @@ static void aconn_die(dq_aconn *a, int code, const char *msg) {
 }
 
 /* hiredis tears the context down: record why and report it. */
-static void aconn_torn(dq_aconn *a, const redisAsyncContext *ac) {
+static void aconn_torn(dq__aconn *a, const redisAsyncContext *ac) {
     char msg[400];
     a->torn = 1;
     snprintf(msg, sizeof(msg), "connection to %s lost: %s", a->where,
@@ -646,13 +646,13 @@ static void aconn_torn(dq_aconn *a, const redisAsyncContext *ac) {
     aconn_die(a, DQ_EIO, msg);
 }
 
-static void aconn_hello_reply(dq_aconn *a, size_t step, const redisReply *r) {
+static void aconn_hello_reply(dq__aconn *a, size_t step, const redisReply *r) {
     if (r->type == REDIS_REPLY_ERROR) {
-        dq_err e;
+        dq__err e;
         const char *what = step == HELLO_AUTH     ? "AUTH"
                            : step == HELLO_SELECT ? "SELECT"
                                                   : "PING";
-        int code = dq_reply_error((const dq_reply *)r, what, &e);
+        int code = dq__reply_error((const dq__reply *)r, what, &e);
         aconn_die(a, code, e.msg);
         return;
     }
@@ -666,13 +666,13 @@ static void aconn_hello_reply(dq_aconn *a, size_t step, const redisReply *r) {
 /* Reply (or NULL at teardown) of one command. */
 static void aconn_on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
     aconn_req *q = privdata;
-    dq_aconn *a = q->a;
+    dq__aconn *a = q->a;
     a->depth++;
     if (reply == NULL)
         aconn_torn(a, ac);
     else if (!a->closed && !a->dead) {
         if (q->fn != NULL)
-            q->fn(q->priv, q->tag, (const dq_reply *)reply);
+            q->fn(q->priv, q->tag, (const dq__reply *)reply);
         else
             aconn_hello_reply(a, q->tag, reply);
     }
@@ -683,18 +683,18 @@ static void aconn_on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
 
 /* Subscription replies ("subscribe" confirmations and messages). */
 static void aconn_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
-    dq_aconn *a = privdata;
+    dq__aconn *a = privdata;
     a->depth++;
     if (reply == NULL)
         aconn_torn(a, ac);
     else if (!a->closed && !a->dead && a->sub_fn != NULL)
-        a->sub_fn(a->sub_priv, 0, (const dq_reply *)reply);
+        a->sub_fn(a->sub_priv, 0, (const dq__reply *)reply);
     a->depth--;
     aconn_maybe_free(a);
 }
 
-static int aconn_queue(dq_aconn *a, int argc, const char **argv,
-                       const size_t *lens, dq_aconn_reply_fn *fn, void *priv,
+static int aconn_queue(dq__aconn *a, int argc, const char **argv,
+                       const size_t *lens, dq__aconn_reply_fn *fn, void *priv,
                        size_t tag) {
     aconn_req *q = malloc(sizeof(*q));
     if (q == NULL)
@@ -715,7 +715,7 @@ static int aconn_queue(dq_aconn *a, int argc, const char **argv,
  * hiredis's connect handling, where (0.14) the context must not be freed:
  * so it reports nothing; if a send fails the owner's connect timeout
  * notices that the connection never became ready. */
-static void aconn_hello(dq_aconn *a) {
+static void aconn_hello(dq__aconn *a) {
     if (a->pass != NULL || a->user != NULL) {
         const char *argv[3] = {"AUTH", a->user, a->pass ? a->pass : ""};
         int argc = 3;
@@ -736,7 +736,7 @@ static void aconn_hello(dq_aconn *a) {
 }
 
 static void aconn_on_connect(const redisAsyncContext *ac, int status) {
-    dq_aconn *a = ac->data;
+    dq__aconn *a = ac->data;
     if (a == NULL || a->torn)
         return;
     if (status == REDIS_OK) {
@@ -759,7 +759,7 @@ static void aconn_on_connect(const redisAsyncContext *ac, int status) {
 
 static void aconn_on_disconnect(const redisAsyncContext *ac, int status) {
     (void)status;
-    dq_aconn *a = ac->data;
+    dq__aconn *a = ac->data;
     if (a == NULL)
         return;
     a->depth++;
@@ -769,24 +769,24 @@ static void aconn_on_disconnect(const redisAsyncContext *ac, int status) {
     aconn_unref(a); /* the context's reference: hiredis is done with us */
 }
 
-int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
-                  dq_aconn_state_fn *state_fn, void *priv, dq_aconn **out,
-                  dq_err *err) {
-    const dq_uri *u = cfg->uri;
+int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
+                  dq__aconn_state_fn *state_fn, void *priv, dq__aconn **out,
+                  dq__err *err) {
+    const dq__uri *u = cfg->uri;
     const dq_options *o = cfg->opts;
     *out = NULL;
     int tls_rc = check_tls(o, u, err);
     if (tls_rc != DQ_OK)
         return tls_rc;
-    dq_aconn *a = calloc(1, sizeof(*a));
+    dq__aconn *a = calloc(1, sizeof(*a));
     if (a == NULL)
-        return dq_err_set(err, DQ_ENOMEM, "out of memory");
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
     const char *user = o->user ? o->user : u->user;
     const char *pass = o->password ? o->password : u->password;
     if ((user != NULL && (a->user = strdup(user)) == NULL) ||
         (pass != NULL && (a->pass = strdup(pass)) == NULL)) {
         aconn_destroy(a);
-        return dq_err_set(err, DQ_ENOMEM, "out of memory");
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
     }
     a->db = u->db;
     a->state_fn = state_fn;
@@ -800,11 +800,11 @@ int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
                                 : redisAsyncConnect(u->host, u->port);
     int rc = DQ_OK;
     if (ac == NULL) {
-        rc = dq_err_set(err, DQ_ENOMEM, "out of memory connecting");
+        rc = dq__err_set(err, DQ_ENOMEM, "out of memory connecting");
         goto fail;
     }
     if (ac->err) {
-        rc = dq_err_set(err, ac->err == REDIS_ERR_OOM ? DQ_ENOMEM : DQ_EIO,
+        rc = dq__err_set(err, ac->err == REDIS_ERR_OOM ? DQ_ENOMEM : DQ_EIO,
                         "connect to %s: %s", a->where,
                         ac->errstr ? ac->errstr : "failed");
         goto fail;
@@ -818,7 +818,7 @@ int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
         }
         if (redisInitiateSSL(&ac->c, ssl) != REDIS_OK) {
             SSL_free(ssl); /* still ours on failure */
-            rc = dq_err_set(err, DQ_EIO, "TLS handshake failed: %s",
+            rc = dq__err_set(err, DQ_EIO, "TLS handshake failed: %s",
                             ac->c.errstr[0] ? ac->c.errstr : "unknown");
             goto fail;
         }
@@ -826,7 +826,7 @@ int dq_aconn_open(const dq_conn_cfg *cfg, struct event_base *base,
 #endif
     ac->data = a;
     if (aev_attach(ac, base) != 0) {
-        rc = dq_err_set(err, DQ_ENOMEM, "cannot attach to the event base");
+        rc = dq__err_set(err, DQ_ENOMEM, "cannot attach to the event base");
         goto fail;
     }
     /* After attaching: setting the connect callback arms the write event. */
@@ -845,32 +845,32 @@ fail:
     return rc;
 }
 
-int dq_aconn_send(dq_aconn *a, int argc, const char **argv,
-                  const size_t *lens, dq_aconn_reply_fn *fn, void *priv,
-                  size_t tag, dq_err *err) {
+int dq__aconn_send(dq__aconn *a, int argc, const char **argv,
+                  const size_t *lens, dq__aconn_reply_fn *fn, void *priv,
+                  size_t tag, dq__err *err) {
     if (a->closed || a->dead || a->torn || a->ac == NULL || !a->ready)
-        return dq_err_set(err, DQ_EIO, "connection to %s is down", a->where);
+        return dq__err_set(err, DQ_EIO, "connection to %s is down", a->where);
     int rc = aconn_queue(a, argc, argv, lens, fn, priv, tag);
     if (rc != DQ_OK)
-        return dq_err_set(err, rc, "send to %s: %s", a->where,
+        return dq__err_set(err, rc, "send to %s: %s", a->where,
                           dq_strerror(rc));
     return DQ_OK;
 }
 
-int dq_aconn_subscribe(dq_aconn *a, const char *channel,
-                       dq_aconn_reply_fn *fn, void *priv, dq_err *err) {
+int dq__aconn_subscribe(dq__aconn *a, const char *channel,
+                       dq__aconn_reply_fn *fn, void *priv, dq__err *err) {
     if (a->closed || a->dead || a->torn || a->ac == NULL || !a->ready)
-        return dq_err_set(err, DQ_EIO, "connection to %s is down", a->where);
+        return dq__err_set(err, DQ_EIO, "connection to %s is down", a->where);
     a->sub_fn = fn;
     a->sub_priv = priv;
     const char *argv[2] = {"SUBSCRIBE", channel};
     if (redisAsyncCommandArgv(a->ac, aconn_on_sub, a, 2, argv, NULL) !=
         REDIS_OK)
-        return dq_err_set(err, DQ_EIO, "SUBSCRIBE on %s failed", a->where);
+        return dq__err_set(err, DQ_EIO, "SUBSCRIBE on %s failed", a->where);
     return DQ_OK;
 }
 
-void dq_aconn_close(dq_aconn *a) {
+void dq__aconn_close(dq__aconn *a) {
     if (a == NULL || a->closed)
         return;
     a->closed = 1;

@@ -14,7 +14,7 @@
 
 /* ---- Shared ---- */
 
-void dq_cons_init(dq_consumer *c, int mode, const char *queue,
+void dq__cons_init(dq_consumer *c, int mode, const char *queue,
                   dq_handler_fn *handler, void *ud) {
     c->mode = mode;
     snprintf(c->queue, sizeof(c->queue), "%s", queue);
@@ -27,11 +27,11 @@ void dq_cons_init(dq_consumer *c, int mode, const char *queue,
     c->retry_base_ms = 1000;
     c->retry_max_ms = 300000;
     c->jitter = 20;
-    c->rng = ((uint64_t)dq_mono_us() << 16) ^ (uint64_t)(uintptr_t)c ^
+    c->rng = ((uint64_t)dq__mono_us() << 16) ^ (uint64_t)(uintptr_t)c ^
              0x9E3779B97F4A7C15ULL;
 }
 
-void dq_cons_link(dq_consumer *c, dq_delivery *d) {
+void dq__cons_link(dq_consumer *c, dq__delivery *d) {
     d->prev = NULL;
     d->next = c->list;
     if (c->list != NULL)
@@ -39,7 +39,7 @@ void dq_cons_link(dq_consumer *c, dq_delivery *d) {
     c->list = d;
 }
 
-void dq_cons_unlink(dq_consumer *c, dq_delivery *d) {
+void dq__cons_unlink(dq_consumer *c, dq__delivery *d) {
     if (d->prev != NULL)
         d->prev->next = d->next;
     else if (c->list == d)
@@ -49,17 +49,17 @@ void dq_cons_unlink(dq_consumer *c, dq_delivery *d) {
     d->prev = d->next = NULL;
 }
 
-int dq_cons_outcome(int r) {
+int dq__cons_outcome(int r) {
     return r == DQ_JOB_OK || r == DQ_JOB_FAIL || r == DQ_JOB_ASYNC
                ? r
                : DQ_JOB_RETRY;
 }
 
-int dq_cons_over_max(const dq_consumer *c, const dq_job *job) {
+int dq__cons_over_max(const dq_consumer *c, const dq_job *job) {
     return c->max_attempts > 0 && dq_job_attempt(job) > c->max_attempts;
 }
 
-int dq_cons_plan(dq_consumer *c, const dq_job *job, int outcome,
+int dq__cons_plan(dq_consumer *c, const dq_job *job, int outcome,
                  int64_t delay_ms, int64_t *delay, int *flags) {
     *delay = 0;
     *flags = 0;
@@ -105,7 +105,7 @@ int dq_consumer_set_int(dq_consumer *c, int option, int64_t v) {
     if (c == NULL)
         return DQ_ENULL;
     if (c->started)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           "options are set before the consumer starts");
     int64_t lo = 0, hi = 0, *slot = NULL;
     switch (option) {
@@ -137,11 +137,11 @@ int dq_consumer_set_int(dq_consumer *c, int option, int64_t v) {
         slot = &c->handler_timeout_ms, hi = DQ_DELAY_MAX;
         break;
     default:
-        return dq_err_set(&c->err, DQ_EINVAL, "unknown consumer option %d",
+        return dq__err_set(&c->err, DQ_EINVAL, "unknown consumer option %d",
                           option);
     }
     if (v < lo || v > hi)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           "consumer option %d is %" PRId64
                           "; it must be %" PRId64 "..%" PRId64,
                           option, v, lo, hi);
@@ -168,20 +168,20 @@ int dq_consumer_done(dq_consumer *c, const dq_job *job, int outcome,
         return DQ_ENULL;
     if (outcome != DQ_JOB_OK && outcome != DQ_JOB_RETRY &&
         outcome != DQ_JOB_FAIL)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           "outcome is %d; use DQ_JOB_OK, DQ_JOB_RETRY or "
                           "DQ_JOB_FAIL",
                           outcome);
     if (delay_ms < -1 || delay_ms > DQ_DELAY_MAX)
-        return dq_err_set(&c->err, DQ_EDELAY,
+        return dq__err_set(&c->err, DQ_EDELAY,
                           "delay_ms is %" PRId64 "; use -1 or 0..%" PRId64,
                           delay_ms, (int64_t)DQ_DELAY_MAX);
-    dq_delivery *d = c->list;
+    dq__delivery *d = c->list;
     while (d != NULL && d->job != job)
         d = d->next;
     if (d == NULL || d->state == D_FINISHING || d->state == D_ENDED ||
         d->late_done)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           "dq_consumer_done: that job is not running on "
                           "this consumer (finished already?)");
     return c->finish(c, d, outcome, delay_ms);
@@ -195,10 +195,10 @@ void dq_consumer_free(dq_consumer *c) {
 
 /* ---- Sync consumer ---- */
 
-static int sync_finish(dq_consumer *c, dq_delivery *d, int outcome,
+static int sync_finish(dq_consumer *c, dq__delivery *d, int outcome,
                        int64_t delay_ms) {
     if (!c->in_handler || d->done_called)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           "dq_consumer_done: a sync consumer's job is "
                           "finished once, before its handler returns");
     d->done_called = 1;
@@ -223,13 +223,13 @@ int dq_consumer_new_sync(dq_client *client, const char *queue,
     *out = NULL;
     if (client == NULL || handler == NULL)
         return DQ_ENULL;
-    int rc = dq_check_queue(queue, NULL);
+    int rc = dq__check_queue(queue, NULL);
     if (rc != DQ_OK)
         return rc;
     dq_consumer *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return DQ_ENOMEM;
-    dq_cons_init(c, CM_SYNC, queue, handler, userdata);
+    dq__cons_init(c, CM_SYNC, queue, handler, userdata);
     c->client = client;
     c->finish = sync_finish;
     c->destroy = sync_destroy;
@@ -256,7 +256,7 @@ static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
                       int64_t delay_ms) {
     int64_t delay;
     int flags;
-    *outcome = dq_cons_plan(c, job, *outcome, delay_ms, &delay, &flags);
+    *outcome = dq__cons_plan(c, job, *outcome, delay_ms, &delay, &flags);
     int rc = 0;
     for (int tries = 0; tries < 5; tries++) {
         if (tries > 0)
@@ -275,7 +275,7 @@ static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
         rc = 0;
     }
     if (rc < 0)
-        dq_err_set(&c->err, rc, "%s of job '%.200s': %s",
+        dq__err_set(&c->err, rc, "%s of job '%.200s': %s",
                    *outcome == DQ_JOB_OK ? "ack" : "nack", dq_job_id(job),
                    dq_errmsg(c->client));
     return rc;
@@ -283,26 +283,26 @@ static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
 
 /* Runs the handler for one job and applies its outcome. */
 static void sync_handle(dq_consumer *c, const dq_job *job) {
-    dq_delivery d;
+    dq__delivery d;
     memset(&d, 0, sizeof(d));
     d.c = c;
     d.job = (dq_job *)job;
     d.state = D_RUNNING;
     int outcome;
     int64_t delay_ms = -1;
-    if (dq_cons_over_max(c, job)) {
+    if (dq__cons_over_max(c, job)) {
         outcome = DQ_JOB_FAIL;
     } else {
-        dq_cons_link(c, &d);
+        dq__cons_link(c, &d);
         c->in_handler = 1;
         int r = c->handler(c, job, c->ud);
         c->in_handler = 0;
-        dq_cons_unlink(c, &d);
+        dq__cons_unlink(c, &d);
         if (d.done_called) {
             outcome = d.outcome;
             delay_ms = d.delay_ms;
         } else {
-            outcome = dq_cons_outcome(r);
+            outcome = dq__cons_outcome(r);
             if (outcome == DQ_JOB_ASYNC)
                 outcome = DQ_JOB_RETRY; /* nobody will finish it later */
         }
@@ -319,7 +319,7 @@ int dq_consumer_run(dq_consumer *c) {
     if (c == NULL)
         return DQ_ENULL;
     if (c->mode != CM_SYNC || c->started)
-        return dq_err_set(&c->err, DQ_EINVAL,
+        return dq__err_set(&c->err, DQ_EINVAL,
                           c->mode != CM_SYNC
                               ? "dq_consumer_run is for sync consumers"
                               : "the consumer is already running");
@@ -331,7 +331,7 @@ int dq_consumer_run(dq_consumer *c) {
         int n = dq_poll_wait(c->client, c->queue, (int)c->concurrency,
                              c->lease_ms, 1000, &jobs);
         if (n < 0) {
-            dq_err_set(&c->err, n, "poll: %s", dq_errmsg(c->client));
+            dq__err_set(&c->err, n, "poll: %s", dq_errmsg(c->client));
             for (int64_t t = 0; t < backoff && !c->interrupted; t += 50)
                 sleep_ms(50);
             backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;

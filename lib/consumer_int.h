@@ -12,7 +12,7 @@
 
 struct event;
 struct dq_async;
-struct dq_watch;
+struct dq__watch;
 
 enum { CM_SYNC = 1, CM_ASYNC = 2 };
 
@@ -28,8 +28,8 @@ enum {
 };
 
 /* One job handed to the handler. */
-typedef struct dq_delivery {
-    struct dq_delivery *prev, *next; /* consumer's list */
+typedef struct dq__delivery {
+    struct dq__delivery *prev, *next; /* consumer's list */
     dq_consumer *c;           /* owner */
     dq_job *job;              /* the handler's job (a copy in async mode) */
     int state;                /* D_* */
@@ -42,7 +42,7 @@ typedef struct dq_delivery {
     int lost;                 /* an extend said the lease is gone */
     struct event *extend_ev;  /* lease renewal timer */
     struct event *timeout_ev; /* handler timeout */
-} dq_delivery;
+} dq__delivery;
 
 struct dq_consumer {
     int mode;                    /* CM_SYNC or CM_ASYNC */
@@ -56,9 +56,9 @@ struct dq_consumer {
         retry_max_ms, jitter, max_attempts, handler_timeout_ms;
     int started;                 /* loop started (options frozen) */
     int dead;                    /* freed (memory may be deferred) */
-    dq_err err;                  /* last error */
+    dq__err err;                  /* last error */
     uint64_t rng;                /* jitter generator */
-    dq_delivery *list;           /* deliveries not freed yet */
+    dq__delivery *list;           /* deliveries not freed yet */
     /* sync */
     dq_client *client;
     volatile sig_atomic_t interrupted; /* dq_consumer_interrupt */
@@ -67,25 +67,25 @@ struct dq_consumer {
     struct dq_async *a;          /* client */
     void *as;                    /* aconsumer.c's state */
     /* mode hooks */
-    int (*finish)(dq_consumer *c, dq_delivery *d, int outcome,
+    int (*finish)(dq_consumer *c, dq__delivery *d, int outcome,
                   int64_t delay_ms);
     void (*destroy)(dq_consumer *c);
 };
 
 /* Defaults for a new consumer. */
-void dq_cons_init(dq_consumer *c, int mode, const char *queue,
+void dq__cons_init(dq_consumer *c, int mode, const char *queue,
                   dq_handler_fn *handler, void *ud);
 /* Delivery list. */
-void dq_cons_link(dq_consumer *c, dq_delivery *d);
-void dq_cons_unlink(dq_consumer *c, dq_delivery *d);
+void dq__cons_link(dq_consumer *c, dq__delivery *d);
+void dq__cons_unlink(dq_consumer *c, dq__delivery *d);
 /* What a finished job turns into: *flags DQ_NACK_DEAD or 0, *delay.
  * Returns the outcome actually applied (a retry past the max attempts
  * becomes DQ_JOB_FAIL). */
-int dq_cons_plan(dq_consumer *c, const dq_job *job, int outcome,
+int dq__cons_plan(dq_consumer *c, const dq_job *job, int outcome,
                  int64_t delay_ms, int64_t *delay, int *flags);
 /* Normalizes a handler's return value. */
-int dq_cons_outcome(int r);
+int dq__cons_outcome(int r);
 /* 1 if the job had more deliveries than the consumer allows. */
-int dq_cons_over_max(const dq_consumer *c, const dq_job *job);
+int dq__cons_over_max(const dq_consumer *c, const dq_job *job);
 
 #endif

@@ -35,7 +35,7 @@ const char *dq_errname(int code) {
     }
 }
 
-int dq_err_set(dq_err *err, int code, const char *fmt, ...) {
+int dq__err_set(dq__err *err, int code, const char *fmt, ...) {
     if (err == NULL)
         return code;
     err->code = code;
@@ -48,7 +48,7 @@ int dq_err_set(dq_err *err, int code, const char *fmt, ...) {
     return code;
 }
 
-void dq_err_clear(dq_err *err) {
+void dq__err_clear(dq__err *err) {
     if (err == NULL)
         return;
     err->code = DQ_OK;

@@ -16,16 +16,16 @@
 #endif
 
 /* The error of the last call: a code and a message that names what failed. */
-typedef struct dq_err {
+typedef struct dq__err {
     int code;       /* DQ_OK or a DQ_E* code */
     char msg[512];  /* NUL-terminated detail, "" when code is DQ_OK */
-} dq_err;
+} dq__err;
 
 /* Sets err (if not NULL) to code with a printf-style message; returns code.
  * Internal only: the public API has no varargs. */
-int dq_err_set(dq_err *err, int code, const char *fmt, ...) DQ_PRINTF(3, 4);
+int dq__err_set(dq__err *err, int code, const char *fmt, ...) DQ_PRINTF(3, 4);
 /* Clears err to DQ_OK / "". */
-void dq_err_clear(dq_err *err);
+void dq__err_clear(dq__err *err);
 
 /* Option set (public opaque type dq_options). */
 struct dq_options {
@@ -47,11 +47,11 @@ struct dq_options {
 };
 
 /* Fills o with defaults (no allocation). */
-void dq_options_defaults(dq_options *o);
+void dq__options_defaults(dq_options *o);
 /* Deep-copies src (NULL = defaults) into dst; DQ_OK or DQ_ENOMEM. */
-int dq_options_copy(dq_options *dst, const dq_options *src);
+int dq__options_copy(dq_options *dst, const dq_options *src);
 /* Frees the strings of an option set held by value. */
-void dq_options_clear(dq_options *o);
+void dq__options_clear(dq_options *o);
 
 /* One job.  id and payload live in one allocation (buf). */
 struct dq_job {
@@ -72,12 +72,12 @@ struct dq_jobs {
 };
 
 /* Allocates a list with room for n jobs (count 0).  NULL on ENOMEM. */
-dq_jobs *dq_jobs_new(size_t n);
+dq_jobs *dq__jobs_new(size_t n);
 /* Appends a job with copies of id/payload; returns it, NULL on ENOMEM. */
-dq_job *dq_jobs_add(dq_jobs *list, const char *id, size_t idlen,
+dq_job *dq__jobs_add(dq_jobs *list, const char *id, size_t idlen,
                     const char *payload, size_t len);
 
 /* Monotonic clock in microseconds. */
-int64_t dq_mono_us(void);
+int64_t dq__mono_us(void);
 
 #endif

@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-dq_jobs *dq_jobs_new(size_t n) {
+dq_jobs *dq__jobs_new(size_t n) {
     dq_jobs *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return NULL;
@@ -36,7 +36,7 @@ static int job_fill(dq_job *j, const char *id, size_t idlen,
     return 0;
 }
 
-dq_job *dq_jobs_add(dq_jobs *l, const char *id, size_t idlen,
+dq_job *dq__jobs_add(dq_jobs *l, const char *id, size_t idlen,
                     const char *payload, size_t len) {
     dq_job *j = &l->jobs[l->count];
     memset(j, 0, sizeof(*j));
@@ -103,7 +103,7 @@ void dq_job_free(dq_job *j) {
     free(j);
 }
 
-int64_t dq_mono_us(void) {
+int64_t dq__mono_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;

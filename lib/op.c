@@ -9,14 +9,14 @@
 
 #include "op.h"
 
-static void op_init(dq_op *op, int kind, const char *what) {
+static void op_init(dq__op *op, int kind, const char *what) {
     memset(op, 0, sizeof(*op));
     op->kind = kind;
     op->what = what;
 }
 
 /* Records an error (the first one wins); returns code. */
-static int op_error(dq_op *op, int code, const dq_err *e) {
+static int op_error(dq__op *op, int code, const dq__err *e) {
     if (!op->failed) {
         op->failed = 1;
         op->status = code;
@@ -26,7 +26,7 @@ static int op_error(dq_op *op, int code, const dq_err *e) {
 }
 
 /* A builder's failure: copies the message to the caller's err too. */
-static int built(dq_op *op, int rc, dq_err *err) {
+static int built(dq__op *op, int rc, dq__err *err) {
     if (rc != DQ_OK) {
         op_error(op, rc, err);
         return rc;
@@ -35,25 +35,25 @@ static int built(dq_op *op, int rc, dq_err *err) {
 }
 
 /* One script call on queue, built by the caller into op->one. */
-static void single(dq_op *op, dq_core *core, const char *queue) {
-    dq_core_keys(core, queue);
+static void single(dq__op *op, dq__core *core, const char *queue) {
+    dq__core_keys(core, queue);
     op->cmds = &op->one;
     op->ncmds = 1;
 }
 
-static int oom(dq_op *op, int rc, dq_err *err) {
+static int oom(dq__op *op, int rc, dq__err *err) {
     if (rc == DQ_OK)
         return DQ_OK;
-    dq_err_set(err, DQ_ENOMEM, "%s: out of memory", op->what);
+    dq__err_set(err, DQ_ENOMEM, "%s: out of memory", op->what);
     return built(op, DQ_ENOMEM, err);
 }
 
-int dq_op_push(dq_op *op, dq_core *core, int batch, const char *queue,
+int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
                size_t n, const void *const *payloads, const size_t *lens,
                const int64_t *times, int absolute, const char *const *ids,
-               int flags, dq_err *err) {
+               int flags, dq__err *err) {
     op_init(op, batch ? DQ_OPK_PUSH_BATCH : DQ_OPK_PUSH, "push");
-    int rc = dq_push_plan_make(&op->plan, core, queue, n, payloads, lens,
+    int rc = dq__push_plan_make(&op->plan, core, queue, n, payloads, lens,
                                times, absolute, ids, flags, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
@@ -64,40 +64,40 @@ int dq_op_push(dq_op *op, dq_core *core, int batch, const char *queue,
     return DQ_OK;
 }
 
-int dq_op_cancel(dq_op *op, dq_core *core, const char *queue, const char *id,
-                 int flags, dq_err *err) {
+int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
+                 int flags, dq__err *err) {
     op_init(op, DQ_OPK_CANCEL, "cancel");
-    int rc = dq_check_cancel(queue, id, flags, err);
+    int rc = dq__check_cancel(queue, id, flags, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    return oom(op, dq_build_cancel(&op->one, core, id, flags), err);
+    return oom(op, dq__build_cancel(&op->one, core, id, flags), err);
 }
 
-int dq_op_poll(dq_op *op, dq_core *core, const char *queue, int max,
-               int64_t lease_ms, dq_err *err) {
+int dq__op_poll(dq__op *op, dq__core *core, const char *queue, int max,
+               int64_t lease_ms, dq__err *err) {
     op_init(op, DQ_OPK_POLL, "poll");
-    int rc = dq_check_poll(queue, max, lease_ms, err);
+    int rc = dq__check_poll(queue, max, lease_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
     op->lease_ms = lease_ms;
-    return oom(op, dq_build_poll(&op->one, core, max, lease_ms), err);
+    return oom(op, dq__build_poll(&op->one, core, max, lease_ms), err);
 }
 
-int dq_op_ack(dq_op *op, dq_core *core, int batch, const char *queue,
+int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
               size_t n, const char *const *ids, const char *const *tokens,
-              dq_err *err) {
+              dq__err *err) {
     op_init(op, batch ? DQ_OPK_ACK_BATCH : DQ_OPK_ACK, "ack");
-    int rc = dq_check_ack(queue, n, ids, tokens, err);
+    int rc = dq__check_ack(queue, n, ids, tokens, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    dq_core_keys(core, queue);
+    dq__core_keys(core, queue);
     op->n = n;
     op->ncmds = (n + DQ_CHUNK - 1) / DQ_CHUNK;
     op->results = calloc(n, sizeof(int));
-    op->cmds = op->ncmds == 1 ? &op->one : calloc(op->ncmds, sizeof(dq_cmd));
+    op->cmds = op->ncmds == 1 ? &op->one : calloc(op->ncmds, sizeof(dq__cmd));
     if (op->results == NULL || op->cmds == NULL) {
         if (op->cmds == NULL)
             op->ncmds = 0;
@@ -108,7 +108,7 @@ int dq_op_ack(dq_op *op, dq_core *core, int batch, const char *queue,
     for (size_t i = 0; i < op->ncmds; i++) {
         size_t lo = i * DQ_CHUNK;
         size_t m = n - lo < DQ_CHUNK ? n - lo : DQ_CHUNK;
-        if ((rc = dq_build_ack(&op->cmds[i], core, m, ids + lo,
+        if ((rc = dq__build_ack(&op->cmds[i], core, m, ids + lo,
                                tokens + lo)) != DQ_OK) {
             op->ncmds = i; /* the ones to free */
             return oom(op, rc, err);
@@ -117,125 +117,125 @@ int dq_op_ack(dq_op *op, dq_core *core, int batch, const char *queue,
     return DQ_OK;
 }
 
-int dq_op_nack(dq_op *op, dq_core *core, const char *queue, const char *id,
-               const char *token, int64_t delay_ms, int flags, dq_err *err) {
+int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
+               const char *token, int64_t delay_ms, int flags, dq__err *err) {
     op_init(op, DQ_OPK_NACK, "nack");
-    int rc = dq_check_nack(queue, id, token, delay_ms, flags, err);
+    int rc = dq__check_nack(queue, id, token, delay_ms, flags, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    return oom(op, dq_build_nack(&op->one, core, id, token, delay_ms, flags),
+    return oom(op, dq__build_nack(&op->one, core, id, token, delay_ms, flags),
                err);
 }
 
-int dq_op_extend(dq_op *op, dq_core *core, const char *queue, const char *id,
-                 const char *token, int64_t lease_ms, dq_err *err) {
+int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
+                 const char *token, int64_t lease_ms, dq__err *err) {
     op_init(op, DQ_OPK_EXTEND, "extend");
-    int rc = dq_check_extend(queue, id, token, lease_ms, err);
+    int rc = dq__check_extend(queue, id, token, lease_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    return oom(op, dq_build_extend(&op->one, core, id, token, lease_ms), err);
+    return oom(op, dq__build_extend(&op->one, core, id, token, lease_ms), err);
 }
 
-int dq_op_list(dq_op *op, dq_core *core, const char *queue, int which,
-               int64_t offset, int count, dq_err *err) {
+int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,
+               int64_t offset, int count, dq__err *err) {
     op_init(op, DQ_OPK_LIST, which == DQ_LIST_DEAD ? "dead list" : "list");
-    int rc = dq_check_queue(queue, err);
+    int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
-        rc = dq_check_page(which, offset, count, err);
+        rc = dq__check_page(which, offset, count, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
     op->which = which;
-    return oom(op, dq_build_list(&op->one, core, which, offset, count), err);
+    return oom(op, dq__build_list(&op->one, core, which, offset, count), err);
 }
 
-int dq_op_dead(dq_op *op, dq_core *core, int purge, const char *queue,
-               const char *id, int64_t delay_ms, dq_err *err) {
+int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
+               const char *id, int64_t delay_ms, dq__err *err) {
     op_init(op, purge ? DQ_OPK_DEAD_PURGE : DQ_OPK_DEAD_REQUEUE,
             purge ? "purge" : "requeue");
-    int rc = dq_check_dead_change(queue, id, delay_ms, err);
+    int rc = dq__check_dead_change(queue, id, delay_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
-    return oom(op, dq_build_dead_change(&op->one, core, op->what, id,
+    return oom(op, dq__build_dead_change(&op->one, core, op->what, id,
                                         delay_ms),
                err);
 }
 
-int dq_op_stats(dq_op *op, dq_core *core, const char *queue, dq_err *err) {
+int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err) {
     op_init(op, DQ_OPK_STATS, "stats");
-    int rc = dq_check_queue(queue, err);
+    int rc = dq__check_queue(queue, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
-    return oom(op, dq_build_stats(&op->one, core), err);
+    return oom(op, dq__build_stats(&op->one, core), err);
 }
 
 /* ---- Replies ---- */
 
 /* The WAIT reply of a push. */
-static void feed_wait(dq_op *op, const dq_reply *r) {
-    dq_err e;
-    if (dq_reply_type(r) == DQ_R_ERROR) {
-        op_error(op, dq_reply_error(r, "WAIT", &e), &e);
-    } else if (dq_reply_type(r) != DQ_R_INTEGER ||
-               dq_reply_int(r) < op->wait_n) {
-        dq_err_set(&e, DQ_EREPLICAS,
+static void feed_wait(dq__op *op, const dq__reply *r) {
+    dq__err e;
+    if (dq__reply_type(r) == DQ_R_ERROR) {
+        op_error(op, dq__reply_error(r, "WAIT", &e), &e);
+    } else if (dq__reply_type(r) != DQ_R_INTEGER ||
+               dq__reply_int(r) < op->wait_n) {
+        dq__err_set(&e, DQ_EREPLICAS,
                    "push: written, but only %lld of %" PRId64
                    " replicas acknowledged it within %" PRId64 " ms",
-                   dq_reply_type(r) == DQ_R_INTEGER ? dq_reply_int(r) : 0,
+                   dq__reply_type(r) == DQ_R_INTEGER ? dq__reply_int(r) : 0,
                    op->wait_n, op->wait_ms);
         op_error(op, DQ_EREPLICAS, &e);
     }
 }
 
 /* An integer result of a single-job script: v >= 0, or -16 / -17. */
-static int int_result(dq_op *op, const dq_reply *r, dq_err *e) {
-    int rc = dq_decode_int(r, &op->v, e);
+static int int_result(dq__op *op, const dq__reply *r, dq__err *e) {
+    int rc = dq__decode_int(r, &op->v, e);
     if (rc == DQ_OK && op->v < 0)
-        rc = dq_result_code(op->v, op->what, op->id, e);
+        rc = dq__result_code(op->v, op->what, op->id, e);
     return rc;
 }
 
-int dq_op_feed(dq_op *op, size_t tag, const dq_reply *r) {
+int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     if (tag == op->ncmds) {
         feed_wait(op, r);
         return DQ_FEED_OK;
     }
-    dq_cmd *cmd = &op->cmds[tag];
-    if (dq_reply_is_error(r, "NOSCRIPT") && !dq_cmd_is_eval(cmd)) {
+    dq__cmd *cmd = &op->cmds[tag];
+    if (dq__reply_is_error(r, "NOSCRIPT") && !dq__cmd_is_eval(cmd)) {
         /* Not run (SCRIPT FLUSH, a restarted or failed-over server): the
          * same call again as EVAL, which also reloads the script. */
-        dq_cmd_use_eval(cmd);
+        dq__cmd_use_eval(cmd);
         return DQ_FEED_RESEND;
     }
-    dq_err e;
+    dq__err e;
     int rc = DQ_OK;
-    if (dq_reply_type(r) == DQ_R_ERROR) {
-        rc = dq_reply_error(r, op->what, &e);
+    if (dq__reply_type(r) == DQ_R_ERROR) {
+        rc = dq__reply_error(r, op->what, &e);
         op_error(op, rc, &e);
         return DQ_FEED_OK;
     }
     switch (op->kind) {
     case DQ_OPK_PUSH:
     case DQ_OPK_PUSH_BATCH:
-        rc = dq_push_plan_decode(&op->plan, tag, r, &e);
+        rc = dq__push_plan_decode(&op->plan, tag, r, &e);
         break;
     case DQ_OPK_POLL:
         dq_jobs_free(op->jobs);
         op->jobs = NULL;
-        rc = dq_decode_poll(r, op->lease_ms, &op->jobs, &op->next_us, &e);
+        rc = dq__decode_poll(r, op->lease_ms, &op->jobs, &op->next_us, &e);
         if (rc >= 0)
             op->status = rc;
         break;
     case DQ_OPK_LIST:
         dq_jobs_free(op->jobs);
         op->jobs = NULL;
-        rc = dq_decode_list(r, op->which, &op->jobs, &op->next_us, &e);
+        rc = dq__decode_list(r, op->which, &op->jobs, &op->next_us, &e);
         if (rc >= 0)
             op->status = rc;
         break;
@@ -243,11 +243,11 @@ int dq_op_feed(dq_op *op, size_t tag, const dq_reply *r) {
     case DQ_OPK_ACK_BATCH: {
         size_t lo = tag * DQ_CHUNK;
         size_t m = op->n - lo < DQ_CHUNK ? op->n - lo : DQ_CHUNK;
-        rc = dq_decode_ack(r, m, op->results + lo, &e);
+        rc = dq__decode_ack(r, m, op->results + lo, &e);
         if (rc >= 0)
             op->acked += rc;
         if (rc >= 0 && op->kind == DQ_OPK_ACK && op->results[0] != 0)
-            rc = dq_result_code(op->results[0], "ack", op->id, &e);
+            rc = dq__result_code(op->results[0], "ack", op->id, &e);
         break;
     }
     case DQ_OPK_NACK:
@@ -257,10 +257,10 @@ int dq_op_feed(dq_op *op, size_t tag, const dq_reply *r) {
     case DQ_OPK_CANCEL:
     case DQ_OPK_DEAD_REQUEUE:
     case DQ_OPK_DEAD_PURGE:
-        rc = dq_decode_int(r, &op->v, &e);
+        rc = dq__decode_int(r, &op->v, &e);
         break;
     case DQ_OPK_STATS:
-        rc = dq_decode_stats(r, op->stats, &e);
+        rc = dq__decode_stats(r, op->stats, &e);
         break;
     }
     if (rc < 0)
@@ -268,9 +268,9 @@ int dq_op_feed(dq_op *op, size_t tag, const dq_reply *r) {
     return DQ_FEED_OK;
 }
 
-void dq_op_fail(dq_op *op, int code, const dq_err *e) { op_error(op, code, e); }
+void dq__op_fail(dq__op *op, int code, const dq__err *e) { op_error(op, code, e); }
 
-int dq_op_wait_cmd(dq_op *op, int *argc, const char *argv[3],
+int dq__op_wait_cmd(dq__op *op, int *argc, const char *argv[3],
                    size_t lens[3]) {
     if (op->failed || op->wait_sent || op->wait_n <= 0)
         return 0;
@@ -288,7 +288,7 @@ int dq_op_wait_cmd(dq_op *op, int *argc, const char *argv[3],
     return 1;
 }
 
-int dq_op_status(const dq_op *op) {
+int dq__op_status(const dq__op *op) {
     if (op->failed)
         return op->status;
     switch (op->kind) {
@@ -298,7 +298,7 @@ int dq_op_status(const dq_op *op) {
     case DQ_OPK_STATS:
         return DQ_OK;
     case DQ_OPK_PUSH_BATCH:
-        return dq_push_plan_count(&op->plan);
+        return dq__push_plan_count(&op->plan);
     case DQ_OPK_ACK_BATCH:
         return op->acked;
     case DQ_OPK_POLL:
@@ -309,14 +309,14 @@ int dq_op_status(const dq_op *op) {
     }
 }
 
-void dq_op_clear(dq_op *op) {
+void dq__op_clear(dq__op *op) {
     if (op->kind == DQ_OPK_PUSH || op->kind == DQ_OPK_PUSH_BATCH) {
-        dq_push_plan_free(&op->plan);
+        dq__push_plan_free(&op->plan);
     } else if (op->cmds == &op->one) {
-        dq_cmd_free(&op->one);
+        dq__cmd_free(&op->one);
     } else if (op->cmds != NULL) {
         for (size_t i = 0; i < op->ncmds; i++)
-            dq_cmd_free(&op->cmds[i]);
+            dq__cmd_free(&op->cmds[i]);
         free(op->cmds);
     }
     free(op->results);

@@ -5,17 +5,17 @@
  * An operation is built once (arguments checked, nothing sent when that
  * fails; batches cut into script calls), then driven by a client:
  *
- *   dq_op_<name>(&op, core, ...)     check + build: op->cmds[0..ncmds-1]
+ *   dq__op_<name>(&op, core, ...)     check + build: op->cmds[0..ncmds-1]
  *   send every op->cmds[i] (tag i)   in one pipeline, in any order
- *   dq_op_feed(&op, tag, reply)      for each reply; DQ_FEED_RESEND: the
+ *   dq__op_feed(&op, tag, reply)      for each reply; DQ_FEED_RESEND: the
  *                                    script was not loaded (NOSCRIPT), the
  *                                    engine switched cmds[tag] to EVAL:
  *                                    send it again with the same tag
- *   dq_op_wait_cmd(&op, ...)         once all replies are in: a WAIT for
+ *   dq__op_wait_cmd(&op, ...)         once all replies are in: a WAIT for
  *                                    replicas to send (tag op->ncmds), or 0
- *   dq_op_status(&op)                exactly what the sync call returns;
+ *   dq__op_status(&op)                exactly what the sync call returns;
  *                                    op->err holds its message
- *   dq_op_clear(&op)
+ *   dq__op_clear(&op)
  *
  * A client only moves bytes, times out and reconnects; the NOSCRIPT
  * resend, the WAIT step, chunking and the mapping of script results to
@@ -26,7 +26,7 @@
 
 #include "ops.h"
 
-enum dq_op_kind {
+enum dq__op_kind {
     DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
     DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS
@@ -34,17 +34,17 @@ enum dq_op_kind {
 
 enum { DQ_FEED_OK = 0, DQ_FEED_RESEND = 1 };
 
-typedef struct dq_op {
+typedef struct dq__op {
     int kind;             /* DQ_OPK_* */
     const char *what;     /* "push", "poll", ... for messages */
     size_t ncmds;         /* script calls */
-    dq_cmd *cmds;         /* &one, plan.cmds or a chunk array */
+    dq__cmd *cmds;         /* &one, plan.cmds or a chunk array */
     int failed;           /* status holds an error */
     int status;           /* result: count or code (first error wins) */
-    dq_err err;           /* message of that error */
+    dq__err err;           /* message of that error */
     int64_t wait_n;       /* replicas to WAIT for after a push (0: none) */
     int64_t wait_ms;      /* WAIT timeout */
-    int wait_sent;        /* dq_op_wait_cmd handed out the WAIT */
+    int wait_sent;        /* dq__op_wait_cmd handed out the WAIT */
     char wait_args[2][24];/* its arguments, formatted */
     int64_t lease_ms;     /* poll: for the lease deadline of jobs */
     int which;            /* list: DQ_LIST_* */
@@ -56,46 +56,46 @@ typedef struct dq_op {
     long long v;          /* integer result */
     int64_t stats[5];     /* stats */
     char id[DQ_ID_BUF];   /* job id, for messages */
-    dq_cmd one;           /* single-call operations */
-    dq_push_plan plan;    /* pushes */
-} dq_op;
+    dq__cmd one;           /* single-call operations */
+    dq__push_plan plan;    /* pushes */
+} dq__op;
 
 /* Builders: check every argument, then build.  DQ_OK, or the code with
- * err (and op->err) set and nothing to send; dq_op_clear is due either
+ * err (and op->err) set and nothing to send; dq__op_clear is due either
  * way.  The caller's arrays are read during the call only; payloads and
  * ids are referenced by op->cmds until the call returns (the async client
  * copies them, see op_freeze there). */
-int dq_op_push(dq_op *op, dq_core *core, int batch, const char *queue,
+int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
                size_t n, const void *const *payloads, const size_t *lens,
                const int64_t *times, int absolute, const char *const *ids,
-               int flags, dq_err *err);
-int dq_op_cancel(dq_op *op, dq_core *core, const char *queue, const char *id,
-                 int flags, dq_err *err);
-int dq_op_poll(dq_op *op, dq_core *core, const char *queue, int max,
-               int64_t lease_ms, dq_err *err);
-int dq_op_ack(dq_op *op, dq_core *core, int batch, const char *queue,
+               int flags, dq__err *err);
+int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
+                 int flags, dq__err *err);
+int dq__op_poll(dq__op *op, dq__core *core, const char *queue, int max,
+               int64_t lease_ms, dq__err *err);
+int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
               size_t n, const char *const *ids, const char *const *tokens,
-              dq_err *err);
-int dq_op_nack(dq_op *op, dq_core *core, const char *queue, const char *id,
-               const char *token, int64_t delay_ms, int flags, dq_err *err);
-int dq_op_extend(dq_op *op, dq_core *core, const char *queue, const char *id,
-                 const char *token, int64_t lease_ms, dq_err *err);
-int dq_op_list(dq_op *op, dq_core *core, const char *queue, int which,
-               int64_t offset, int count, dq_err *err);
+              dq__err *err);
+int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
+               const char *token, int64_t delay_ms, int flags, dq__err *err);
+int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
+                 const char *token, int64_t lease_ms, dq__err *err);
+int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,
+               int64_t offset, int count, dq__err *err);
 /* purge = 0: requeue after delay_ms; 1: purge.  id NULL for a batch. */
-int dq_op_dead(dq_op *op, dq_core *core, int purge, const char *queue,
-               const char *id, int64_t delay_ms, dq_err *err);
-int dq_op_stats(dq_op *op, dq_core *core, const char *queue, dq_err *err);
+int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
+               const char *id, int64_t delay_ms, dq__err *err);
+int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
 
 /* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
-int dq_op_feed(dq_op *op, size_t tag, const dq_reply *r);
+int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);
 /* Records a transport error (I/O, timeout) for the whole op. */
-void dq_op_fail(dq_op *op, int code, const dq_err *e);
+void dq__op_fail(dq__op *op, int code, const dq__err *e);
 /* After the last script reply: 1 and the WAIT command in argv/lens (its
  * strings live in op) when one is due, else 0. */
-int dq_op_wait_cmd(dq_op *op, int *argc, const char *argv[3], size_t lens[3]);
+int dq__op_wait_cmd(dq__op *op, int *argc, const char *argv[3], size_t lens[3]);
 /* The call's result: what the sync function returns. */
-int dq_op_status(const dq_op *op);
-void dq_op_clear(dq_op *op);
+int dq__op_status(const dq__op *op);
+void dq__op_clear(dq__op *op);
 
 #endif

@@ -24,7 +24,7 @@ static uint64_t xs_next(uint64_t s[2]) {
 
 /* Seeds the id generator; called again after a fork (pid changed), so a
  * child never repeats its parent's ids. */
-static void rng_seed(dq_core *core) {
+static void rng_seed(dq__core *core) {
     uint64_t seed[2] = {0, 0};
     if (getrandom(seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed)) {
         struct timespec ts;
@@ -38,18 +38,18 @@ static void rng_seed(dq_core *core) {
     core->rng_pid = (uint64_t)getpid();
 }
 
-int dq_core_init(dq_core *core, const dq_options *opts) {
+int dq__core_init(dq__core *core, const dq_options *opts) {
     memset(core, 0, sizeof(*core));
-    if (dq_options_copy(&core->opts, opts) != DQ_OK)
+    if (dq__options_copy(&core->opts, opts) != DQ_OK)
         return DQ_ENOMEM;
     rng_seed(core);
     return DQ_OK;
 }
 
-void dq_core_clear(dq_core *core) { dq_options_clear(&core->opts); }
+void dq__core_clear(dq__core *core) { dq__options_clear(&core->opts); }
 
 /* Writes a new 22-character id ([0-9A-Za-z], ~131 random bits) to out. */
-static void gen_id(dq_core *core, char *out) {
+static void gen_id(dq__core *core, char *out) {
     static const char abc[] =
         "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     if (core->rng_pid != (uint64_t)getpid())
@@ -85,8 +85,8 @@ static size_t encode_queue(const char *q, char *out) {
     return o;
 }
 
-void dq_core_keys(dq_core *core, const char *queue) {
-    dq_keys *k = &core->keys;
+void dq__core_keys(dq__core *core, const char *queue) {
+    dq__keys *k = &core->keys;
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
     if (k->len[0] != 0 && k->db == core->db && strcmp(k->queue, queue) == 0 &&
         strcmp(k->ns, ns) == 0)
@@ -109,7 +109,7 @@ void dq_core_keys(dq_core *core, const char *queue) {
 
 /* ---- Commands ---- */
 
-int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
+int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     int cap = 4 + DQ_NKEYS + nargs;
     c->script = script;
     c->argc = 0;
@@ -127,13 +127,13 @@ int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
         c->lens = malloc(sizeof(*c->lens) * (size_t)cap);
         c->nums = malloc(c->nums_cap);
         if (c->argv == NULL || c->lens == NULL || c->nums == NULL) {
-            dq_cmd_free(c);
+            dq__cmd_free(c);
             return DQ_ENOMEM;
         }
     }
     c->argv[0] = "EVALSHA";
     c->lens[0] = 7;
-    c->argv[1] = dq_scripts[script].sha;
+    c->argv[1] = dq__scripts[script].sha;
     c->lens[1] = 40;
     c->argv[2] = "5";
     c->lens[2] = 1;
@@ -147,7 +147,7 @@ int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs) {
     return DQ_OK;
 }
 
-void dq_cmd_free(dq_cmd *c) {
+void dq__cmd_free(dq__cmd *c) {
     if (c->argv != c->inline_argv) {
         free((void *)c->argv);
         free(c->lens);
@@ -158,31 +158,31 @@ void dq_cmd_free(dq_cmd *c) {
     c->nums = NULL;
 }
 
-void dq_cmd_use_eval(dq_cmd *c) {
+void dq__cmd_use_eval(dq__cmd *c) {
     c->argv[0] = "EVAL";
     c->lens[0] = 4;
-    c->argv[1] = dq_scripts[c->script].body;
-    c->lens[1] = dq_scripts[c->script].len;
+    c->argv[1] = dq__scripts[c->script].body;
+    c->lens[1] = dq__scripts[c->script].len;
 }
 
-void dq_cmd_use_evalsha(dq_cmd *c) {
+void dq__cmd_use_evalsha(dq__cmd *c) {
     c->argv[0] = "EVALSHA";
     c->lens[0] = 7;
-    c->argv[1] = dq_scripts[c->script].sha;
+    c->argv[1] = dq__scripts[c->script].sha;
     c->lens[1] = 40;
 }
 
-int dq_cmd_is_eval(const dq_cmd *c) { return c->lens[0] == 4; }
+int dq__cmd_is_eval(const dq__cmd *c) { return c->lens[0] == 4; }
 
-static void cmd_str(dq_cmd *c, const char *s, size_t len) {
+static void cmd_str(dq__cmd *c, const char *s, size_t len) {
     c->argv[c->argc] = s;
     c->lens[c->argc] = len;
     c->argc++;
 }
 
-static void cmd_cstr(dq_cmd *c, const char *s) { cmd_str(c, s, strlen(s)); }
+static void cmd_cstr(dq__cmd *c, const char *s) { cmd_str(c, s, strlen(s)); }
 
-static void cmd_int(dq_cmd *c, int64_t v) {
+static void cmd_int(dq__cmd *c, int64_t v) {
     char *p = c->nums + c->nums_used;
     int n = snprintf(p, 21, "%" PRId64, v);
     c->nums_used += (size_t)n + 1;
@@ -191,172 +191,172 @@ static void cmd_int(dq_cmd *c, int64_t v) {
 
 /* ---- Checks ---- */
 
-int dq_check_queue(const char *queue, dq_err *err) {
+int dq__check_queue(const char *queue, dq__err *err) {
     if (queue == NULL)
-        return dq_err_set(err, DQ_ENULL, "queue is NULL");
+        return dq__err_set(err, DQ_ENULL, "queue is NULL");
     size_t n = strlen(queue);
     if (n == 0)
-        return dq_err_set(err, DQ_EQUEUE, "queue name is empty");
+        return dq__err_set(err, DQ_EQUEUE, "queue name is empty");
     if (n > DQ_QUEUE_MAX)
-        return dq_err_set(err, DQ_EQUEUE,
+        return dq__err_set(err, DQ_EQUEUE,
                           "queue name is %zu bytes; the limit is %d", n,
                           DQ_QUEUE_MAX);
     return DQ_OK;
 }
 
-int dq_check_id(const char *id, const char *what, dq_err *err) {
+int dq__check_id(const char *id, const char *what, dq__err *err) {
     if (id == NULL)
-        return dq_err_set(err, DQ_ENULL, "%s is NULL", what);
+        return dq__err_set(err, DQ_ENULL, "%s is NULL", what);
     size_t n = strlen(id);
     if (n == 0)
-        return dq_err_set(err, DQ_EID, "%s is empty", what);
+        return dq__err_set(err, DQ_EID, "%s is empty", what);
     if (n > DQ_ID_MAX)
-        return dq_err_set(err, DQ_EID, "%s is %zu bytes; the limit is %d",
+        return dq__err_set(err, DQ_EID, "%s is %zu bytes; the limit is %d",
                           what, n, DQ_ID_MAX);
     return DQ_OK;
 }
 
-int dq_check_token_arg(const char *token, dq_err *err) {
+int dq__check_token_arg(const char *token, dq__err *err) {
     if (token == NULL)
-        return dq_err_set(err, DQ_ENULL, "token is NULL");
+        return dq__err_set(err, DQ_ENULL, "token is NULL");
     size_t n = strlen(token);
     if (n == 0 || n >= DQ_TOKEN_BUF)
-        return dq_err_set(err, DQ_EINVAL,
+        return dq__err_set(err, DQ_EINVAL,
                           "token must be 1..%d bytes (as dq_job_token "
                           "returned it)",
                           DQ_TOKEN_BUF - 1);
     for (size_t i = 0; i < n; i++)
         if (token[i] < '0' || token[i] > '9')
-            return dq_err_set(err, DQ_EINVAL,
+            return dq__err_set(err, DQ_EINVAL,
                               "token must be decimal digits (as "
                               "dq_job_token returned it)");
     return DQ_OK;
 }
 
-int dq_check_delay(int64_t v, const char *what, dq_err *err) {
+int dq__check_delay(int64_t v, const char *what, dq__err *err) {
     if (v < 0 || v > DQ_DELAY_MAX)
-        return dq_err_set(err, DQ_EDELAY,
+        return dq__err_set(err, DQ_EDELAY,
                           "%s is %" PRId64 " ms; it must be 0..%" PRId64,
                           what, v, (int64_t)DQ_DELAY_MAX);
     return DQ_OK;
 }
 
 
-int dq_check_lease(int64_t v, dq_err *err) {
+int dq__check_lease(int64_t v, dq__err *err) {
     if (v < DQ_LEASE_MIN || v > DQ_LEASE_MAX)
-        return dq_err_set(err, DQ_ELEASE,
+        return dq__err_set(err, DQ_ELEASE,
                           "lease_ms is %" PRId64 " ms; it must be %d..%" PRId64,
                           v, DQ_LEASE_MIN, (int64_t)DQ_LEASE_MAX);
     return DQ_OK;
 }
 
-int dq_check_max(int max, int limit, const char *what, dq_err *err) {
+int dq__check_max(int max, int limit, const char *what, dq__err *err) {
     if (max < 1 || max > limit)
-        return dq_err_set(err, DQ_EINVAL, "%s is %d; it must be 1..%d", what,
+        return dq__err_set(err, DQ_EINVAL, "%s is %d; it must be 1..%d", what,
                           max, limit);
     return DQ_OK;
 }
 
-int dq_check_page(int which, int64_t offset, int count, dq_err *err) {
+int dq__check_page(int which, int64_t offset, int count, dq__err *err) {
     if (which != DQ_LIST_SCHEDULED && which != DQ_LIST_INFLIGHT &&
         which != DQ_LIST_DEAD)
-        return dq_err_set(err, DQ_EINVAL,
+        return dq__err_set(err, DQ_EINVAL,
                           "which is %d; use DQ_LIST_SCHEDULED, "
                           "DQ_LIST_INFLIGHT or DQ_LIST_DEAD",
                           which);
-    int rc = dq_check_max(count, DQ_POLL_MAX, "count", err);
+    int rc = dq__check_max(count, DQ_POLL_MAX, "count", err);
     if (rc == DQ_OK && (offset < 0 || offset > INT32_MAX))
-        rc = dq_err_set(err, DQ_EINVAL,
+        rc = dq__err_set(err, DQ_EINVAL,
                         "offset is %" PRId64 "; it must be 0..%d", offset,
                         INT32_MAX);
     return rc;
 }
 
-int dq_check_poll(const char *queue, int max, int64_t lease_ms,
-                  dq_err *err) {
-    int rc = dq_check_queue(queue, err);
+int dq__check_poll(const char *queue, int max, int64_t lease_ms,
+                  dq__err *err) {
+    int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
-        rc = dq_check_max(max, DQ_POLL_MAX, "max", err);
+        rc = dq__check_max(max, DQ_POLL_MAX, "max", err);
     if (rc == DQ_OK)
-        rc = dq_check_lease(lease_ms, err);
+        rc = dq__check_lease(lease_ms, err);
     return rc;
 }
 
-int dq_check_cancel(const char *queue, const char *id, int flags,
-                    dq_err *err) {
-    int rc = dq_check_queue(queue, err);
+int dq__check_cancel(const char *queue, const char *id, int flags,
+                    dq__err *err) {
+    int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
-        rc = dq_check_id(id, "id", err);
+        rc = dq__check_id(id, "id", err);
     if (rc == DQ_OK && (flags & ~DQ_CANCEL_INFLIGHT) != 0)
-        rc = dq_err_set(err, DQ_EINVAL,
+        rc = dq__err_set(err, DQ_EINVAL,
                         "flags is %d; use 0 or DQ_CANCEL_INFLIGHT", flags);
     return rc;
 }
 
-int dq_check_ack(const char *queue, size_t n, const char *const *ids,
-                 const char *const *tokens, dq_err *err) {
-    int rc = dq_check_queue(queue, err);
+int dq__check_ack(const char *queue, size_t n, const char *const *ids,
+                 const char *const *tokens, dq__err *err) {
+    int rc = dq__check_queue(queue, err);
     if (rc != DQ_OK)
         return rc;
     if (n == 0 || n > DQ_BATCH_MAX)
-        return dq_err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
+        return dq__err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
                           DQ_BATCH_MAX);
     if (ids == NULL || tokens == NULL)
-        return dq_err_set(err, DQ_ENULL, "%s is NULL",
+        return dq__err_set(err, DQ_ENULL, "%s is NULL",
                           ids == NULL ? "ids" : "tokens");
     for (size_t i = 0; i < n; i++)
-        if ((rc = dq_check_id(ids[i], n == 1 ? "id" : "an id", err)) ||
-            (rc = dq_check_token_arg(tokens[i], err)))
+        if ((rc = dq__check_id(ids[i], n == 1 ? "id" : "an id", err)) ||
+            (rc = dq__check_token_arg(tokens[i], err)))
             return rc;
     return DQ_OK;
 }
 
 /* Queue, id and token of a job the caller holds. */
 static int check_held(const char *queue, const char *id, const char *token,
-                      dq_err *err) {
-    int rc = dq_check_queue(queue, err);
+                      dq__err *err) {
+    int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
-        rc = dq_check_id(id, "id", err);
+        rc = dq__check_id(id, "id", err);
     if (rc == DQ_OK)
-        rc = dq_check_token_arg(token, err);
+        rc = dq__check_token_arg(token, err);
     return rc;
 }
 
-int dq_check_nack(const char *queue, const char *id, const char *token,
-                  int64_t delay_ms, int flags, dq_err *err) {
+int dq__check_nack(const char *queue, const char *id, const char *token,
+                  int64_t delay_ms, int flags, dq__err *err) {
     int rc = check_held(queue, id, token, err);
     if (rc == DQ_OK)
-        rc = dq_check_delay(delay_ms, "delay_ms", err);
+        rc = dq__check_delay(delay_ms, "delay_ms", err);
     if (rc == DQ_OK && (flags & ~DQ_NACK_DEAD) != 0)
-        rc = dq_err_set(err, DQ_EINVAL, "flags is %d; use 0 or DQ_NACK_DEAD",
+        rc = dq__err_set(err, DQ_EINVAL, "flags is %d; use 0 or DQ_NACK_DEAD",
                         flags);
     return rc;
 }
 
-int dq_check_extend(const char *queue, const char *id, const char *token,
-                    int64_t lease_ms, dq_err *err) {
+int dq__check_extend(const char *queue, const char *id, const char *token,
+                    int64_t lease_ms, dq__err *err) {
     int rc = check_held(queue, id, token, err);
     if (rc == DQ_OK)
-        rc = dq_check_lease(lease_ms, err);
+        rc = dq__check_lease(lease_ms, err);
     return rc;
 }
 
-int dq_check_dead_change(const char *queue, const char *id, int64_t delay_ms,
-                         dq_err *err) {
-    int rc = dq_check_queue(queue, err);
+int dq__check_dead_change(const char *queue, const char *id, int64_t delay_ms,
+                         dq__err *err) {
+    int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK && id != NULL)
-        rc = dq_check_id(id, "id", err);
+        rc = dq__check_id(id, "id", err);
     if (rc == DQ_OK)
-        rc = dq_check_delay(delay_ms, "delay_ms", err);
+        rc = dq__check_delay(delay_ms, "delay_ms", err);
     return rc;
 }
 
 /* ---- Push ---- */
 
-void dq_push_plan_free(dq_push_plan *p) {
+void dq__push_plan_free(dq__push_plan *p) {
     if (p->cmds != NULL)
         for (size_t i = 0; i < p->nchunks; i++)
-            dq_cmd_free(&p->cmds[i]);
+            dq__cmd_free(&p->cmds[i]);
     free(p->cmds);
     free(p->first);
     free(p->ids);
@@ -364,66 +364,66 @@ void dq_push_plan_free(dq_push_plan *p) {
     memset(p, 0, sizeof(*p));
 }
 
-static int check_push_args(dq_core *core, size_t n,
+static int check_push_args(dq__core *core, size_t n,
                            const void *const *payloads, const size_t *lens,
                            const int64_t *times, int absolute,
-                           const char *const *ids, int flags, dq_err *err) {
+                           const char *const *ids, int flags, dq__err *err) {
     if (n == 0 || n > DQ_BATCH_MAX)
-        return dq_err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
+        return dq__err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
                           DQ_BATCH_MAX);
     if (payloads == NULL || lens == NULL)
-        return dq_err_set(err, DQ_ENULL, "%s is NULL",
+        return dq__err_set(err, DQ_ENULL, "%s is NULL",
                           payloads == NULL ? "payloads" : "lens");
     if (flags != DQ_PUSH_KEEP && flags != DQ_PUSH_REPLACE)
-        return dq_err_set(err, DQ_EINVAL,
+        return dq__err_set(err, DQ_EINVAL,
                           "flags is %d; use DQ_PUSH_KEEP or DQ_PUSH_REPLACE",
                           flags);
     int rc;
     for (size_t i = 0; i < n; i++) {
         char what[64];
         if (payloads[i] == NULL && lens[i] != 0)
-            return dq_err_set(err, DQ_ENULL,
+            return dq__err_set(err, DQ_ENULL,
                               "payload of job %zu is NULL with length %zu",
                               i, lens[i]);
         if ((int64_t)lens[i] > core->opts.max_payload || lens[i] > INT32_MAX)
-            return dq_err_set(err, DQ_ETOOBIG,
+            return dq__err_set(err, DQ_ETOOBIG,
                               "payload of job %zu is %zu bytes; the limit "
                               "(DQ_OPT_MAX_PAYLOAD) is %" PRId64,
                               i, lens[i], core->opts.max_payload);
         if (times != NULL) {
             if (absolute) {
                 if (times[i] < 0 || times[i] > DQ_AT_MAX)
-                    return dq_err_set(err, DQ_EDELAY,
+                    return dq__err_set(err, DQ_EDELAY,
                                       "at_ms of job %zu is %" PRId64
                                       "; it must be 0..%" PRId64,
                                       i, times[i], (int64_t)DQ_AT_MAX);
             } else {
                 snprintf(what, sizeof(what), "delay_ms of job %zu", i);
-                if ((rc = dq_check_delay(times[i], what, err)) != DQ_OK)
+                if ((rc = dq__check_delay(times[i], what, err)) != DQ_OK)
                     return rc;
             }
         }
         if (ids != NULL && ids[i] != NULL) {
             snprintf(what, sizeof(what), n == 1 ? "id" : "id of job %zu", i);
-            if ((rc = dq_check_id(ids[i], what, err)) != DQ_OK)
+            if ((rc = dq__check_id(ids[i], what, err)) != DQ_OK)
                 return rc;
         }
     }
     return DQ_OK;
 }
 
-int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
+int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
                       size_t n, const void *const *payloads,
                       const size_t *lens, const int64_t *times, int absolute,
-                      const char *const *ids, int flags, dq_err *err) {
+                      const char *const *ids, int flags, dq__err *err) {
     memset(p, 0, sizeof(*p));
-    int rc = dq_check_queue(queue, err);
+    int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
         rc = check_push_args(core, n, payloads, lens, times, absolute, ids,
                              flags, err);
     if (rc != DQ_OK)
         return rc;
-    dq_core_keys(core, queue);
+    dq__core_keys(core, queue);
     p->n = n;
     p->ids = malloc(n * DQ_ID_BUF);
     p->outcomes = calloc(n, sizeof(int));
@@ -450,13 +450,13 @@ int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
         bytes += b;
     }
     p->first[++p->nchunks] = n;
-    p->cmds = calloc(p->nchunks, sizeof(dq_cmd));
+    p->cmds = calloc(p->nchunks, sizeof(dq__cmd));
     if (p->cmds == NULL)
         goto oom;
     for (size_t ch = 0; ch < p->nchunks; ch++) {
         size_t lo = p->first[ch], hi = p->first[ch + 1];
-        dq_cmd *c = &p->cmds[ch];
-        if (dq_cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
+        dq__cmd *c = &p->cmds[ch];
+        if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
                          3 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
@@ -470,27 +470,27 @@ int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
     }
     return DQ_OK;
 oom:
-    dq_push_plan_free(p);
-    return dq_err_set(err, DQ_ENOMEM, "out of memory building the push");
+    dq__push_plan_free(p);
+    return dq__err_set(err, DQ_ENOMEM, "out of memory building the push");
 }
 
-int dq_push_plan_decode(dq_push_plan *p, size_t i, const dq_reply *r,
-                        dq_err *err) {
+int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
+                        dq__err *err) {
     size_t lo = p->first[i];
     size_t cnt = p->first[i + 1] - lo;
-    if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != cnt)
-        return dq_err_set(err, DQ_EPROTO, "push: unexpected reply");
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != cnt)
+        return dq__err_set(err, DQ_EPROTO, "push: unexpected reply");
     for (size_t j = 0; j < cnt; j++) {
-        const dq_reply *e = dq_reply_at(r, j);
-        if (dq_reply_type(e) != DQ_R_INTEGER || dq_reply_int(e) < DQ_PUSHED ||
-            dq_reply_int(e) > DQ_DONE)
-            return dq_err_set(err, DQ_EPROTO, "push: unexpected reply");
-        p->outcomes[lo + j] = (int)dq_reply_int(e);
+        const dq__reply *e = dq__reply_at(r, j);
+        if (dq__reply_type(e) != DQ_R_INTEGER || dq__reply_int(e) < DQ_PUSHED ||
+            dq__reply_int(e) > DQ_DONE)
+            return dq__err_set(err, DQ_EPROTO, "push: unexpected reply");
+        p->outcomes[lo + j] = (int)dq__reply_int(e);
     }
     return DQ_OK;
 }
 
-int dq_push_plan_count(const dq_push_plan *p) {
+int dq__push_plan_count(const dq__push_plan *p) {
     int n = 0;
     for (size_t i = 0; i < p->n; i++)
         n += p->outcomes[i] == DQ_PUSHED || p->outcomes[i] == DQ_REPLACED;
@@ -499,8 +499,8 @@ int dq_push_plan_count(const dq_push_plan *p) {
 
 /* ---- Other builders ---- */
 
-int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 3);
+int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 3);
     if (rc != DQ_OK)
         return rc;
     cmd_int(c, max);
@@ -509,9 +509,9 @@ int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms) {
     return DQ_OK;
 }
 
-int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
+int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
                  const char *const *tokens) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_ACK, &core->keys, 1 + 2 * (int)n);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_ACK, &core->keys, 1 + 2 * (int)n);
     if (rc != DQ_OK)
         return rc;
     cmd_int(c, core->opts.done_ttl_ms);
@@ -522,9 +522,9 @@ int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
     return DQ_OK;
 }
 
-int dq_build_nack(dq_cmd *c, dq_core *core, const char *id,
+int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
                   const char *token, int64_t delay_ms, int flags) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_NACK, &core->keys, 5);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_NACK, &core->keys, 5);
     if (rc != DQ_OK)
         return rc;
     cmd_cstr(c, id);
@@ -535,9 +535,9 @@ int dq_build_nack(dq_cmd *c, dq_core *core, const char *id,
     return DQ_OK;
 }
 
-int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
+int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
                     const char *token, int64_t lease_ms) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_EXTEND, &core->keys, 3);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_EXTEND, &core->keys, 3);
     if (rc != DQ_OK)
         return rc;
     cmd_cstr(c, id);
@@ -546,8 +546,8 @@ int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
     return DQ_OK;
 }
 
-int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_CANCEL, &core->keys, 2);
+int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_CANCEL, &core->keys, 2);
     if (rc != DQ_OK)
         return rc;
     cmd_cstr(c, id);
@@ -555,13 +555,13 @@ int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags) {
     return DQ_OK;
 }
 
-int dq_build_stats(dq_cmd *c, dq_core *core) {
-    return dq_cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
+int dq__build_stats(dq__cmd *c, dq__core *core) {
+    return dq__cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
 }
 
-int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
+int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_LIST, &core->keys, 3);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_LIST, &core->keys, 3);
     if (rc != DQ_OK)
         return rc;
     cmd_int(c, which);
@@ -570,9 +570,9 @@ int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
     return DQ_OK;
 }
 
-int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
+int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
                          const char *id, int64_t delay_ms) {
-    int rc = dq_cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 4);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 4);
     if (rc != DQ_OK)
         return rc;
     cmd_cstr(c, action);
@@ -585,15 +585,15 @@ int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
 /* ---- Decoders ---- */
 
 /* Parses a decimal integer from a string or integer reply element. */
-static int elem_i64(const dq_reply *e, int64_t *v) {
-    if (dq_reply_type(e) == DQ_R_INTEGER) {
-        *v = dq_reply_int(e);
+static int elem_i64(const dq__reply *e, int64_t *v) {
+    if (dq__reply_type(e) == DQ_R_INTEGER) {
+        *v = dq__reply_int(e);
         return 0;
     }
-    if (dq_reply_type(e) != DQ_R_STRING)
+    if (dq__reply_type(e) != DQ_R_STRING)
         return -1;
     size_t len;
-    const char *s = dq_reply_str(e, &len);
+    const char *s = dq__reply_str(e, &len);
     char buf[32];
     if (len == 0 || len >= sizeof(buf))
         return -1;
@@ -612,16 +612,16 @@ static int elem_i64(const dq_reply *e, int64_t *v) {
 
 /* A lease token: 1..DQ_TOKEN_BUF-1 decimal digits, as a string or an
  * integer reply (integers formatted exactly, never through a double). */
-static int elem_token(const dq_reply *e, char out[DQ_TOKEN_BUF]) {
-    if (dq_reply_type(e) == DQ_R_INTEGER) {
-        if (dq_reply_int(e) <= 0)
+static int elem_token(const dq__reply *e, char out[DQ_TOKEN_BUF]) {
+    if (dq__reply_type(e) == DQ_R_INTEGER) {
+        if (dq__reply_int(e) <= 0)
             return -1;
-        snprintf(out, DQ_TOKEN_BUF, "%lld", dq_reply_int(e));
+        snprintf(out, DQ_TOKEN_BUF, "%lld", dq__reply_int(e));
         return 0;
     }
     size_t len;
-    const char *s = dq_reply_str(e, &len);
-    if (dq_reply_type(e) != DQ_R_STRING || len == 0 || len >= DQ_TOKEN_BUF)
+    const char *s = dq__reply_str(e, &len);
+    if (dq__reply_type(e) != DQ_R_STRING || len == 0 || len >= DQ_TOKEN_BUF)
         return -1;
     for (size_t i = 0; i < len; i++)
         if (s[i] < '0' || s[i] > '9')
@@ -631,41 +631,41 @@ static int elem_token(const dq_reply *e, char out[DQ_TOKEN_BUF]) {
     return 0;
 }
 
-int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
-                   int64_t *next_us, dq_err *err) {
+int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
+                   int64_t *next_us, dq__err *err) {
     *jobs = NULL;
-    size_t n = dq_reply_len(r);
+    size_t n = dq__reply_len(r);
     int64_t now, next;
-    if (dq_reply_type(r) != DQ_R_ARRAY || n < 2 || (n - 2) % 5 != 0 ||
-        elem_i64(dq_reply_at(r, 0), &now) || elem_i64(dq_reply_at(r, 1), &next))
-        return dq_err_set(err, DQ_EPROTO, "poll: unexpected reply");
+    if (dq__reply_type(r) != DQ_R_ARRAY || n < 2 || (n - 2) % 5 != 0 ||
+        elem_i64(dq__reply_at(r, 0), &now) || elem_i64(dq__reply_at(r, 1), &next))
+        return dq__err_set(err, DQ_EPROTO, "poll: unexpected reply");
     *next_us = next;
     size_t cnt = (n - 2) / 5;
     if (cnt == 0)
         return 0;
-    dq_jobs *l = dq_jobs_new(cnt);
+    dq_jobs *l = dq__jobs_new(cnt);
     if (l == NULL)
-        return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+        return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
     for (size_t i = 0; i < cnt; i++) {
-        const dq_reply *eid = dq_reply_at(r, 2 + i * 5);
-        const dq_reply *epl = dq_reply_at(r, 3 + i * 5);
+        const dq__reply *eid = dq__reply_at(r, 2 + i * 5);
+        const dq__reply *epl = dq__reply_at(r, 3 + i * 5);
         size_t idlen, plen;
-        const char *id = dq_reply_str(eid, &idlen);
-        const char *pl = dq_reply_str(epl, &plen);
+        const char *id = dq__reply_str(eid, &idlen);
+        const char *pl = dq__reply_str(epl, &plen);
         int64_t att, due;
         char tok[DQ_TOKEN_BUF];
-        if (dq_reply_type(eid) != DQ_R_STRING ||
-            dq_reply_type(epl) != DQ_R_STRING ||
-            elem_i64(dq_reply_at(r, 4 + i * 5), &att) ||
-            elem_i64(dq_reply_at(r, 5 + i * 5), &due) ||
-            elem_token(dq_reply_at(r, 6 + i * 5), tok)) {
+        if (dq__reply_type(eid) != DQ_R_STRING ||
+            dq__reply_type(epl) != DQ_R_STRING ||
+            elem_i64(dq__reply_at(r, 4 + i * 5), &att) ||
+            elem_i64(dq__reply_at(r, 5 + i * 5), &due) ||
+            elem_token(dq__reply_at(r, 6 + i * 5), tok)) {
             dq_jobs_free(l);
-            return dq_err_set(err, DQ_EPROTO, "poll: unexpected job entry");
+            return dq__err_set(err, DQ_EPROTO, "poll: unexpected job entry");
         }
-        dq_job *j = dq_jobs_add(l, id, idlen, pl, plen);
+        dq_job *j = dq__jobs_add(l, id, idlen, pl, plen);
         if (j == NULL) {
             dq_jobs_free(l);
-            return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+            return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
         }
         j->attempt = att;
         j->due_ms = due;
@@ -676,29 +676,29 @@ int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
     return (int)cnt;
 }
 
-int dq_result_code(long long v, const char *what, const char *id,
-                   dq_err *err) {
+int dq__result_code(long long v, const char *what, const char *id,
+                   dq__err *err) {
     if (v == DQ_ESTALE)
-        return dq_err_set(err, DQ_ESTALE,
+        return dq__err_set(err, DQ_ESTALE,
                           "%s of job '%.200s': the lease token is stale (the "
                           "lease ran out and the job was claimed again, or "
                           "it was nacked, replaced or cancelled)",
                           what, id);
     if (v == DQ_ENOTFOUND)
-        return dq_err_set(err, DQ_ENOTFOUND, "%s: no job '%.200s'", what,
+        return dq__err_set(err, DQ_ENOTFOUND, "%s: no job '%.200s'", what,
                           id);
-    return dq_err_set(err, DQ_EPROTO, "%s: unexpected result %lld", what, v);
+    return dq__err_set(err, DQ_EPROTO, "%s: unexpected result %lld", what, v);
 }
 
-int dq_decode_ack(const dq_reply *r, size_t n, int *results, dq_err *err) {
-    if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != n)
-        return dq_err_set(err, DQ_EPROTO, "ack: unexpected reply");
+int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != n)
+        return dq__err_set(err, DQ_EPROTO, "ack: unexpected reply");
     int acked = 0;
     for (size_t i = 0; i < n; i++) {
-        const dq_reply *e = dq_reply_at(r, i);
-        if (dq_reply_type(e) != DQ_R_INTEGER)
-            return dq_err_set(err, DQ_EPROTO, "ack: unexpected reply");
-        int v = (int)dq_reply_int(e);
+        const dq__reply *e = dq__reply_at(r, i);
+        if (dq__reply_type(e) != DQ_R_INTEGER)
+            return dq__err_set(err, DQ_EPROTO, "ack: unexpected reply");
+        int v = (int)dq__reply_int(e);
         if (results != NULL)
             results[i] = v;
         acked += v == 0;
@@ -706,56 +706,56 @@ int dq_decode_ack(const dq_reply *r, size_t n, int *results, dq_err *err) {
     return acked;
 }
 
-int dq_decode_int(const dq_reply *r, long long *v, dq_err *err) {
-    if (dq_reply_type(r) != DQ_R_INTEGER)
-        return dq_err_set(err, DQ_EPROTO, "unexpected non-integer reply");
-    *v = dq_reply_int(r);
+int dq__decode_int(const dq__reply *r, long long *v, dq__err *err) {
+    if (dq__reply_type(r) != DQ_R_INTEGER)
+        return dq__err_set(err, DQ_EPROTO, "unexpected non-integer reply");
+    *v = dq__reply_int(r);
     return DQ_OK;
 }
 
-int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err) {
-    if (dq_reply_type(r) != DQ_R_ARRAY || dq_reply_len(r) != 5)
-        return dq_err_set(err, DQ_EPROTO, "stats: unexpected reply");
+int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 5)
+        return dq__err_set(err, DQ_EPROTO, "stats: unexpected reply");
     for (size_t i = 0; i < 5; i++)
-        if (elem_i64(dq_reply_at(r, i), &out[i]))
-            return dq_err_set(err, DQ_EPROTO, "stats: unexpected reply");
+        if (elem_i64(dq__reply_at(r, i), &out[i]))
+            return dq__err_set(err, DQ_EPROTO, "stats: unexpected reply");
     return DQ_OK;
 }
 
-int dq_decode_list(const dq_reply *r, int which, dq_jobs **jobs,
-                   int64_t *now_ms, dq_err *err) {
+int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
+                   int64_t *now_ms, dq__err *err) {
     *jobs = NULL;
-    size_t n = dq_reply_len(r);
+    size_t n = dq__reply_len(r);
     int64_t now;
-    if (dq_reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 4 != 0 ||
-        elem_i64(dq_reply_at(r, 0), &now))
-        return dq_err_set(err, DQ_EPROTO, "list: unexpected reply");
+    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 4 != 0 ||
+        elem_i64(dq__reply_at(r, 0), &now))
+        return dq__err_set(err, DQ_EPROTO, "list: unexpected reply");
     if (now_ms != NULL)
         *now_ms = now;
     size_t cnt = (n - 1) / 4;
     if (cnt == 0)
         return 0;
-    dq_jobs *l = dq_jobs_new(cnt);
+    dq_jobs *l = dq__jobs_new(cnt);
     if (l == NULL)
-        return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+        return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
     for (size_t i = 0; i < cnt; i++) {
-        const dq_reply *eid = dq_reply_at(r, 1 + i * 4);
-        const dq_reply *epl = dq_reply_at(r, 2 + i * 4);
+        const dq__reply *eid = dq__reply_at(r, 1 + i * 4);
+        const dq__reply *epl = dq__reply_at(r, 2 + i * 4);
         size_t idlen, plen;
-        const char *id = dq_reply_str(eid, &idlen);
-        const char *pl = dq_reply_str(epl, &plen);
+        const char *id = dq__reply_str(eid, &idlen);
+        const char *pl = dq__reply_str(epl, &plen);
         int64_t att, t;
         dq_job *j = NULL;
-        if (dq_reply_type(eid) != DQ_R_STRING ||
-            dq_reply_type(epl) != DQ_R_STRING ||
-            elem_i64(dq_reply_at(r, 3 + i * 4), &att) ||
-            elem_i64(dq_reply_at(r, 4 + i * 4), &t)) {
+        if (dq__reply_type(eid) != DQ_R_STRING ||
+            dq__reply_type(epl) != DQ_R_STRING ||
+            elem_i64(dq__reply_at(r, 3 + i * 4), &att) ||
+            elem_i64(dq__reply_at(r, 4 + i * 4), &t)) {
             dq_jobs_free(l);
-            return dq_err_set(err, DQ_EPROTO, "list: unexpected job entry");
+            return dq__err_set(err, DQ_EPROTO, "list: unexpected job entry");
         }
-        if ((j = dq_jobs_add(l, id, idlen, pl, plen)) == NULL) {
+        if ((j = dq__jobs_add(l, id, idlen, pl, plen)) == NULL) {
             dq_jobs_free(l);
-            return dq_err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+            return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
         }
         j->attempt = att;
         j->due_ms = t;

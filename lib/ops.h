@@ -21,7 +21,7 @@
 #define DQ_KEY_MAX (64 + 2 + DQ_ENC_QUEUE_MAX + 8)
 
 /* The keys of one queue, cached for the last queue used. */
-typedef struct dq_keys {
+typedef struct dq__keys {
     char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
     char ns[65];                  /* namespace they were built with */
     char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done */
@@ -29,24 +29,24 @@ typedef struct dq_keys {
     int db;                       /* database the channel was built for */
     char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
     size_t chanlen;
-} dq_keys;
+} dq__keys;
 
 /* What both clients share: options, key cache, id generator. */
-typedef struct dq_core {
+typedef struct dq__core {
     dq_options opts;   /* private copy of the caller's options */
-    dq_keys keys;      /* keys of the last queue used */
+    dq__keys keys;      /* keys of the last queue used */
     uint64_t rng[2];   /* id generator state (xorshift128+) */
     uint64_t rng_pid;  /* pid the generator was seeded in */
     int db;            /* database selected by the URI (wake channel) */
-} dq_core;
+} dq__core;
 
 /* Initializes core from opts (copied); DQ_OK or DQ_ENOMEM. */
-int dq_core_init(dq_core *core, const dq_options *opts);
-void dq_core_clear(dq_core *core);
+int dq__core_init(dq__core *core, const dq_options *opts);
+void dq__core_clear(dq__core *core);
 
 /* One script call being built: "EVALSHA sha 5 k1..k5 channel argv...". */
 #define DQ_CMD_INLINE 40
-typedef struct dq_cmd {
+typedef struct dq__cmd {
     int script;          /* DQ_SCRIPT_* */
     int argc;            /* arguments so far */
     int cap;             /* room in argv/lens */
@@ -57,110 +57,110 @@ typedef struct dq_cmd {
     const char *inline_argv[DQ_CMD_INLINE];
     size_t inline_lens[DQ_CMD_INLINE];
     char inline_nums[DQ_CMD_INLINE * 21];
-} dq_cmd;
+} dq__cmd;
 
 /* Starts a call of script with room for nargs script arguments. */
-int dq_cmd_begin(dq_cmd *c, int script, const dq_keys *k, int nargs);
-void dq_cmd_free(dq_cmd *c);
+int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs);
+void dq__cmd_free(dq__cmd *c);
 /* Switches the call from EVALSHA sha to EVAL body (after NOSCRIPT). */
-void dq_cmd_use_eval(dq_cmd *c);
-void dq_cmd_use_evalsha(dq_cmd *c);
+void dq__cmd_use_eval(dq__cmd *c);
+void dq__cmd_use_evalsha(dq__cmd *c);
 /* 1 if the call sends the script's body (EVAL), 0 for EVALSHA. */
-int dq_cmd_is_eval(const dq_cmd *c);
+int dq__cmd_is_eval(const dq__cmd *c);
 
 /* ---- Argument checks: each returns DQ_OK or its code with err set. ---- */
-int dq_check_queue(const char *queue, dq_err *err);
-int dq_check_id(const char *id, const char *what, dq_err *err);
-int dq_check_token_arg(const char *token, dq_err *err);
-int dq_check_delay(int64_t v, const char *what, dq_err *err);
-int dq_check_lease(int64_t v, dq_err *err);
-int dq_check_max(int max, int limit, const char *what, dq_err *err);
+int dq__check_queue(const char *queue, dq__err *err);
+int dq__check_id(const char *id, const char *what, dq__err *err);
+int dq__check_token_arg(const char *token, dq__err *err);
+int dq__check_delay(int64_t v, const char *what, dq__err *err);
+int dq__check_lease(int64_t v, dq__err *err);
+int dq__check_max(int max, int limit, const char *what, dq__err *err);
 /* A page of a listing: which (DQ_LIST_*), offset 0..INT32_MAX, count
  * 1..DQ_POLL_MAX.  Shared by dq_list/dq_dead_list and their async twins. */
-int dq_check_page(int which, int64_t offset, int count, dq_err *err);
+int dq__check_page(int which, int64_t offset, int count, dq__err *err);
 
 /* The whole argument check of one operation, shared by the sync client
  * and the async one so both refuse exactly the same calls. */
-int dq_check_poll(const char *queue, int max, int64_t lease_ms, dq_err *err);
-int dq_check_cancel(const char *queue, const char *id, int flags,
-                    dq_err *err);
-int dq_check_ack(const char *queue, size_t n, const char *const *ids,
-                 const char *const *tokens, dq_err *err);
-int dq_check_nack(const char *queue, const char *id, const char *token,
-                  int64_t delay_ms, int flags, dq_err *err);
-int dq_check_extend(const char *queue, const char *id, const char *token,
-                    int64_t lease_ms, dq_err *err);
+int dq__check_poll(const char *queue, int max, int64_t lease_ms, dq__err *err);
+int dq__check_cancel(const char *queue, const char *id, int flags,
+                    dq__err *err);
+int dq__check_ack(const char *queue, size_t n, const char *const *ids,
+                 const char *const *tokens, dq__err *err);
+int dq__check_nack(const char *queue, const char *id, const char *token,
+                  int64_t delay_ms, int flags, dq__err *err);
+int dq__check_extend(const char *queue, const char *id, const char *token,
+                    int64_t lease_ms, dq__err *err);
 /* Dead requeue/purge: id may be NULL (a bounded batch). */
-int dq_check_dead_change(const char *queue, const char *id, int64_t delay_ms,
-                         dq_err *err);
+int dq__check_dead_change(const char *queue, const char *id, int64_t delay_ms,
+                         dq__err *err);
 
 /* Builds (or reuses) the keys of queue under core's namespace. */
-void dq_core_keys(dq_core *core, const char *queue);
+void dq__core_keys(dq__core *core, const char *queue);
 
 /* ---- Push ---- */
 
 /* A push of n jobs, split into chunks of at most DQ_CHUNK jobs and
  * DQ_CHUNK_BYTES bytes, one cmd each. */
-typedef struct dq_push_plan {
+typedef struct dq__push_plan {
     size_t n;        /* jobs */
     size_t nchunks;  /* cmds */
-    dq_cmd *cmds;    /* one per chunk */
+    dq__cmd *cmds;    /* one per chunk */
     size_t *first;   /* nchunks + 1: chunk i holds jobs first[i]..first[i+1]-1 */
     char *ids;       /* n * DQ_ID_BUF: the id of every job */
     int *outcomes;   /* n: DQ_PUSHED / DQ_KEPT / DQ_REPLACED */
-} dq_push_plan;
+} dq__push_plan;
 
 /* Checks every argument (nothing is sent when this fails), generates the
  * missing ids and builds the chunks.  times[i] is a delay, or an absolute
  * epoch ms when absolute is 1; times may be NULL (all 0). */
-int dq_push_plan_make(dq_push_plan *p, dq_core *core, const char *queue,
+int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
                       size_t n, const void *const *payloads,
                       const size_t *lens, const int64_t *times, int absolute,
-                      const char *const *ids, int flags, dq_err *err);
+                      const char *const *ids, int flags, dq__err *err);
 /* Decodes the reply of chunk i into p->outcomes. */
-int dq_push_plan_decode(dq_push_plan *p, size_t i, const dq_reply *r,
-                        dq_err *err);
+int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
+                        dq__err *err);
 /* Number of jobs created or replaced (after all chunks decoded). */
-int dq_push_plan_count(const dq_push_plan *p);
-void dq_push_plan_free(dq_push_plan *p);
+int dq__push_plan_count(const dq__push_plan *p);
+void dq__push_plan_free(dq__push_plan *p);
 
 /* ---- Builders for the other scripts (arguments already checked) ---- */
-int dq_build_poll(dq_cmd *c, dq_core *core, int max, int64_t lease_ms);
+int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms);
 /* n <= DQ_CHUNK jobs. */
-int dq_build_ack(dq_cmd *c, dq_core *core, size_t n, const char *const *ids,
+int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
                  const char *const *tokens);
-int dq_build_nack(dq_cmd *c, dq_core *core, const char *id,
+int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
                   const char *token, int64_t delay_ms, int flags);
-int dq_build_extend(dq_cmd *c, dq_core *core, const char *id,
+int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
                     const char *token, int64_t lease_ms);
-int dq_build_cancel(dq_cmd *c, dq_core *core, const char *id, int flags);
-int dq_build_stats(dq_cmd *c, dq_core *core);
+int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags);
+int dq__build_stats(dq__cmd *c, dq__core *core);
 /* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
-int dq_build_list(dq_cmd *c, dq_core *core, int which, int64_t offset,
+int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count);
 /* action: "requeue" or "purge"; id NULL for a bounded batch. */
-int dq_build_dead_change(dq_cmd *c, dq_core *core, const char *action,
+int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
                          const char *id, int64_t delay_ms);
 
 /* ---- Decoders: r is a non-error reply of the matching script ---- */
 
 /* Poll: *jobs (NULL if none), *next_us; returns count or a code.  Tokens
  * are copied as the decimal strings the script made (up to 23 digits). */
-int dq_decode_poll(const dq_reply *r, int64_t lease_ms, dq_jobs **jobs,
-                   int64_t *next_us, dq_err *err);
+int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
+                   int64_t *next_us, dq__err *err);
 /* Ack: results[i] per job (may be NULL); returns number acked. */
-int dq_decode_ack(const dq_reply *r, size_t n, int *results, dq_err *err);
+int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err);
 /* Integer reply of nack/extend/cancel/dead_change: *v; DQ_OK or code. */
-int dq_decode_int(const dq_reply *r, long long *v, dq_err *err);
+int dq__decode_int(const dq__reply *r, long long *v, dq__err *err);
 /* Stats: out[5] = scheduled, due, inflight, dead, next_ms. */
-int dq_decode_stats(const dq_reply *r, int64_t out[5], dq_err *err);
+int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err);
 /* List: jobs with attempt and time (and lease deadline for in-flight jobs);
  * *now_ms (may be NULL) receives the server's time of the listing. */
-int dq_decode_list(const dq_reply *r, int which, dq_jobs **jobs,
-                   int64_t *now_ms, dq_err *err);
+int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
+                   int64_t *now_ms, dq__err *err);
 
 /* Converts a script's negative result (-16, -17) into its code and message. */
-int dq_result_code(long long v, const char *what, const char *id,
-                   dq_err *err);
+int dq__result_code(long long v, const char *what, const char *id,
+                   dq__err *err);
 
 #endif

@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-void dq_options_defaults(dq_options *o) {
+void dq__options_defaults(dq_options *o) {
     memset(o, 0, sizeof(*o));
     o->connect_timeout_ms = 2000;
     o->command_timeout_ms = 5000;
@@ -21,11 +21,11 @@ void dq_options_defaults(dq_options *o) {
 dq_options *dq_options_new(void) {
     dq_options *o = malloc(sizeof(*o));
     if (o != NULL)
-        dq_options_defaults(o);
+        dq__options_defaults(o);
     return o;
 }
 
-void dq_options_clear(dq_options *o) {
+void dq__options_clear(dq_options *o) {
     free(o->ns);
     free(o->user);
     free(o->password);
@@ -40,7 +40,7 @@ void dq_options_clear(dq_options *o) {
 void dq_options_free(dq_options *opts) {
     if (opts == NULL)
         return;
-    dq_options_clear(opts);
+    dq__options_clear(opts);
     free(opts);
 }
 
@@ -146,9 +146,9 @@ static int dup_str(char **dst, const char *src) {
     return *dst == NULL ? -1 : 0;
 }
 
-int dq_options_copy(dq_options *dst, const dq_options *src) {
+int dq__options_copy(dq_options *dst, const dq_options *src) {
     if (src == NULL) {
-        dq_options_defaults(dst);
+        dq__options_defaults(dst);
         return DQ_OK;
     }
     *dst = *src;
@@ -161,7 +161,7 @@ int dq_options_copy(dq_options *dst, const dq_options *src) {
         /* dup_str NULLs its slot first, so every slot is ours or NULL up to
          * the failure; the rest still alias src and must not be freed. */
         dq_options tmp = *dst;
-        dq_options_defaults(dst);
+        dq__options_defaults(dst);
         char **mine[] = {&tmp.ns, &tmp.user, &tmp.password, &tmp.tls_ca,
                          &tmp.tls_cert, &tmp.tls_key, &tmp.tls_sni};
         char *theirs[] = {src->ns, src->user, src->password, src->tls_ca,

@@ -7,7 +7,7 @@
 
 #include "sigpipe.h"
 
-void dq_sigpipe_block(dq_sigpipe *s) {
+void dq__sigpipe_block(dq__sigpipe *s) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGPIPE);
@@ -26,7 +26,7 @@ void dq_sigpipe_block(dq_sigpipe *s) {
         s->was_pending = sigismember(&pend, SIGPIPE);
 }
 
-void dq_sigpipe_restore(dq_sigpipe *s) {
+void dq__sigpipe_restore(dq__sigpipe *s) {
     if (!s->active)
         return;
     sigset_t pend;

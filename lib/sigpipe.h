@@ -13,13 +13,13 @@
 
 #include <signal.h>
 
-typedef struct dq_sigpipe {
+typedef struct dq__sigpipe {
     sigset_t old;    /* the thread's mask before */
     int active;      /* 1 if this guard blocked SIGPIPE */
     int was_pending; /* 1 if a SIGPIPE was already pending before */
-} dq_sigpipe;
+} dq__sigpipe;
 
-void dq_sigpipe_block(dq_sigpipe *s);
-void dq_sigpipe_restore(dq_sigpipe *s);
+void dq__sigpipe_block(dq__sigpipe *s);
+void dq__sigpipe_restore(dq__sigpipe *s);
 
 #endif

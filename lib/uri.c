@@ -56,27 +56,27 @@ static long parse_num(const char *s, size_t n, long lo, long hi) {
 }
 
 static int set_decoded(char **slot, const char *s, size_t n, const char *what,
-                       dq_err *err) {
+                       dq__err *err) {
     int bad;
     free(*slot);
     *slot = pct_decode(s, n, &bad);
     if (*slot != NULL)
         return DQ_OK;
     if (bad)
-        return dq_err_set(err, DQ_EURI, "URI: bad percent-escape in %s",
+        return dq__err_set(err, DQ_EURI, "URI: bad percent-escape in %s",
                           what);
-    return dq_err_set(err, DQ_ENOMEM, "out of memory parsing the URI");
+    return dq__err_set(err, DQ_ENOMEM, "out of memory parsing the URI");
 }
 
 /* unix://path[?db=N][&user=U][&password=P] */
-static int parse_unix(const char *s, dq_uri *u, dq_err *err) {
+static int parse_unix(const char *s, dq__uri *u, dq__err *err) {
     u->kind = DQ_URI_UNIX;
     const char *q = strchr(s, '?');
     size_t plen = q ? (size_t)(q - s) : strlen(s);
     if (plen == 0)
-        return dq_err_set(err, DQ_EURI, "URI: unix:// needs a socket path");
+        return dq__err_set(err, DQ_EURI, "URI: unix:// needs a socket path");
     if (plen > 107)
-        return dq_err_set(err, DQ_EURI,
+        return dq__err_set(err, DQ_EURI,
                           "URI: unix socket path longer than 107 bytes");
     int rc = set_decoded(&u->path, s, plen, "the socket path", err);
     if (rc != DQ_OK)
@@ -87,14 +87,14 @@ static int parse_unix(const char *s, dq_uri *u, dq_err *err) {
         size_t n = q ? (size_t)(q - p) : strlen(p);
         const char *eq = memchr(p, '=', n);
         if (eq == NULL)
-            return dq_err_set(err, DQ_EURI,
+            return dq__err_set(err, DQ_EURI,
                               "URI: query parameter without '=': %.*s",
                               (int)(n > 64 ? 64 : n), p);
         size_t kl = (size_t)(eq - p), vl = n - kl - 1;
         if (kl == 2 && memcmp(p, "db", 2) == 0) {
             long db = parse_num(eq + 1, vl, 0, 1000000);
             if (db < 0)
-                return dq_err_set(err, DQ_EURI,
+                return dq__err_set(err, DQ_EURI,
                                   "URI: db must be a number 0..1000000");
             u->db = (int)db;
         } else if (kl == 4 && memcmp(p, "user", 4) == 0) {
@@ -104,7 +104,7 @@ static int parse_unix(const char *s, dq_uri *u, dq_err *err) {
             if ((rc = set_decoded(&u->password, eq + 1, vl, "password", err)))
                 return rc;
         } else {
-            return dq_err_set(err, DQ_EURI,
+            return dq__err_set(err, DQ_EURI,
                               "URI: unknown query parameter '%.*s' (known: "
                               "db, user, password)",
                               (int)(kl > 64 ? 64 : kl), p);
@@ -114,7 +114,7 @@ static int parse_unix(const char *s, dq_uri *u, dq_err *err) {
 }
 
 /* [[user][:password]@]host[:port][/db] */
-static int parse_tcp(const char *s, dq_uri *u, dq_err *err) {
+static int parse_tcp(const char *s, dq__uri *u, dq__err *err) {
     u->kind = DQ_URI_TCP;
     u->port = 6379;
     int rc;
@@ -137,12 +137,12 @@ static int parse_tcp(const char *s, dq_uri *u, dq_err *err) {
     if (hl > 0 && s[0] == '[') {
         const char *close = memchr(s, ']', hl);
         if (close == NULL)
-            return dq_err_set(err, DQ_EURI, "URI: unclosed '[' in host");
+            return dq__err_set(err, DQ_EURI, "URI: unclosed '[' in host");
         host = s + 1;
         host_len = (size_t)(close - s - 1);
         if (close + 1 < s + hl) {
             if (close[1] != ':')
-                return dq_err_set(err, DQ_EURI,
+                return dq__err_set(err, DQ_EURI,
                                   "URI: junk after ']' in host");
             port = close + 2;
             port_len = (size_t)(s + hl - port);
@@ -156,28 +156,28 @@ static int parse_tcp(const char *s, dq_uri *u, dq_err *err) {
         }
     }
     if (host_len == 0)
-        return dq_err_set(err, DQ_EURI, "URI: missing host");
+        return dq__err_set(err, DQ_EURI, "URI: missing host");
     if (host_len > 255)
-        return dq_err_set(err, DQ_EURI, "URI: host longer than 255 bytes");
+        return dq__err_set(err, DQ_EURI, "URI: host longer than 255 bytes");
     for (size_t i = 0; i < host_len; i++)
         if ((unsigned char)host[i] <= ' ' || host[i] == '%' ||
             host[i] == '?' || host[i] == '#')
-            return dq_err_set(err, DQ_EURI, "URI: bad character in host");
+            return dq__err_set(err, DQ_EURI, "URI: bad character in host");
     if ((u->host = malloc(host_len + 1)) == NULL)
-        return dq_err_set(err, DQ_ENOMEM, "out of memory parsing the URI");
+        return dq__err_set(err, DQ_ENOMEM, "out of memory parsing the URI");
     memcpy(u->host, host, host_len);
     u->host[host_len] = '\0';
     if (port != NULL) {
         long p = parse_num(port, port_len, 1, 65535);
         if (p < 0)
-            return dq_err_set(err, DQ_EURI,
+            return dq__err_set(err, DQ_EURI,
                               "URI: port must be a number 1..65535");
         u->port = (int)p;
     }
     if (slash != NULL && slash[1] != '\0') {
         long db = parse_num(slash + 1, strlen(slash + 1), 0, 1000000);
         if (db < 0)
-            return dq_err_set(err, DQ_EURI,
+            return dq__err_set(err, DQ_EURI,
                               "URI: database after '/' must be a number "
                               "0..1000000");
         u->db = (int)db;
@@ -185,12 +185,12 @@ static int parse_tcp(const char *s, dq_uri *u, dq_err *err) {
     return DQ_OK;
 }
 
-int dq_uri_parse(const char *s, dq_uri *u, dq_err *err) {
+int dq__uri_parse(const char *s, dq__uri *u, dq__err *err) {
     memset(u, 0, sizeof(*u));
     if (s == NULL)
-        return dq_err_set(err, DQ_ENULL, "uri is NULL");
+        return dq__err_set(err, DQ_ENULL, "uri is NULL");
     if (strlen(s) > 4096)
-        return dq_err_set(err, DQ_EURI, "URI longer than 4096 bytes");
+        return dq__err_set(err, DQ_EURI, "URI longer than 4096 bytes");
     int rc;
     if (strncmp(s, "redis://", 8) == 0) {
         rc = parse_tcp(s + 8, u, err);
@@ -200,15 +200,15 @@ int dq_uri_parse(const char *s, dq_uri *u, dq_err *err) {
     } else if (strncmp(s, "unix://", 7) == 0) {
         rc = parse_unix(s + 7, u, err);
     } else {
-        rc = dq_err_set(err, DQ_EURI,
+        rc = dq__err_set(err, DQ_EURI,
                         "URI must start with redis://, rediss:// or unix://");
     }
     if (rc != DQ_OK)
-        dq_uri_clear(u);
+        dq__uri_clear(u);
     return rc;
 }
 
-void dq_uri_clear(dq_uri *u) {
+void dq__uri_clear(dq__uri *u) {
     free(u->host);
     free(u->path);
     free(u->user);

@@ -6,9 +6,9 @@
 
 #include "internal.h"
 
-enum dq_uri_kind { DQ_URI_TCP = 1, DQ_URI_UNIX = 2 };
+enum dq__uri_kind { DQ_URI_TCP = 1, DQ_URI_UNIX = 2 };
 
-typedef struct dq_uri {
+typedef struct dq__uri {
     int kind;       /* DQ_URI_TCP or DQ_URI_UNIX */
     int tls;        /* 1 for rediss:// */
     char *host;     /* TCP host (brackets of an IPv6 literal removed) */
@@ -17,7 +17,7 @@ typedef struct dq_uri {
     int db;         /* database number, default 0 */
     char *user;     /* ACL user, NULL if none (percent-decoded) */
     char *password; /* password, NULL if none (percent-decoded) */
-} dq_uri;
+} dq__uri;
 
 /*
  * Parses
@@ -27,8 +27,8 @@ typedef struct dq_uri {
  * into u (zeroed first).  Returns DQ_OK, or DQ_EURI / DQ_ENOMEM with err set;
  * on failure u holds nothing to free.
  */
-int dq_uri_parse(const char *s, dq_uri *u, dq_err *err);
-/* Frees what dq_uri_parse allocated; u may be zeroed or parsed. */
-void dq_uri_clear(dq_uri *u);
+int dq__uri_parse(const char *s, dq__uri *u, dq__err *err);
+/* Frees what dq__uri_parse allocated; u may be zeroed or parsed. */
+void dq__uri_clear(dq__uri *u);
 
 #endif

@@ -26,7 +26,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_err(int rc, const dq_err *err) {
+static void check_err(int rc, const dq__err *err) {
     CHECK(rc < 0 && rc >= DQ_ERRNO_MIN);
     CHECK(err->code == rc && err->msg[0] != '\0');
 }
@@ -63,7 +63,7 @@ static void check_jobs(const dq_jobs *jobs, int rc, int with_token) {
  * number a decoder may accept: an integer reply, or a string that strtod
  * reads whole as a finite value inside int64_t.  Anything else (1e300,
  * inf, nan) has no int64_t value: converting it would be undefined. */
-static int num_ok(const dq_reply *dr, size_t i) {
+static int num_ok(const dq__reply *dr, size_t i) {
     const redisReply *r = (const redisReply *)dr;
     if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
         return 0;
@@ -80,12 +80,12 @@ static int num_ok(const dq_reply *dr, size_t i) {
            d < 9223372036854775808.0;
 }
 
-static void decode_all(const dq_reply *r, dq_core *core) {
-    dq_err err;
+static void decode_all(const dq__reply *r, dq__core *core) {
+    dq__err err;
     dq_jobs *jobs = NULL;
     int64_t next = 0;
-    dq_err_clear(&err);
-    int rc = dq_decode_poll(r, 30000, &jobs, &next, &err);
+    dq__err_clear(&err);
+    int rc = dq__decode_poll(r, 30000, &jobs, &next, &err);
     if (rc < 0) {
         check_err(rc, &err);
         CHECK(jobs == NULL);
@@ -102,8 +102,8 @@ static void decode_all(const dq_reply *r, dq_core *core) {
     for (int which = DQ_LIST_SCHEDULED; which <= DQ_LIST_DEAD; which++) {
         int64_t now = 0;
         jobs = NULL;
-        dq_err_clear(&err);
-        rc = dq_decode_list(r, which, &jobs, &now, &err);
+        dq__err_clear(&err);
+        rc = dq__decode_list(r, which, &jobs, &now, &err);
         if (rc < 0) {
             check_err(rc, &err);
             CHECK(jobs == NULL);
@@ -116,33 +116,33 @@ static void decode_all(const dq_reply *r, dq_core *core) {
         dq_jobs_free(jobs);
     }
 
-    size_t n = dq_reply_type(r) == DQ_R_ARRAY ? dq_reply_len(r) : 1;
+    size_t n = dq__reply_type(r) == DQ_R_ARRAY ? dq__reply_len(r) : 1;
     if (n == 0)
         n = 1;
     if (n > 2000)
         n = 2000;
     int *results = malloc(n * sizeof(int));
     CHECK(results != NULL);
-    dq_err_clear(&err);
-    rc = dq_decode_ack(r, n, results, &err);
+    dq__err_clear(&err);
+    rc = dq__decode_ack(r, n, results, &err);
     if (rc < 0)
         check_err(rc, &err);
     else
         CHECK((size_t)rc <= n);
-    dq_err_clear(&err);
-    rc = dq_decode_ack(r, 1, NULL, &err);
+    dq__err_clear(&err);
+    rc = dq__decode_ack(r, 1, NULL, &err);
     if (rc < 0)
         check_err(rc, &err);
     free(results);
 
     long long v;
-    dq_err_clear(&err);
-    rc = dq_decode_int(r, &v, &err);
+    dq__err_clear(&err);
+    rc = dq__decode_int(r, &v, &err);
     if (rc < 0)
         check_err(rc, &err);
     int64_t st[5];
-    dq_err_clear(&err);
-    rc = dq_decode_stats(r, st, &err);
+    dq__err_clear(&err);
+    rc = dq__decode_stats(r, st, &err);
     if (rc < 0)
         check_err(rc, &err);
     else
@@ -157,20 +157,20 @@ static void decode_all(const dq_reply *r, dq_core *core) {
         const void **pl = calloc(m, sizeof(*pl));
         size_t *lens = calloc(m, sizeof(*lens));
         CHECK(pl != NULL && lens != NULL);
-        dq_push_plan p;
-        dq_err_clear(&err);
-        rc = dq_push_plan_make(&p, core, "fuzz", m, pl, lens, NULL, 0, NULL,
+        dq__push_plan p;
+        dq__err_clear(&err);
+        rc = dq__push_plan_make(&p, core, "fuzz", m, pl, lens, NULL, 0, NULL,
                                DQ_PUSH_KEEP, &err);
         CHECK(rc == DQ_OK);
         for (size_t i = 0; i < p.nchunks; i++) {
-            dq_err_clear(&err);
-            rc = dq_push_plan_decode(&p, i, r, &err);
+            dq__err_clear(&err);
+            rc = dq__push_plan_decode(&p, i, r, &err);
             if (rc < 0)
                 check_err(rc, &err);
         }
-        int count = dq_push_plan_count(&p);
+        int count = dq__push_plan_count(&p);
         CHECK(count >= 0 && (size_t)count <= m);
-        dq_push_plan_free(&p);
+        dq__push_plan_free(&p);
         free(pl);
         free(lens);
     }
@@ -199,10 +199,10 @@ static int huge_header(const uint8_t *d, size_t n) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static dq_core core;
+    static dq__core core;
     static int ready;
     if (!ready) {
-        CHECK(dq_core_init(&core, NULL) == DQ_OK);
+        CHECK(dq__core_init(&core, NULL) == DQ_OK);
         ready = 1;
     }
     if (huge_header(data, size))
@@ -214,7 +214,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             void *reply = NULL;
             if (redisReaderGetReply(rd, &reply) != REDIS_OK || reply == NULL)
                 break;
-            decode_all((const dq_reply *)reply, &core);
+            decode_all((const dq__reply *)reply, &core);
             freeReplyObject(reply);
         }
     }

@@ -28,10 +28,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     memcpy(s, data, size);
     s[size] = '\0';
-    dq_uri u;
-    dq_err err;
-    dq_err_clear(&err);
-    int rc = dq_uri_parse(s, &u, &err);
+    dq__uri u;
+    dq__err err;
+    dq__err_clear(&err);
+    int rc = dq__uri_parse(s, &u, &err);
     if (rc == DQ_OK) {
         CHECK(u.kind == DQ_URI_TCP || u.kind == DQ_URI_UNIX);
         CHECK(u.db >= 0 && u.db <= 1000000);
@@ -54,9 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(u.host == NULL && u.path == NULL && u.user == NULL &&
               u.password == NULL);
     }
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
     CHECK(u.host == NULL && u.path == NULL);
-    dq_uri_clear(&u); /* twice is harmless */
+    dq__uri_clear(&u); /* twice is harmless */
     free(s);
     return 0;
 }

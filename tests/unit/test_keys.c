@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_keys.c - white-box tests of the queue-name encoding in
- * lib/ops.c (dq_core_keys): keys are "<ns>:{<encoded>}:<kind>", the
+ * lib/ops.c (dq__core_keys): keys are "<ns>:{<encoded>}:<kind>", the
  * encoding is injective (distinct names -> distinct keys, decodable back to
  * the name), and the hash tag never holds a raw '{' or '}'.
  */
@@ -60,9 +60,9 @@ static void decode_tag(const char *key, char *out) {
 }
 
 /* Builds the keys of name and checks their shape; returns the due key. */
-static const char *keys_of(dq_core *core, const char *name, const char *ns) {
-    dq_core_keys(core, name);
-    const dq_keys *k = &core->keys;
+static const char *keys_of(dq__core *core, const char *name, const char *ns) {
+    dq__core_keys(core, name);
+    const dq__keys *k = &core->keys;
     char decoded[DQ_QUEUE_MAX + 1];
     for (int i = 0; i < DQ_NKEYS; i++) {
         const char *key = k->key[i];
@@ -89,14 +89,14 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 START_TEST(shape_and_examples) {
-    dq_core core;
-    ck_assert_int_eq(dq_core_init(&core, NULL), DQ_OK);
+    dq__core core;
+    ck_assert_int_eq(dq__core_init(&core, NULL), DQ_OK);
     ck_assert_str_eq(keys_of(&core, "orders", "dq"), "dq:{orders}:due");
     ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:done");
     /* The wake-up channel names the database: pub/sub crosses them. */
     ck_assert_str_eq(core.keys.chan, "dq:{orders}:wake:0");
     core.db = 3;
-    dq_core_keys(&core, "orders");
+    dq__core_keys(&core, "orders");
     ck_assert_str_eq(core.keys.chan, "dq:{orders}:wake:3");
     ck_assert_str_eq(core.keys.key[0], "dq:{orders}:due");
     core.db = 0;
@@ -105,15 +105,15 @@ START_TEST(shape_and_examples) {
     ck_assert_str_eq(keys_of(&core, "a b%", "dq"), "dq:{a%20b%25}:due");
     ck_assert_str_eq(keys_of(&core, "caf\xc3\xa9", "dq"), "dq:{caf%C3%A9}:due");
     ck_assert_str_eq(keys_of(&core, "A-z_0.9", "dq"), "dq:{A-z_0.9}:due");
-    dq_core_clear(&core);
+    dq__core_clear(&core);
 }
 END_TEST
 
 /* Every byte alone, every pair of a set of tricky bytes, and random names:
  * all distinct names give distinct keys. */
 START_TEST(injective) {
-    dq_core core;
-    ck_assert_int_eq(dq_core_init(&core, NULL), DQ_OK);
+    dq__core core;
+    ck_assert_int_eq(dq__core_init(&core, NULL), DQ_OK);
     enum { MAXN = 20000 };
     char **names = calloc(MAXN, sizeof(char *));
     size_t n = 0;
@@ -167,13 +167,13 @@ START_TEST(injective) {
     }
     free(keys);
     free(names);
-    dq_core_clear(&core);
+    dq__core_clear(&core);
 }
 END_TEST
 
 START_TEST(longest_name) {
-    dq_core core;
-    ck_assert_int_eq(dq_core_init(&core, NULL), DQ_OK);
+    dq__core core;
+    ck_assert_int_eq(dq__core_init(&core, NULL), DQ_OK);
     char name[DQ_QUEUE_MAX + 1];
     memset(name, '\xff', DQ_QUEUE_MAX);
     name[DQ_QUEUE_MAX] = '\0';
@@ -181,25 +181,25 @@ START_TEST(longest_name) {
     ck_assert_uint_eq(strlen(due), 2 + 2 + 3 * DQ_QUEUE_MAX + 5);
     memset(name, '}', DQ_QUEUE_MAX);
     keys_of(&core, name, "dq");
-    dq_core_clear(&core);
+    dq__core_clear(&core);
     /* with the longest namespace too */
     dq_options *o = dq_options_new();
     char ns[65];
     memset(ns, 'n', 64);
     ns[64] = '\0';
     ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_NAMESPACE, ns), 0);
-    ck_assert_int_eq(dq_core_init(&core, o), DQ_OK);
+    ck_assert_int_eq(dq__core_init(&core, o), DQ_OK);
     dq_options_free(o);
     keys_of(&core, name, ns);
     ck_assert_uint_eq(core.keys.len[1], 64 + 2 + 3 * DQ_QUEUE_MAX + 7);
-    dq_core_clear(&core);
+    dq__core_clear(&core);
 }
 END_TEST
 
 /* The cached keys follow the queue and the namespace. */
 START_TEST(cache_follows_queue) {
-    dq_core core;
-    ck_assert_int_eq(dq_core_init(&core, NULL), DQ_OK);
+    dq__core core;
+    ck_assert_int_eq(dq__core_init(&core, NULL), DQ_OK);
     ck_assert_str_eq(keys_of(&core, "one", "dq"), "dq:{one}:due");
     ck_assert_str_eq(keys_of(&core, "two", "dq"), "dq:{two}:due");
     ck_assert_str_eq(keys_of(&core, "one", "dq"), "dq:{one}:due");
@@ -208,7 +208,7 @@ START_TEST(cache_follows_queue) {
     free(core.opts.ns);
     core.opts.ns = strdup("other:ns");
     ck_assert_str_eq(keys_of(&core, "on", "other:ns"), "other:ns:{on}:due");
-    dq_core_clear(&core);
+    dq__core_clear(&core);
 }
 END_TEST
 

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_uri.c - white-box tests of lib/uri.c (dq_uri_parse): every
+ * tests/unit/test_uri.c - white-box tests of lib/uri.c (dq__uri_parse): every
  * URI form, percent-decoding, IPv6 literals, ports, databases, bad escapes
  * and over-long parts.  No Redis involved.
  */
@@ -10,10 +10,10 @@
 #include "uri.h"
 
 /* Parses s, which must succeed; returns the parsed URI (caller clears). */
-static dq_uri parse_ok(const char *s) {
-    dq_uri u;
-    dq_err err = {0, ""};
-    int rc = dq_uri_parse(s, &u, &err);
+static dq__uri parse_ok(const char *s) {
+    dq__uri u;
+    dq__err err = {0, ""};
+    int rc = dq__uri_parse(s, &u, &err);
     ck_assert_msg(rc == DQ_OK, "'%s': %d %s", s, rc, err.msg);
     return u;
 }
@@ -21,9 +21,9 @@ static dq_uri parse_ok(const char *s) {
 /* Parses s, which must fail with code; the message must not be empty and
  * nothing may be left allocated (u zeroed). */
 static void parse_bad(const char *s, int code) {
-    dq_uri u;
-    dq_err err = {0, ""};
-    int rc = dq_uri_parse(s, &u, &err);
+    dq__uri u;
+    dq__err err = {0, ""};
+    int rc = dq__uri_parse(s, &u, &err);
     ck_assert_msg(rc == code, "'%s': %d (%s), expected %d", s ? s : "(null)",
                   rc, err.msg, code);
     ck_assert_int_eq(err.code, code);
@@ -46,7 +46,7 @@ static void parse_bad(const char *s, int code) {
 
 static void tcp_case(const char *s, const char *host, int port, int db,
                      const char *user, const char *password, int tls) {
-    dq_uri u = parse_ok(s);
+    dq__uri u = parse_ok(s);
     ck_assert_int_eq(u.kind, DQ_URI_TCP);
     ck_assert_int_eq(u.tls, tls);
     ck_assert_str_eq(u.host, host);
@@ -55,13 +55,13 @@ static void tcp_case(const char *s, const char *host, int port, int db,
     ck_assert_ptr_null(u.path);
     ck_str_or_null(u.user, user);
     ck_str_or_null(u.password, password);
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
     ck_assert_ptr_null(u.host);
 }
 
 static void unix_case(const char *s, const char *path, int db,
                       const char *user, const char *password) {
-    dq_uri u = parse_ok(s);
+    dq__uri u = parse_ok(s);
     ck_assert_int_eq(u.kind, DQ_URI_UNIX);
     ck_assert_int_eq(u.tls, 0);
     ck_assert_str_eq(u.path, path);
@@ -69,7 +69,7 @@ static void unix_case(const char *s, const char *path, int db,
     ck_assert_int_eq(u.db, db);
     ck_str_or_null(u.user, user);
     ck_str_or_null(u.password, password);
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
 }
 
 START_TEST(tcp_forms) {
@@ -155,9 +155,9 @@ START_TEST(bad_hosts) {
     host[8 + 256] = '\0';
     parse_bad(host, DQ_EURI);
     host[8 + 255] = '\0';
-    dq_uri u = parse_ok(host);
+    dq__uri u = parse_ok(host);
     ck_assert_uint_eq(strlen(u.host), 255);
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
 }
 END_TEST
 
@@ -187,9 +187,9 @@ START_TEST(unix_forms) {
     char s[200] = "unix://";
     memset(s + 7, 'p', 107);
     s[7 + 107] = '\0';
-    dq_uri u = parse_ok(s);
+    dq__uri u = parse_ok(s);
     ck_assert_uint_eq(strlen(u.path), 107);
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
 }
 END_TEST
 
@@ -228,18 +228,18 @@ START_TEST(schemes_and_lengths) {
 }
 END_TEST
 
-/* dq_uri_clear is safe on a zeroed struct and twice in a row. */
+/* dq__uri_clear is safe on a zeroed struct and twice in a row. */
 START_TEST(clear_twice) {
-    dq_uri u;
+    dq__uri u;
     memset(&u, 0, sizeof(u));
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
     u = parse_ok("redis://u:p@h:1/2");
-    dq_uri_clear(&u);
-    dq_uri_clear(&u);
+    dq__uri_clear(&u);
+    dq__uri_clear(&u);
     /* err may be NULL */
-    ck_assert_int_eq(dq_uri_parse("bogus", &u, NULL), DQ_EURI);
-    ck_assert_int_eq(dq_uri_parse("redis://h", &u, NULL), DQ_OK);
-    dq_uri_clear(&u);
+    ck_assert_int_eq(dq__uri_parse("bogus", &u, NULL), DQ_EURI);
+    ck_assert_int_eq(dq__uri_parse("redis://h", &u, NULL), DQ_OK);
+    dq__uri_clear(&u);
 }
 END_TEST
 
