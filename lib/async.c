@@ -11,12 +11,12 @@
  * link for operations; each consumer's watch (the wake-up subscription) has
  * its own.
  *
- * An operation (aop) is built exactly as the sync client builds it (the
- * checks, dq__push_plan_make, dq__build_*), then its arguments are copied
- * ("frozen": the key cache and the caller's buffers may change once we
- * return) and it waits in `waiting` until the link is up, then sits in
- * `inflight` until every reply came back.  NOSCRIPT resends that one
- * command as EVAL, as the sync client does.
+ * An operation (aop) is an engine op (op.h: checked, chunked, its commands
+ * sealed into owned RESP bytes, so the caller's buffers may change once we
+ * return) plus its callback.  It waits in `waiting` until the link is up,
+ * then sits in `inflight` until every reply came back; the engine decides
+ * what each reply means (a NOSCRIPT'd call goes out again as EVAL, a push
+ * may still send its WAIT).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -85,7 +85,6 @@ struct aop {
     void *ud;             /* caller's userdata */
     int us;               /* poll: next_due in microseconds */
     int64_t deadline_us;  /* waiting: when it gives up (0 = never) */
-    char **frozen;        /* per call: copy of its arguments */
     size_t outstanding;   /* replies awaited */
     dq__op op;             /* the operation (engine) */
 };
@@ -385,39 +384,8 @@ static void list_unlink(dq_async *a, aop *op) {
 }
 
 static void op_free(aop *op) {
-    if (op->frozen != NULL)
-        for (size_t i = 0; i < op->op.ncmds; i++)
-            free(op->frozen[i]);
-    free(op->frozen);
     dq__op_clear(&op->op);
     free(op);
-}
-
-/* Copies the arguments of every call (keys live in the core's cache,
- * payloads in the caller's buffers) so the op can be (re)sent later.
- * argv[0..2] ("EVALSHA", sha, "6") are static. */
-static int op_freeze(aop *op) {
-    dq__op *o = &op->op;
-    op->frozen = calloc(o->ncmds, sizeof(char *));
-    if (op->frozen == NULL)
-        return DQ_ENOMEM;
-    for (size_t i = 0; i < o->ncmds; i++) {
-        dq__cmd *c = &o->cmds[i];
-        size_t total = 1;
-        for (int j = 3; j < c->argc; j++)
-            total += c->lens[j];
-        char *buf = malloc(total);
-        if (buf == NULL)
-            return DQ_ENOMEM;
-        op->frozen[i] = buf;
-        for (int j = 3; j < c->argc; j++) {
-            if (c->lens[j] > 0)
-                memcpy(buf, c->argv[j], c->lens[j]);
-            c->argv[j] = buf;
-            buf += c->lens[j];
-        }
-    }
-    return DQ_OK;
 }
 
 /* Calls op's callback (if any) with the engine's result and frees it.  The
@@ -486,12 +454,13 @@ static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
 
 static void on_reply(void *priv, size_t tag, const dq__reply *r);
 
-/* Sends command tag of op (tag == ncmds: argv/lens hold its WAIT). */
-static int op_send_one(dq_async *a, aop *op, size_t tag, int argc,
-                       const char **argv, const size_t *lens) {
+/* Sends command tag of op (its engine-made RESP bytes; tag == ncmds: the
+ * WAIT). */
+static int op_send_one(dq_async *a, aop *op, size_t tag, const char *resp,
+                       size_t len) {
     dq__err e;
-    int rc = dq__aconn_send(a->main.conn, argc, argv, lens, on_reply, op, tag,
-                           &e);
+    int rc = dq__aconn_send_raw(a->main.conn, resp, len, on_reply, op, tag,
+                                &e);
     if (rc != DQ_OK) {
         dq__op_fail(&op->op, rc, &e);
         return rc;
@@ -507,7 +476,7 @@ static size_t op_send(dq_async *a, aop *op) {
     size_t sent = 0;
     for (size_t i = 0; i < op->op.ncmds; i++) {
         dq__cmd *c = &op->op.cmds[i];
-        if (op_send_one(a, op, i, c->argc, c->argv, c->lens) != DQ_OK)
+        if (op_send_one(a, op, i, c->resp, c->resp_len) != DQ_OK)
             break;
         sent++;
     }
@@ -554,13 +523,12 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
     op->outstanding--;
     if (dq__op_feed(&op->op, tag, r) == DQ_FEED_RESEND) {
         dq__cmd *c = &op->op.cmds[tag];
-        op_send_one(a, op, tag, c->argc, c->argv, c->lens);
+        op_send_one(a, op, tag, c->resp, c->resp_len);
     }
-    int argc;
-    const char *argv[3];
-    size_t lens[3];
-    if (op->outstanding == 0 && dq__op_wait_cmd(&op->op, &argc, argv, lens))
-        op_send_one(a, op, op->op.ncmds, argc, argv, lens);
+    const char *wait;
+    size_t wlen;
+    if (op->outstanding == 0 && dq__op_wait_cmd(&op->op, &wait, &wlen))
+        op_send_one(a, op, op->op.ncmds, wait, wlen);
     if (op->outstanding == 0)
         op_finish(a, op);
     dq__async_leave(a);
@@ -753,13 +721,12 @@ void dq__async_forget(dq_async *a, void *owner) {
 
 /* ---- Operations: build with the engine, then submit ---- */
 
-/* Starts op (built with build_rc) with callback cb of shape: the
- * arguments are copied and the op sent or queued.  Returns DQ_OK (the
- * callback will come) or the error (nothing sent, no callback). */
+/* Starts op (built with build_rc; its commands own their bytes) with
+ * callback cb of shape: sent now, or queued until the link is up.  Returns
+ * DQ_OK (the callback will come) or the error (nothing sent, no
+ * callback). */
 static int submit(dq_async *a, aop *op, int build_rc, int shape,
                   void (*cb)(void), void *userdata) {
-    if (build_rc == DQ_OK && op_freeze(op) != DQ_OK)
-        build_rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
     if (build_rc != DQ_OK) {
         op_free(op);
         return build_rc;

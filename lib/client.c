@@ -136,8 +136,8 @@ static int reply_ok(dq_client *c, const dq__reply *r, const char *what) {
 static int run_op_io(dq_client *c, dq__op *op) {
     int rc = ensure_conn(c);
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++)
-        rc = dq__conn_append(c->conn, op->cmds[i].argc, op->cmds[i].argv,
-                            op->cmds[i].lens, &c->err);
+        rc = dq__conn_append_raw(c->conn, op->cmds[i].resp,
+                                 op->cmds[i].resp_len, &c->err);
     size_t resend = 0;
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
         dq__reply *r;
@@ -150,20 +150,22 @@ static int run_op_io(dq_client *c, dq__op *op) {
         if (!dq__cmd_is_eval(&op->cmds[i]))
             continue;
         dq__reply *r;
-        rc = dq__conn_call(c->conn, op->cmds[i].argc, op->cmds[i].argv,
-                          op->cmds[i].lens, &r, &c->err);
+        rc = dq__conn_append_raw(c->conn, op->cmds[i].resp,
+                                 op->cmds[i].resp_len, &c->err);
+        if (rc == DQ_OK)
+            rc = dq__conn_read(c->conn, &r, &c->err);
         if (rc == DQ_OK) {
             dq__op_feed(op, i, r);
             dq__reply_free(r);
         }
     }
-    int argc;
-    const char *argv[3];
-    size_t lens[3];
-    if (rc == DQ_OK && dq__op_wait_cmd(op, &argc, argv, lens)) {
+    const char *wait;
+    size_t wlen;
+    if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen)) {
         dq__reply *r;
-        if ((rc = dq__conn_call(c->conn, argc, argv, lens, &r, &c->err)) ==
-            DQ_OK) {
+        rc = dq__conn_append_raw(c->conn, wait, wlen, &c->err);
+        if (rc == DQ_OK && (rc = dq__conn_read(c->conn, &r, &c->err)) ==
+                               DQ_OK) {
             dq__op_feed(op, op->ncmds, r);
             dq__reply_free(r);
         }

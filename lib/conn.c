@@ -24,6 +24,7 @@
 #endif
 
 #include "conn.h"
+#include "resp.h"
 
 struct dq__conn {
     redisContext *ctx; /* the hiredis connection */
@@ -104,6 +105,41 @@ static int setup_cmd(dq__conn *c, int argc, const char **argv, const char *what,
         rc = dq__reply_error(r, what, err);
     dq__reply_free(r);
     return rc;
+}
+
+/* The commands that open every connection, sync or async: AUTH (the Redis
+ * 6 ACL form when a user is given), SELECT when the database is not 0, and
+ * optionally PING.  One builder, so both links say the same thing. */
+typedef struct hello {
+    int n;                  /* commands */
+    int argc[3];
+    const char *argv[3][3];
+    const char *what[3];    /* "AUTH", "SELECT", "PING" for messages */
+    char db[16];
+} hello;
+
+static void hello_build(hello *h, const char *user, const char *pass, int db,
+                        int ping) {
+    h->n = 0;
+    if (pass != NULL || user != NULL) {
+        int i = h->n++;
+        h->what[i] = h->argv[i][0] = "AUTH";
+        h->argv[i][1] = user != NULL ? user : pass;
+        h->argv[i][2] = pass != NULL ? pass : "";
+        h->argc[i] = user != NULL ? 3 : 2;
+    }
+    if (db != 0) {
+        int i = h->n++;
+        snprintf(h->db, sizeof(h->db), "%d", db);
+        h->what[i] = h->argv[i][0] = "SELECT";
+        h->argv[i][1] = h->db;
+        h->argc[i] = 2;
+    }
+    if (ping) {
+        int i = h->n++;
+        h->what[i] = h->argv[i][0] = "PING";
+        h->argc[i] = 1;
+    }
 }
 
 #if HIREDIS_MAJOR >= 1 && defined(DQ_HAVE_TLS)
@@ -275,25 +311,13 @@ int dq__conn_open(const dq__conn_cfg *cfg, dq__conn **out, dq__err *err) {
     if (want_tls(o, u) && (rc = tls_start(c, o, u, err)) != DQ_OK)
         goto fail;
 #endif
-    const char *user = o->user ? o->user : u->user;
-    const char *pass = o->password ? o->password : u->password;
-    if (pass != NULL || user != NULL) {
-        /* AUTH [user] password: Redis 6 ACL form when a user is given. */
-        const char *argv[3] = {"AUTH", user, pass ? pass : ""};
-        int argc = 3;
-        if (user == NULL)
-            argv[1] = pass, argc = 2;
-        rc = setup_cmd(c, argc, argv, "AUTH", err);
-        if (rc != DQ_OK)
+    hello h;
+    hello_build(&h, o->user ? o->user : u->user,
+                o->password ? o->password : u->password, u->db, 0);
+    for (int i = 0; i < h.n; i++)
+        if ((rc = setup_cmd(c, h.argc[i], h.argv[i], h.what[i], err)) !=
+            DQ_OK)
             goto fail;
-    }
-    if (u->db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", u->db);
-        const char *argv[2] = {"SELECT", db};
-        if ((rc = setup_cmd(c, 2, argv, "SELECT", err)) != DQ_OK)
-            goto fail;
-    }
     *out = c;
     return DQ_OK;
 fail:
@@ -320,30 +344,11 @@ static int conn_fail(dq__conn *c, int saved, const char *what, dq__err *err) {
     return ctx_error(c->ctx, saved, what, err);
 }
 
-static size_t dec_digits(size_t v) {
-    size_t n = 1;
-    while (v >= 10)
-        v /= 10, n++;
-    return n;
-}
-
-static char *put_dec(char *p, size_t v, size_t digits) {
-    for (size_t i = digits; i > 0; i--, v /= 10)
-        p[i - 1] = (char)('0' + v % 10);
-    return p + digits;
-}
-
-/* Formats the command as RESP in one pass into a buffer kept on the
- * connection, and hands hiredis the finished text: redisAppendCommandArgv
- * formats through sds appends, which cost the client ~twice the
- * instructions per command (bench/RESULTS.md). */
+/* Formats the command as RESP in one pass (resp.c) into a buffer kept on
+ * the connection, and hands hiredis the finished text. */
 int dq__conn_append(dq__conn *c, int argc, const char **argv,
                    const size_t *lens, dq__err *err) {
-    size_t total = 1 + dec_digits((size_t)argc) + 2;
-    for (int i = 0; i < argc; i++) {
-        size_t len = lens ? lens[i] : strlen(argv[i]);
-        total += 1 + dec_digits(len) + 2 + len + 2;
-    }
+    size_t total = dq__resp_size(argc, argv, lens);
     if (total > c->fmt_cap) {
         char *nb = realloc(c->fmt, total);
         if (nb == NULL)
@@ -352,23 +357,15 @@ int dq__conn_append(dq__conn *c, int argc, const char **argv,
         c->fmt = nb;
         c->fmt_cap = total;
     }
-    char *p = c->fmt;
-    *p++ = '*';
-    p = put_dec(p, (size_t)argc, dec_digits((size_t)argc));
-    *p++ = '\r', *p++ = '\n';
-    for (int i = 0; i < argc; i++) {
-        size_t len = lens ? lens[i] : strlen(argv[i]);
-        *p++ = '$';
-        p = put_dec(p, len, dec_digits(len));
-        *p++ = '\r', *p++ = '\n';
-        if (len > 0)
-            memcpy(p, argv[i], len);
-        p += len;
-        *p++ = '\r', *p++ = '\n';
-    }
-    int rc = redisAppendFormattedCommand(c->ctx, c->fmt, total);
+    dq__resp_put(c->fmt, argc, argv, lens);
+    return dq__conn_append_raw(c, c->fmt, total, err);
+}
+
+int dq__conn_append_raw(dq__conn *c, const char *resp, size_t len,
+                        dq__err *err) {
+    int rc = redisAppendFormattedCommand(c->ctx, resp, len);
     if (c->fmt_cap > 1024 * 1024) {
-        /* A big batch: do not keep its buffer for the client's lifetime. */
+        /* A big command: do not keep its buffer for the client's life. */
         free(c->fmt);
         c->fmt = NULL;
         c->fmt_cap = 0;
@@ -693,9 +690,10 @@ static void aconn_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
     aconn_maybe_free(a);
 }
 
-static int aconn_queue(dq__aconn *a, int argc, const char **argv,
-                       const size_t *lens, dq__aconn_reply_fn *fn, void *priv,
-                       size_t tag) {
+/* Queues one formatted command; its reply goes to fn (NULL: the hello
+ * steps, tag = step). */
+static int aconn_queue_raw(dq__aconn *a, const char *resp, size_t len,
+                           dq__aconn_reply_fn *fn, void *priv, size_t tag) {
     aconn_req *q = malloc(sizeof(*q));
     if (q == NULL)
         return DQ_ENOMEM;
@@ -703,7 +701,7 @@ static int aconn_queue(dq__aconn *a, int argc, const char **argv,
     q->fn = fn;
     q->priv = priv;
     q->tag = tag;
-    if (redisAsyncCommandArgv(a->ac, aconn_on_reply, q, argc, argv, lens) !=
+    if (redisAsyncFormattedCommand(a->ac, aconn_on_reply, q, resp, len) !=
         REDIS_OK) {
         free(q);
         return a->ac->err == REDIS_ERR_OOM ? DQ_ENOMEM : DQ_EIO;
@@ -711,28 +709,29 @@ static int aconn_queue(dq__aconn *a, int argc, const char **argv,
     return DQ_OK;
 }
 
-/* Sends AUTH / SELECT / PING; the PING reply means ready.  Runs inside
- * hiredis's connect handling, where (0.14) the context must not be freed:
- * so it reports nothing; if a send fails the owner's connect timeout
- * notices that the connection never became ready. */
+/* Sends AUTH / SELECT / PING (hello_build); the PING reply means ready.
+ * Runs inside hiredis's connect handling, where (0.14) the context must
+ * not be freed: so it reports nothing; if a send fails the owner's connect
+ * timeout notices that the connection never became ready. */
 static void aconn_hello(dq__aconn *a) {
-    if (a->pass != NULL || a->user != NULL) {
-        const char *argv[3] = {"AUTH", a->user, a->pass ? a->pass : ""};
-        int argc = 3;
-        if (a->user == NULL)
-            argv[1] = a->pass, argc = 2;
-        if (aconn_queue(a, argc, argv, NULL, NULL, NULL, HELLO_AUTH))
+    hello h;
+    hello_build(&h, a->user, a->pass, a->db, 1);
+    for (int i = 0; i < h.n; i++) {
+        char buf[1024];
+        size_t len = dq__resp_size(h.argc[i], h.argv[i], NULL);
+        char *p = len <= sizeof(buf) ? buf : malloc(len);
+        if (p == NULL)
+            return;
+        dq__resp_put(p, h.argc[i], h.argv[i], NULL);
+        size_t step = h.what[i][0] == 'A'   ? HELLO_AUTH
+                      : h.what[i][0] == 'S' ? HELLO_SELECT
+                                            : HELLO_PING;
+        int rc = aconn_queue_raw(a, p, len, NULL, NULL, step);
+        if (p != buf)
+            free(p);
+        if (rc != DQ_OK)
             return;
     }
-    if (a->db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", a->db);
-        const char *argv[2] = {"SELECT", db};
-        if (aconn_queue(a, 2, argv, NULL, NULL, NULL, HELLO_SELECT))
-            return;
-    }
-    const char *argv[1] = {"PING"};
-    aconn_queue(a, 1, argv, NULL, NULL, NULL, HELLO_PING);
 }
 
 static void aconn_on_connect(const redisAsyncContext *ac, int status) {
@@ -845,12 +844,12 @@ fail:
     return rc;
 }
 
-int dq__aconn_send(dq__aconn *a, int argc, const char **argv,
-                  const size_t *lens, dq__aconn_reply_fn *fn, void *priv,
-                  size_t tag, dq__err *err) {
+int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
+                       dq__aconn_reply_fn *fn, void *priv, size_t tag,
+                       dq__err *err) {
     if (a->closed || a->dead || a->torn || a->ac == NULL || !a->ready)
         return dq__err_set(err, DQ_EIO, "connection to %s is down", a->where);
-    int rc = aconn_queue(a, argc, argv, lens, fn, priv, tag);
+    int rc = aconn_queue_raw(a, resp, len, fn, priv, tag);
     if (rc != DQ_OK)
         return dq__err_set(err, rc, "send to %s: %s", a->where,
                           dq_strerror(rc));

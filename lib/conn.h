@@ -46,6 +46,9 @@ int dq__conn_call(dq__conn *c, int argc, const char **argv, const size_t *lens,
 /* Queues a command in the output buffer (pipelining); DQ_OK or DQ_ENOMEM. */
 int dq__conn_append(dq__conn *c, int argc, const char **argv,
                    const size_t *lens, dq__err *err);
+/* Queues a command already formatted as RESP (hiredis copies it). */
+int dq__conn_append_raw(dq__conn *c, const char *resp, size_t len,
+                        dq__err *err);
 /* Flushes queued commands if needed and reads the next reply (blocking up to
  * the command timeout). */
 int dq__conn_read(dq__conn *c, dq__reply **reply, dq__err *err);
@@ -98,7 +101,7 @@ typedef struct dq__aconn dq__aconn;
 
 /* code: DQ_OK when ready, else DQ_EIO / DQ_EAUTH / DQ_EREDIS / ... */
 typedef void dq__aconn_state_fn(void *priv, int code, const char *msg);
-/* tag: the value given to dq__aconn_send (e.g. a chunk number). */
+/* tag: the value given to dq__aconn_send_raw (e.g. a chunk number). */
 typedef void dq__aconn_reply_fn(void *priv, size_t tag, const dq__reply *r);
 
 /* Starts connecting (never blocks).  Fails at once only for DQ_ENOMEM,
@@ -107,11 +110,11 @@ typedef void dq__aconn_reply_fn(void *priv, size_t tag, const dq__reply *r);
 int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
                   dq__aconn_state_fn *state_fn, void *priv, dq__aconn **out,
                   dq__err *err);
-/* Queues one command (copied at once: argv may be freed on return).
- * Only after the ready callback.  DQ_OK, DQ_EIO (dead) or DQ_ENOMEM. */
-int dq__aconn_send(dq__aconn *a, int argc, const char **argv,
-                  const size_t *lens, dq__aconn_reply_fn *fn, void *priv,
-                  size_t tag, dq__err *err);
+/* Queues one command already formatted as RESP (copied at once).  Only
+ * after the ready callback.  DQ_OK, DQ_EIO (dead) or DQ_ENOMEM. */
+int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
+                       dq__aconn_reply_fn *fn, void *priv, size_t tag,
+                       dq__err *err);
 /* SUBSCRIBE channel; fn then gets the "subscribe" confirmations and every
  * "message" (tag 0).  Calling it again for the same channel is a cheap
  * liveness check: Redis answers with another "subscribe" confirmation. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "resp.h"
 
 static void op_init(dq__op *op, int kind, const char *what) {
     memset(op, 0, sizeof(*op));
@@ -207,13 +208,16 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
         return DQ_FEED_OK;
     }
     dq__cmd *cmd = &op->cmds[tag];
+    dq__err e;
     if (dq__reply_is_error(r, "NOSCRIPT") && !dq__cmd_is_eval(cmd)) {
         /* Not run (SCRIPT FLUSH, a restarted or failed-over server): the
          * same call again as EVAL, which also reloads the script. */
-        dq__cmd_use_eval(cmd);
-        return DQ_FEED_RESEND;
+        if (dq__cmd_use_eval(cmd) == DQ_OK)
+            return DQ_FEED_RESEND;
+        dq__err_set(&e, DQ_ENOMEM, "%s: out of memory", op->what);
+        op_error(op, DQ_ENOMEM, &e);
+        return DQ_FEED_OK;
     }
-    dq__err e;
     int rc = DQ_OK;
     if (dq__reply_type(r) == DQ_R_ERROR) {
         rc = dq__reply_error(r, op->what, &e);
@@ -270,21 +274,17 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
 
 void dq__op_fail(dq__op *op, int code, const dq__err *e) { op_error(op, code, e); }
 
-int dq__op_wait_cmd(dq__op *op, int *argc, const char *argv[3],
-                   size_t lens[3]) {
+int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len) {
     if (op->failed || op->wait_sent || op->wait_n <= 0)
         return 0;
     op->wait_sent = 1;
-    snprintf(op->wait_args[0], sizeof(op->wait_args[0]), "%" PRId64,
-             op->wait_n);
-    snprintf(op->wait_args[1], sizeof(op->wait_args[1]), "%" PRId64,
-             op->wait_ms);
-    argv[0] = "WAIT";
-    argv[1] = op->wait_args[0];
-    argv[2] = op->wait_args[1];
-    for (int i = 0; i < 3; i++)
-        lens[i] = strlen(argv[i]);
-    *argc = 3;
+    char n[24], t[24];
+    snprintf(n, sizeof(n), "%" PRId64, op->wait_n);
+    snprintf(t, sizeof(t), "%" PRId64, op->wait_ms);
+    const char *argv[3] = {"WAIT", n, t};
+    *len = (size_t)(dq__resp_put(op->wait_resp, 3, argv, NULL) -
+                    op->wait_resp);
+    *resp = op->wait_resp;
     return 1;
 }
 

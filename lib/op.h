@@ -6,12 +6,13 @@
  * fails; batches cut into script calls), then driven by a client:
  *
  *   dq__op_<name>(&op, core, ...)     check + build: op->cmds[0..ncmds-1]
- *   send every op->cmds[i] (tag i)   in one pipeline, in any order
+ *   send every op->cmds[i].resp      (tag i; owned RESP bytes) in one
+ *                                    pipeline, in any order
  *   dq__op_feed(&op, tag, reply)      for each reply; DQ_FEED_RESEND: the
  *                                    script was not loaded (NOSCRIPT), the
  *                                    engine switched cmds[tag] to EVAL:
  *                                    send it again with the same tag
- *   dq__op_wait_cmd(&op, ...)         once all replies are in: a WAIT for
+ *   dq__op_wait_cmd(&op, ...)        once all replies are in: a WAIT for
  *                                    replicas to send (tag op->ncmds), or 0
  *   dq__op_status(&op)                exactly what the sync call returns;
  *                                    op->err holds its message
@@ -45,7 +46,7 @@ typedef struct dq__op {
     int64_t wait_n;       /* replicas to WAIT for after a push (0: none) */
     int64_t wait_ms;      /* WAIT timeout */
     int wait_sent;        /* dq__op_wait_cmd handed out the WAIT */
-    char wait_args[2][24];/* its arguments, formatted */
+    char wait_resp[80];   /* the WAIT command, formatted */
     int64_t lease_ms;     /* poll: for the lease deadline of jobs */
     int which;            /* list: DQ_LIST_* */
     size_t n;             /* ack: number of jobs */
@@ -62,9 +63,8 @@ typedef struct dq__op {
 
 /* Builders: check every argument, then build.  DQ_OK, or the code with
  * err (and op->err) set and nothing to send; dq__op_clear is due either
- * way.  The caller's arrays are read during the call only; payloads and
- * ids are referenced by op->cmds until the call returns (the async client
- * copies them, see op_freeze there). */
+ * way.  The caller's arrays and payloads are read during the call only:
+ * the commands own their bytes. */
 int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
                size_t n, const void *const *payloads, const size_t *lens,
                const int64_t *times, int absolute, const char *const *ids,
@@ -91,9 +91,9 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);
 /* Records a transport error (I/O, timeout) for the whole op. */
 void dq__op_fail(dq__op *op, int code, const dq__err *e);
-/* After the last script reply: 1 and the WAIT command in argv/lens (its
- * strings live in op) when one is due, else 0. */
-int dq__op_wait_cmd(dq__op *op, int *argc, const char *argv[3], size_t lens[3]);
+/* After the last script reply: 1 and the WAIT command's RESP bytes (they
+ * live in op) when one is due, else 0. */
+int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len);
 /* The call's result: what the sync function returns. */
 int dq__op_status(const dq__op *op);
 void dq__op_clear(dq__op *op);

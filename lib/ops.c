@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ops.h"
+#include "resp.h"
 
 /* ---- Core ---- */
 
@@ -114,6 +115,9 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     c->script = script;
     c->argc = 0;
     c->nums_used = 0;
+    c->resp = NULL;
+    c->resp_len = 0;
+    c->eval = 0;
     if (cap <= DQ_CMD_INLINE) {
         c->cap = DQ_CMD_INLINE;
         c->argv = c->inline_argv;
@@ -147,8 +151,9 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     return DQ_OK;
 }
 
-void dq__cmd_free(dq__cmd *c) {
-    if (c->argv != c->inline_argv) {
+/* Frees the argv arrays (when on the heap); the sealed bytes stay. */
+static void cmd_drop_argv(dq__cmd *c) {
+    if (c->argv != NULL && c->argv != c->inline_argv) {
         free((void *)c->argv);
         free(c->lens);
         free(c->nums);
@@ -158,21 +163,56 @@ void dq__cmd_free(dq__cmd *c) {
     c->nums = NULL;
 }
 
-void dq__cmd_use_eval(dq__cmd *c) {
-    c->argv[0] = "EVAL";
-    c->lens[0] = 4;
-    c->argv[1] = dq__scripts[c->script].body;
-    c->lens[1] = dq__scripts[c->script].len;
+/* Room for n bytes of sealed command: the inline buffer or the heap. */
+static char *cmd_room(dq__cmd *c, size_t n) {
+    return n <= sizeof(c->inline_resp) ? c->inline_resp : malloc(n);
 }
 
-void dq__cmd_use_evalsha(dq__cmd *c) {
-    c->argv[0] = "EVALSHA";
-    c->lens[0] = 7;
-    c->argv[1] = dq__scripts[c->script].sha;
-    c->lens[1] = 40;
+int dq__cmd_seal(dq__cmd *c) {
+    size_t total = dq__resp_size(c->argc, c->argv, c->lens);
+    char *buf = cmd_room(c, total);
+    if (buf == NULL)
+        return DQ_ENOMEM;
+    dq__resp_put(buf, c->argc, c->argv, c->lens);
+    c->resp = buf;
+    c->resp_len = total;
+    c->rest_off = dq__resp_array_size(c->argc) + dq__resp_bulk_size(7) +
+                  dq__resp_bulk_size(40);
+    cmd_drop_argv(c);
+    return DQ_OK;
 }
 
-int dq__cmd_is_eval(const dq__cmd *c) { return c->lens[0] == 4; }
+void dq__cmd_free(dq__cmd *c) {
+    cmd_drop_argv(c);
+    if (c->resp != NULL && c->resp != c->inline_resp)
+        free(c->resp);
+    c->resp = NULL;
+    c->resp_len = 0;
+}
+
+int dq__cmd_use_eval(dq__cmd *c) {
+    const dq__script *sc = &dq__scripts[c->script];
+    size_t rest = c->resp_len - c->rest_off;
+    size_t total = dq__resp_array_size(c->argc) + dq__resp_bulk_size(4) +
+                   dq__resp_bulk_size(sc->len) + rest;
+    /* Never the inline buffer: the rest is copied out of it. */
+    char *buf = malloc(total);
+    if (buf == NULL)
+        return DQ_ENOMEM;
+    char *p = dq__resp_put_array(buf, c->argc);
+    p = dq__resp_put_bulk(p, "EVAL", 4);
+    p = dq__resp_put_bulk(p, sc->body, sc->len);
+    memcpy(p, c->resp + c->rest_off, rest);
+    if (c->resp != c->inline_resp)
+        free(c->resp);
+    c->resp = buf;
+    c->resp_len = total;
+    c->rest_off = total - rest;
+    c->eval = 1;
+    return DQ_OK;
+}
+
+int dq__cmd_is_eval(const dq__cmd *c) { return c->eval; }
 
 static void cmd_str(dq__cmd *c, const char *s, size_t len) {
     c->argv[c->argc] = s;
@@ -467,6 +507,8 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
             cmd_int(c, times ? times[i] : 0);
             cmd_str(c, lens[i] ? (const char *)payloads[i] : "", lens[i]);
         }
+        if (dq__cmd_seal(c) != DQ_OK)
+            goto oom;
     }
     return DQ_OK;
 oom:
@@ -506,7 +548,7 @@ int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms) {
     cmd_int(c, max);
     cmd_int(c, lease_ms);
     cmd_int(c, core->opts.max_attempts);
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
@@ -519,7 +561,7 @@ int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
         cmd_cstr(c, ids[i]);
         cmd_cstr(c, tokens[i]);
     }
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
@@ -532,7 +574,7 @@ int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
     cmd_int(c, delay_ms);
     cmd_cstr(c, (flags & DQ_NACK_DEAD) ? "1" : "0");
     cmd_int(c, core->opts.max_attempts);
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
@@ -543,7 +585,7 @@ int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
     cmd_cstr(c, id);
     cmd_cstr(c, token);
     cmd_int(c, lease_ms);
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags) {
@@ -552,11 +594,12 @@ int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags) {
         return rc;
     cmd_cstr(c, id);
     cmd_cstr(c, (flags & DQ_CANCEL_INFLIGHT) ? "1" : "0");
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 int dq__build_stats(dq__cmd *c, dq__core *core) {
-    return dq__cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
+    return rc != DQ_OK ? rc : dq__cmd_seal(c);
 }
 
 int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
@@ -567,7 +610,7 @@ int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
     cmd_int(c, which);
     cmd_int(c, offset);
     cmd_int(c, count);
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
@@ -579,7 +622,7 @@ int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
     cmd_cstr(c, id ? id : "");
     cmd_int(c, delay_ms);
     cmd_int(c, 1000);
-    return DQ_OK;
+    return dq__cmd_seal(c);
 }
 
 /* ---- Decoders ---- */

@@ -44,27 +44,38 @@ typedef struct dq__core {
 int dq__core_init(dq__core *core, const dq_options *opts);
 void dq__core_clear(dq__core *core);
 
-/* One script call being built: "EVALSHA sha 5 k1..k5 channel argv...". */
+/* One script call: "EVALSHA sha 5 k1..k5 channel argv...".  Built as an
+ * argv (pointing into the caller's data), then sealed into owned RESP
+ * bytes (resp, resp_len) that any link can send as they are, now or
+ * later; the argv is gone after sealing. */
 #define DQ_CMD_INLINE 40
+#define DQ_CMD_INLINE_RESP 512
 typedef struct dq__cmd {
     int script;          /* DQ_SCRIPT_* */
     int argc;            /* arguments so far */
     int cap;             /* room in argv/lens */
-    const char **argv;   /* inline_argv or heap */
+    const char **argv;   /* inline_argv or heap; NULL once sealed */
     size_t *lens;        /* inline_lens or heap */
     char *nums;          /* storage for formatted integers */
     size_t nums_used, nums_cap;
+    char *resp;          /* sealed command: inline_resp or heap */
+    size_t resp_len;
+    size_t rest_off;     /* where the arguments after the sha start */
+    int eval;            /* resp sends the body (EVAL), not the sha */
     const char *inline_argv[DQ_CMD_INLINE];
     size_t inline_lens[DQ_CMD_INLINE];
     char inline_nums[DQ_CMD_INLINE * 21];
+    char inline_resp[DQ_CMD_INLINE_RESP];
 } dq__cmd;
 
 /* Starts a call of script with room for nargs script arguments. */
 int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs);
+/* Formats the call into owned RESP bytes; DQ_OK or DQ_ENOMEM. */
+int dq__cmd_seal(dq__cmd *c);
 void dq__cmd_free(dq__cmd *c);
-/* Switches the call from EVALSHA sha to EVAL body (after NOSCRIPT). */
-void dq__cmd_use_eval(dq__cmd *c);
-void dq__cmd_use_evalsha(dq__cmd *c);
+/* Switches a sealed call from EVALSHA sha to EVAL body (after NOSCRIPT);
+ * DQ_OK or DQ_ENOMEM (the call is then unchanged). */
+int dq__cmd_use_eval(dq__cmd *c);
 /* 1 if the call sends the script's body (EVAL), 0 for EVALSHA. */
 int dq__cmd_is_eval(const dq__cmd *c);
 
