@@ -57,20 +57,31 @@ static void th_err(const char *fmt, ...)
     fflush(stderr);
 }
 
-static double th_now(void)
+int64_t th_mono_us(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void th_sleep_ms(long ms)
+int64_t th_mono_ms(void)
 {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    return th_mono_us() / 1000;
+}
+
+void th_sleep_ms(int64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
 
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
     }
+}
+
+/* Monotonic seconds, for the harness's own deadlines. */
+static double th_now(void)
+{
+    return (double)th_mono_us() / 1e6;
 }
 
 /* snprintf that reports truncation as failure. */

@@ -24,6 +24,7 @@
 #ifndef DQ_TESTS_HARNESS_H
 #define DQ_TESTS_HARNESS_H
 
+#include <stdint.h>
 #include <sys/types.h>
 #include <hiredis/hiredis.h> /* tests may use hiredis directly to inspect Redis */
 
@@ -85,6 +86,14 @@ redisContext *th_redis_connect(const th_redis *r);
  * reply (TTL...): use hiredis directly when that matters.
  */
 long long th_redis_int(redisContext *ctx, int argc, const char **argv);
+
+/*
+ * The tests' one monotonic clock (CLOCK_MONOTONIC) in microseconds and in
+ * milliseconds, and a sleep that resumes after signals.
+ */
+int64_t th_mono_us(void);
+int64_t th_mono_ms(void);
+void th_sleep_ms(int64_t ms);
 
 #ifdef __cplusplus
 }
