@@ -5,7 +5,8 @@
  * grows by exactly one between two readings: the first INFO itself).
  * Also: error texts for every code, NULL-safe frees and accessors.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 #include <limits.h>
 
@@ -17,6 +18,7 @@ static char Q201[DQ_QUEUE_MAX + 2];
 static char ID129[DQ_ID_MAX + 2];
 static char BIG[101];
 
+/* Makes the over-long names, opens C and R, and reads the command count. */
 static void setup(void) {
     memset(Q201, 'q', DQ_QUEUE_MAX + 1);
     Q201[DQ_QUEUE_MAX + 1] = '\0';
@@ -32,6 +34,9 @@ static void teardown(void) {
     dq_close(C);
     redisFree(R);
 }
+
+/* The checked fixture of every test but accessors_on_list. */
+static const tu_fixture fixture = {setup, teardown};
 
 /* Ends every test: nothing was sent since setup. */
 static void nothing_sent(void) {
@@ -650,66 +655,49 @@ START_TEST(accessors_on_list) {
 }
 END_TEST
 
-static Suite *badinput_suite(void) {
-    Suite *s = suite_create("badinput");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"push_client", push_client},
-        {"push_queue", push_queue},
-        {"push_payload", push_payload},
-        {"push_len", push_len},
-        {"push_delay", push_delay},
-        {"push_id", push_id},
-        {"push_flags", push_flags},
-        {"push_id_out_size", push_id_out_size},
-        {"push_at_args", push_at_args},
-        {"push_at_time", push_at_time},
-        {"batch_client_queue", batch_client_queue},
-        {"batch_n", batch_n},
-        {"batch_payloads", batch_payloads},
-        {"batch_lens", batch_lens},
-        {"batch_delays", batch_delays},
-        {"batch_ids", batch_ids},
-        {"batch_flags", batch_flags},
-        {"cancel_args", cancel_args},
-        {"poll_client_queue", poll_client_queue},
-        {"poll_max", poll_max},
-        {"poll_lease", poll_lease},
-        {"poll_out", poll_out},
-        {"poll_wait_args", poll_wait_args},
-        {"poll_wait_timeout", poll_wait_timeout},
-        {"ack_args", ack_args},
-        {"ack_token", ack_token},
-        {"ack_batch_args", ack_batch_args},
-        {"ack_batch_entries", ack_batch_entries},
-        {"nack_args", nack_args},
-        {"nack_delay", nack_delay},
-        {"nack_flags", nack_flags},
-        {"extend_args", extend_args},
-        {"extend_lease", extend_lease},
-        {"dead_list_args", dead_list_args},
-        {"dead_list_offset", dead_list_offset},
-        {"dead_list_count", dead_list_count},
-        {"dead_requeue_args", dead_requeue_args},
-        {"dead_purge_args", dead_purge_args},
-        {"stats_args", stats_args},
-        {"options_set_int", options_set_int},
-        {"options_set_str", options_set_str},
-        {"open_args", open_args},
-        {"error_texts", error_texts},
-        {"null_frees", null_frees_and_accessors},
-    };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_set_timeout(tc, 30);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    ADD_TEST(s, "accessors_on_list", accessors_on_list, 30);
-    return s;
-}
-
-TEST_MAIN(badinput_suite)
+TEST_SUITE("badinput", TU_SRV_UNIX,
+    {"push_client", push_client, 30, &fixture},
+    {"push_queue", push_queue, 30, &fixture},
+    {"push_payload", push_payload, 30, &fixture},
+    {"push_len", push_len, 30, &fixture},
+    {"push_delay", push_delay, 30, &fixture},
+    {"push_id", push_id, 30, &fixture},
+    {"push_flags", push_flags, 30, &fixture},
+    {"push_id_out_size", push_id_out_size, 30, &fixture},
+    {"push_at_args", push_at_args, 30, &fixture},
+    {"push_at_time", push_at_time, 30, &fixture},
+    {"batch_client_queue", batch_client_queue, 30, &fixture},
+    {"batch_n", batch_n, 30, &fixture},
+    {"batch_payloads", batch_payloads, 30, &fixture},
+    {"batch_lens", batch_lens, 30, &fixture},
+    {"batch_delays", batch_delays, 30, &fixture},
+    {"batch_ids", batch_ids, 30, &fixture},
+    {"batch_flags", batch_flags, 30, &fixture},
+    {"cancel_args", cancel_args, 30, &fixture},
+    {"poll_client_queue", poll_client_queue, 30, &fixture},
+    {"poll_max", poll_max, 30, &fixture},
+    {"poll_lease", poll_lease, 30, &fixture},
+    {"poll_out", poll_out, 30, &fixture},
+    {"poll_wait_args", poll_wait_args, 30, &fixture},
+    {"poll_wait_timeout", poll_wait_timeout, 30, &fixture},
+    {"ack_args", ack_args, 30, &fixture},
+    {"ack_token", ack_token, 30, &fixture},
+    {"ack_batch_args", ack_batch_args, 30, &fixture},
+    {"ack_batch_entries", ack_batch_entries, 30, &fixture},
+    {"nack_args", nack_args, 30, &fixture},
+    {"nack_delay", nack_delay, 30, &fixture},
+    {"nack_flags", nack_flags, 30, &fixture},
+    {"extend_args", extend_args, 30, &fixture},
+    {"extend_lease", extend_lease, 30, &fixture},
+    {"dead_list_args", dead_list_args, 30, &fixture},
+    {"dead_list_offset", dead_list_offset, 30, &fixture},
+    {"dead_list_count", dead_list_count, 30, &fixture},
+    {"dead_requeue_args", dead_requeue_args, 30, &fixture},
+    {"dead_purge_args", dead_purge_args, 30, &fixture},
+    {"stats_args", stats_args, 30, &fixture},
+    {"options_set_int", options_set_int, 30, &fixture},
+    {"options_set_str", options_set_str, 30, &fixture},
+    {"open_args", open_args, 30, &fixture},
+    {"error_texts", error_texts, 30, &fixture},
+    {"null_frees", null_frees_and_accessors, 30, &fixture},
+    {"accessors_on_list", accessors_on_list, 30, NULL})

@@ -2,7 +2,8 @@
  * tests/test_basic.c - push, poll, ack, cancel, nack, extend and stats on
  * one client: the everyday round trips, against a real Redis.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 #include <ctype.h>
 
@@ -432,7 +433,7 @@ START_TEST(cancel_pending) {
     ck_assert_int_eq(dq_cancel(c, Q, "order-1042", 0), DQ_CANCELED_PENDING);
     ck_assert_int_eq(dq_cancel(c, Q, "order-1042", 0), 0);
     ck_stats(c, Q, 0, 0, 0, 0);
-    sleep_ms(300);
+    th_sleep_ms(300);
     dq_jobs *jobs = NULL;
     int64_t next = 0;
     ck_assert_int_eq(poll_n(c, Q, 10, 1000, &jobs, &next), 0);
@@ -476,7 +477,7 @@ START_TEST(cancel_inflight_flag) {
     ck_assert_int_eq(dq_nack(c, Q, "gone", tok, 0, 0), DQ_ENOTFOUND);
     ck_assert_int_eq(dq_extend(c, Q, "gone", tok, 1000, NULL), DQ_ENOTFOUND);
     /* ...and it is never delivered again, even after its lease. */
-    sleep_ms(400);
+    th_sleep_ms(400);
     dq_jobs *jobs = NULL;
     int64_t next = 0;
     ck_assert_int_eq(poll_n(c, Q, 10, 1000, &jobs, &next), 0);
@@ -526,7 +527,7 @@ START_TEST(nack_delay) {
     push_text(c, Q, "retry me", 0, "n1", 0, NULL);
     dq_jobs *held = poll_one(c, Q, 5000);
     const char *tok = dq_job_token(dq_jobs_at(held, 0));
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(dq_nack(c, Q, "n1", tok, 300, 0), 0);
     ck_assert_int_eq(dq_ack(c, Q, "n1", tok), DQ_ESTALE); /* released */
     dq_jobs *jobs = NULL;
@@ -535,7 +536,7 @@ START_TEST(nack_delay) {
     ck_assert_msg(next >= 1 && next <= 300, "next %" PRId64, next);
     ck_stats(c, Q, 1, 0, 0, 0);
     jobs = poll_until(c, Q, 10, 5000, 3000);
-    int64_t waited = mono_ms() - t0;
+    int64_t waited = th_mono_ms() - t0;
     ck_assert_ptr_nonnull(jobs);
     ck_assert_msg(waited >= 250, "redelivered after %" PRId64 " ms", waited);
     const dq_job *j = dq_jobs_at(jobs, 0);
@@ -590,7 +591,7 @@ START_TEST(extend_lease) {
     ck_assert_int_ge(deadline, dq_job_lease_deadline_ms(j) + 1000);
     ck_assert_int_le(deadline, dq_job_lease_deadline_ms(j) + 1500 + 1000);
     /* Past the original lease: nobody else gets it. */
-    sleep_ms(600);
+    th_sleep_ms(600);
     dq_jobs *jobs = NULL;
     int64_t next = 0;
     ck_assert_int_eq(poll_n(other, Q, 10, 1000, &jobs, &next), 0);
@@ -666,7 +667,7 @@ START_TEST(stats_expired_lease_is_due) {
     push_text(c, Q, "x", 0, "x", 0, NULL);
     dq_jobs *held = poll_one(c, Q, 200);
     ck_stats(c, Q, 0, 0, 1, 0);
-    sleep_ms(300);
+    th_sleep_ms(300);
     int64_t s[5];
     stats5(c, Q, s);
     ck_assert_int_eq(s[1], 1);
@@ -736,38 +737,31 @@ START_TEST(job_dup_outlives_list) {
 }
 END_TEST
 
-static Suite *basic_suite(void) {
-    Suite *s = suite_create("basic");
-#define ADD(name, test) ADD_TEST(s, name, test, 30)
-    ADD("roundtrip", roundtrip_binary);
-    ADD("payload_empty", payload_empty);
-    ADD("payload_limit_option", payload_limit_option);
-    ADD("payload_limit_default", payload_limit_default);
-    ADD("generated_ids", generated_ids_unique);
-    ADD("generated_ids_fork", generated_ids_after_fork);
-    ADD("keep", keep_existing);
-    ADD("replace_later", replace_later);
-    ADD("replace_earlier", replace_earlier);
-    ADD("replace_inflight", replace_inflight);
-    ADD("replace_dead", replace_dead_revives);
-    ADD("id_out", id_out_forms);
-    ADD("push_at_past", push_at_past_is_due);
-    ADD("poll_order", poll_order_and_max);
-    ADD("poll_next_due", poll_next_due);
-    ADD("cancel_pending", cancel_pending);
-    ADD("cancel_inflight_busy", cancel_inflight_busy);
-    ADD("cancel_inflight_flag", cancel_inflight_flag);
-    ADD("cancel_unknown", cancel_unknown_and_dead);
-    ADD("ack_unknown", ack_unknown);
-    ADD("nack_delay", nack_delay);
-    ADD("nack_dead", nack_dead);
-    ADD("extend", extend_lease);
-    ADD("stats", stats_counts);
-    ADD("stats_expired", stats_expired_lease_is_due);
-    ADD("stats_next_due_inflight", stats_next_due_ignores_inflight);
-    ADD("job_dup", job_dup_outlives_list);
-#undef ADD
-    return s;
-}
-
-TEST_MAIN(basic_suite)
+TEST_SUITE("basic", TU_SRV_UNIX,
+    {"roundtrip", roundtrip_binary, 30, NULL},
+    {"payload_empty", payload_empty, 30, NULL},
+    {"payload_limit_option", payload_limit_option, 30, NULL},
+    {"payload_limit_default", payload_limit_default, 30, NULL},
+    {"generated_ids", generated_ids_unique, 30, NULL},
+    {"generated_ids_fork", generated_ids_after_fork, 30, NULL},
+    {"keep", keep_existing, 30, NULL},
+    {"replace_later", replace_later, 30, NULL},
+    {"replace_earlier", replace_earlier, 30, NULL},
+    {"replace_inflight", replace_inflight, 30, NULL},
+    {"replace_dead", replace_dead_revives, 30, NULL},
+    {"id_out", id_out_forms, 30, NULL},
+    {"push_at_past", push_at_past_is_due, 30, NULL},
+    {"poll_order", poll_order_and_max, 30, NULL},
+    {"poll_next_due", poll_next_due, 30, NULL},
+    {"cancel_pending", cancel_pending, 30, NULL},
+    {"cancel_inflight_busy", cancel_inflight_busy, 30, NULL},
+    {"cancel_inflight_flag", cancel_inflight_flag, 30, NULL},
+    {"cancel_unknown", cancel_unknown_and_dead, 30, NULL},
+    {"ack_unknown", ack_unknown, 30, NULL},
+    {"nack_delay", nack_delay, 30, NULL},
+    {"nack_dead", nack_dead, 30, NULL},
+    {"extend", extend_lease, 30, NULL},
+    {"stats", stats_counts, 30, NULL},
+    {"stats_expired", stats_expired_lease_is_due, 30, NULL},
+    {"stats_next_due_inflight", stats_next_due_ignores_inflight, 30, NULL},
+    {"job_dup", job_dup_outlives_list, 30, NULL})

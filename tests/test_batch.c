@@ -2,7 +2,8 @@
  * tests/test_batch.c - dq_push_batch (chunks of 1000, ids_out, outcomes,
  * keep/replace per job) and dq_ack_batch (a result per job).
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 enum { N = 2500 };
 
@@ -195,14 +196,9 @@ START_TEST(ack_batch_large) {
 }
 END_TEST
 
-static Suite *batch_suite(void) {
-    Suite *s = suite_create("batch");
-    ADD_TEST(s, "push_chunks", push_batch_crosses_chunks, 30);
-    ADD_TEST(s, "push_keep_replace", push_batch_keep_replace, 30);
-    ADD_TEST(s, "push_duplicates", push_batch_duplicate_ids, 30);
-    ADD_TEST(s, "ack_mixed", ack_batch_mixed, 30);
-    ADD_TEST(s, "ack_large", ack_batch_large, 30);
-    return s;
-}
-
-TEST_MAIN(batch_suite)
+TEST_SUITE("batch", TU_SRV_UNIX,
+    {"push_chunks", push_batch_crosses_chunks, 30, NULL},
+    {"push_keep_replace", push_batch_keep_replace, 30, NULL},
+    {"push_duplicates", push_batch_duplicate_ids, 30, NULL},
+    {"ack_mixed", ack_batch_mixed, 30, NULL},
+    {"ack_large", ack_batch_large, 30, NULL})

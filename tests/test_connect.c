@@ -3,7 +3,8 @@
  * selection), bad URIs, refused connections, AUTH with a password or an ACL
  * user, connect-time warnings and the version functions.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 /* Checks that a push through c lands in database db (and not in db 0). */
 static void check_db(dq_client *c, const char *queue, int db) {
@@ -299,19 +300,14 @@ START_TEST(options_copied) {
 }
 END_TEST
 
-static Suite *connect_suite(void) {
-    Suite *s = suite_create("connect");
-    ADD_TEST(s, "tcp", tcp_uri, 30);
-    ADD_TEST(s, "unix_db", unix_uri_db, 30);
-    ADD_TEST(s, "bad_uris", bad_uris, 30);
-    ADD_TEST(s, "refused", refused, 30);
-    ADD_TEST(s, "select_refused", select_refused, 30);
-    ADD_TEST(s, "auth_password", auth_password, 30);
-    ADD_TEST(s, "auth_acl_user", auth_acl_user, 30);
-    ADD_TEST(s, "warnings", warnings_eviction, 30);
-    ADD_TEST(s, "versions", versions, 30);
-    ADD_TEST(s, "options_copied", options_copied, 30);
-    return s;
-}
-
-TEST_MAIN_SRV(connect_suite, 1)
+TEST_SUITE("connect", TU_SRV_TCP,
+    {"tcp", tcp_uri, 30, NULL},
+    {"unix_db", unix_uri_db, 30, NULL},
+    {"bad_uris", bad_uris, 30, NULL},
+    {"refused", refused, 30, NULL},
+    {"select_refused", select_refused, 30, NULL},
+    {"auth_password", auth_password, 30, NULL},
+    {"auth_acl_user", auth_acl_user, 30, NULL},
+    {"warnings", warnings_eviction, 30, NULL},
+    {"versions", versions, 30, NULL},
+    {"options_copied", options_copied, 30, NULL})

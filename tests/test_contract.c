@@ -18,7 +18,8 @@
  *    (DQ_ESTALE);
  *  - batches of 9,000 (more than Lua's unpack() limit) in one call.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 #include <pthread.h>
 
@@ -44,11 +45,11 @@ static void rdo(redisContext *r, const char *fmt, ...) {
 
 /* Waits (bounded) until the server's clock has passed at_ms. */
 static void wait_server_past(redisContext *r, int64_t at_ms) {
-    int64_t end = mono_ms() + 3000;
+    int64_t end = th_mono_ms() + 3000;
     while (server_ms(r) <= at_ms) {
-        ck_assert_msg(mono_ms() < end, "server clock did not pass %" PRId64,
+        ck_assert_msg(th_mono_ms() < end, "server clock did not pass %" PRId64,
                       at_ms);
-        sleep_ms(5);
+        th_sleep_ms(5);
     }
 }
 
@@ -514,7 +515,7 @@ START_TEST(late_ack_after_max_attempts) {
     push_text(a, Q, "late", 0, "j", 0, NULL);
     char tok[DQ_TOKEN_BUF];
     take(a, Q, "j", 20, tok);
-    sleep_ms(50);
+    th_sleep_ms(50);
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(poll_n(b, Q, 10, 5000, &jobs, NULL), 0);
     ck_stats(b, Q, 0, 0, 0, 1); /* dead-lettered: nobody claimed it */
@@ -536,7 +537,7 @@ START_TEST(extend_after_max_attempts) {
     push_text(a, Q, "late", 0, "j", 0, NULL);
     char tok[DQ_TOKEN_BUF];
     take(a, Q, "j", 20, tok);
-    sleep_ms(50);
+    th_sleep_ms(50);
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(poll_n(b, Q, 10, 5000, &jobs, NULL), 0);
     ck_stats(b, Q, 0, 0, 0, 1);
@@ -712,9 +713,9 @@ typedef struct waiter {
 static void *wait_thread(void *arg) {
     waiter *w = arg;
     dq_jobs *jobs = NULL;
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     w->rc = dq_poll_wait(w->c, w->q, 1, 60000, 700, &jobs);
-    w->took_ms = mono_ms() - t0;
+    w->took_ms = th_mono_ms() - t0;
     dq_jobs_free(jobs);
     return NULL;
 }
@@ -734,20 +735,20 @@ START_TEST(wake_other_db_no_wakeup) {
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
     /* wait until it subscribed, then let its first poll pass */
-    int64_t end = mono_ms() + 2000;
+    int64_t end = th_mono_ms() + 2000;
     for (;;) {
         redisReply *rep = th_cmd(r, "PUBSUB CHANNELS %s", pattern);
         size_t n = rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0;
         freeReplyObject(rep);
         if (n > 0)
             break;
-        ck_assert_msg(mono_ms() < end, "the waiter never subscribed");
-        sleep_ms(5);
+        ck_assert_msg(th_mono_ms() < end, "the waiter never subscribed");
+        th_sleep_ms(5);
     }
-    sleep_ms(100);
+    th_sleep_ms(100);
     long long before = script_calls(r);
     push_text(c3, Q, "db3", 0, "j3", 0, NULL); /* earliest in db 3: wakes */
-    sleep_ms(150);
+    th_sleep_ms(150);
     long long after = script_calls(r);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(w.rc, 0);
@@ -915,7 +916,7 @@ START_TEST(no_key_left_behind) {
     ck_stats(c, Q, 0, 0, 0, 0);
 
     char left[4096];
-    int64_t end = mono_ms() + 2000;
+    int64_t end = th_mono_ms() + 2000;
     int n;
     for (;;) {
         /* EXISTS lets Redis expire the done records lazily too */
@@ -926,9 +927,9 @@ START_TEST(no_key_left_behind) {
             freeReplyObject(rep);
         }
         n = queue_keys(r, Q, left, sizeof(left));
-        if (n == 0 || mono_ms() >= end)
+        if (n == 0 || th_mono_ms() >= end)
             break;
-        sleep_ms(20);
+        th_sleep_ms(20);
     }
     ck_assert_msg(n == 0, "keys left 2 s after the queue emptied: %s", left);
     redisFree(r);
@@ -1010,7 +1011,7 @@ START_TEST(retried_push_lost_reply) {
     for (int i = 0; i < 100 && !done; i++)
         ck_assert_int_eq(redisBufferWrite(r, &done), REDIS_OK);
     ck_assert(done);
-    sleep_ms(30); /* Redis is asleep now */
+    th_sleep_ms(30); /* Redis is asleep now */
     int oc = 0;
     int rc = dq_push(p, Q, "pay", 3, 0, "order-9", DQ_PUSH_KEEP, NULL, 0, &oc);
     ck_assert_msg(rc == DQ_ETIMEDOUT, "push during DEBUG SLEEP: %d (%s) %s",
@@ -1140,22 +1141,17 @@ START_TEST(batch_9000) {
 }
 END_TEST
 
-static Suite *contract_suite(void) {
-    Suite *s = suite_create("contract");
-    ADD_TEST(s, "failure_atomicity", failure_atomicity, 60);
-    ADD_TEST(s, "late_ack_after_max_attempts", late_ack_after_max_attempts, 20);
-    ADD_TEST(s, "extend_after_max_attempts", extend_after_max_attempts, 20);
-    ADD_TEST(s, "cancel_expired_lease_busy", cancel_expired_lease_busy, 20);
-    ADD_TEST(s, "wake_channel_per_db", wake_channel_per_db, 20);
-    ADD_TEST(s, "wake_other_db_no_wakeup", wake_other_db_no_wakeup, 20);
-    ADD_TEST(s, "ack_batch_same_id_twice", ack_batch_same_id_twice, 20);
-    ADD_TEST(s, "push_batch_100_mib", push_batch_100_mib, 60);
-    ADD_TEST(s, "no_key_left_behind", no_key_left_behind, 20);
-    ADD_TEST(s, "retried_push_after_ack", retried_push_after_ack, 20);
-    ADD_TEST(s, "retried_push_lost_reply", retried_push_lost_reply, 20);
-    ADD_TEST(s, "retried_ack", retried_ack, 20);
-    ADD_TEST(s, "batch_9000", batch_9000, 60);
-    return s;
-}
-
-TEST_MAIN(contract_suite)
+TEST_SUITE("contract", TU_SRV_UNIX,
+    {"failure_atomicity", failure_atomicity, 60, NULL},
+    {"late_ack_after_max_attempts", late_ack_after_max_attempts, 20, NULL},
+    {"extend_after_max_attempts", extend_after_max_attempts, 20, NULL},
+    {"cancel_expired_lease_busy", cancel_expired_lease_busy, 20, NULL},
+    {"wake_channel_per_db", wake_channel_per_db, 20, NULL},
+    {"wake_other_db_no_wakeup", wake_other_db_no_wakeup, 20, NULL},
+    {"ack_batch_same_id_twice", ack_batch_same_id_twice, 20, NULL},
+    {"push_batch_100_mib", push_batch_100_mib, 60, NULL},
+    {"no_key_left_behind", no_key_left_behind, 20, NULL},
+    {"retried_push_after_ack", retried_push_after_ack, 20, NULL},
+    {"retried_push_lost_reply", retried_push_lost_reply, 20, NULL},
+    {"retried_ack", retried_ack, 20, NULL},
+    {"batch_9000", batch_9000, 60, NULL})

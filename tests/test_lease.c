@@ -3,7 +3,8 @@
  * its lease with attempt + 1 and a new token, stale tokens change nothing,
  * max attempts dead-letters, and dead jobs are listed, requeued and purged.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 /* A consumer process that claims one job and "crashes" (exits without ack).
  * Writes the job's token to fd so the parent can try it later. */
@@ -26,7 +27,7 @@ START_TEST(crash_redelivery) {
     push_text(c, Q, "charge card", 0, NULL, 0, id);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0)
@@ -48,7 +49,7 @@ START_TEST(crash_redelivery) {
     ck_assert_msg(next > 0 && next <= 400, "next %" PRId64, next);
 
     jobs = poll_until(c, Q, 10, 5000, 3000);
-    int64_t waited = mono_ms() - t0;
+    int64_t waited = th_mono_ms() - t0;
     ck_assert_ptr_nonnull(jobs);
     ck_assert_msg(waited >= 350, "redelivered after %" PRId64 " ms", waited);
     ck_assert_uint_eq(dq_jobs_count(jobs), 1);
@@ -91,13 +92,13 @@ START_TEST(no_double_delivery_within_lease) {
     dq_client *a = open_client(), *b = open_client();
     push_text(a, Q, "once", 0, "o", 0, NULL);
     dq_jobs *held = poll_one(a, Q, 1500);
-    int64_t end = mono_ms() + 700;
+    int64_t end = th_mono_ms() + 700;
     int polls = 0;
-    while (mono_ms() < end) {
+    while (th_mono_ms() < end) {
         dq_jobs *jobs = NULL;
         ck_assert_int_eq(poll_n(b, Q, 10, 1000, &jobs, NULL), 0);
         polls++;
-        sleep_ms(20);
+        th_sleep_ms(20);
     }
     ck_assert_int_gt(polls, 5);
     ck_assert_int_eq(dq_ack(a, Q, "o", dq_job_token(dq_jobs_at(held, 0))), 0);
@@ -112,7 +113,7 @@ START_TEST(late_ack_unclaimed) {
     dq_client *c = open_client();
     push_text(c, Q, "slow", 0, "s", 0, NULL);
     dq_jobs *held = poll_one(c, Q, 100);
-    sleep_ms(200);
+    th_sleep_ms(200);
     ck_stats(c, Q, 0, 1, 0, 0);
     ck_assert_int_eq(dq_ack(c, Q, "s", dq_job_token(dq_jobs_at(held, 0))), 0);
     ck_stats(c, Q, 0, 0, 0, 0);
@@ -130,7 +131,7 @@ START_TEST(late_extend_unclaimed) {
     dq_client *c = open_client();
     push_text(c, Q, "slow", 0, "s", 0, NULL);
     dq_jobs *held = poll_one(c, Q, 100);
-    sleep_ms(200);
+    th_sleep_ms(200);
     ck_assert_int_eq(
         dq_extend(c, Q, "s", dq_job_token(dq_jobs_at(held, 0)), 5000, NULL), 0);
     ck_stats(c, Q, 0, 0, 1, 0);
@@ -154,7 +155,7 @@ START_TEST(max_attempts_via_lease) {
     }
     /* The second lease runs out: the next poll dead-letters it instead of
      * delivering a third time. */
-    sleep_ms(250);
+    th_sleep_ms(250);
     dq_jobs *jobs = NULL;
     int64_t next = 0;
     ck_assert_int_eq(poll_n(c, Q, 10, 150, &jobs, &next), 0);
@@ -302,7 +303,7 @@ START_TEST(dead_requeue_many) {
         dq_jobs_free(jobs);
     }
     ck_assert_int_eq(got, N);
-    sleep_ms(20);
+    th_sleep_ms(20);
     /* every lease has run out: polls dead-letter them (max attempts 1) */
     for (int i = 0; i < 5; i++) {
         dq_jobs *jobs = NULL;
@@ -351,20 +352,15 @@ START_TEST(dead_purge) {
 }
 END_TEST
 
-static Suite *lease_suite(void) {
-    Suite *s = suite_create("lease");
-    ADD_TEST(s, "crash_redelivery", crash_redelivery, 30);
-    ADD_TEST(s, "attempts_count_up", attempts_count_up, 30);
-    ADD_TEST(s, "no_double_delivery", no_double_delivery_within_lease, 30);
-    ADD_TEST(s, "late_ack", late_ack_unclaimed, 30);
-    ADD_TEST(s, "late_extend", late_extend_unclaimed, 30);
-    ADD_TEST(s, "max_attempts_lease", max_attempts_via_lease, 30);
-    ADD_TEST(s, "max_attempts_nack", max_attempts_via_nack, 30);
-    ADD_TEST(s, "dead_list", dead_list_paging, 30);
-    ADD_TEST(s, "dead_requeue_all", dead_requeue_all, 30);
-    ADD_TEST(s, "dead_requeue_many", dead_requeue_many, 30);
-    ADD_TEST(s, "dead_purge", dead_purge, 30);
-    return s;
-}
-
-TEST_MAIN(lease_suite)
+TEST_SUITE("lease", TU_SRV_UNIX,
+    {"crash_redelivery", crash_redelivery, 30, NULL},
+    {"attempts_count_up", attempts_count_up, 30, NULL},
+    {"no_double_delivery", no_double_delivery_within_lease, 30, NULL},
+    {"late_ack", late_ack_unclaimed, 30, NULL},
+    {"late_extend", late_extend_unclaimed, 30, NULL},
+    {"max_attempts_lease", max_attempts_via_lease, 30, NULL},
+    {"max_attempts_nack", max_attempts_via_nack, 30, NULL},
+    {"dead_list", dead_list_paging, 30, NULL},
+    {"dead_requeue_all", dead_requeue_all, 30, NULL},
+    {"dead_requeue_many", dead_requeue_many, 30, NULL},
+    {"dead_purge", dead_purge, 30, NULL})

@@ -3,7 +3,8 @@
  * key a queue creates lies under "<ns>:{<percent-encoded name>}:", and no
  * name can reach another queue's keys.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 /* Names chosen to break a naive key scheme; some look like other names'
  * keys or tags. */
@@ -192,15 +193,15 @@ START_TEST(hostile_name_wakes) {
         dq_client *p = NULL;
         if (dq_open(g_srv.uri, NULL, &p) != 0)
             _exit(2);
-        sleep_ms(200);
+        th_sleep_ms(200);
         /* a push to a look-alike queue must not deliver anything here */
         dq_push(p, "wake {me}", "no", 2, 0, NULL, 0, NULL, 0, NULL);
-        sleep_ms(100);
+        th_sleep_ms(100);
         _exit(dq_push(p, name, "yes", 3, 0, NULL, 0, NULL, 0, NULL) == 0 ? 0 : 3);
     }
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(dq_poll_wait(c, name, 1, 1000, 4000, &jobs), 1);
-    ck_assert_int_lt(mono_ms() - t0, 2000);
+    ck_assert_int_lt(th_mono_ms() - t0, 2000);
     ck_assert_str_eq(dq_job_payload(dq_jobs_at(jobs, 0), NULL), "yes");
     dq_jobs_free(jobs);
     int status = 0;
@@ -245,13 +246,8 @@ START_TEST(namespace_prefix) {
 }
 END_TEST
 
-static Suite *names_suite(void) {
-    Suite *s = suite_create("names");
-    ADD_TEST(s, "hostile", hostile_names_isolated, 30);
-    ADD_TEST(s, "longest", longest_name, 30);
-    ADD_TEST(s, "hostile_wake", hostile_name_wakes, 30);
-    ADD_TEST(s, "namespace", namespace_prefix, 30);
-    return s;
-}
-
-TEST_MAIN(names_suite)
+TEST_SUITE("names", TU_SRV_UNIX,
+    {"hostile", hostile_names_isolated, 30, NULL},
+    {"longest", longest_name, 30, NULL},
+    {"hostile_wake", hostile_name_wakes, 30, NULL},
+    {"namespace", namespace_prefix, 30, NULL})

@@ -3,7 +3,8 @@
  * one queue: every job is delivered exactly once (leases long enough that
  * none runs out), whether the consumers are processes or threads.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 #include <pthread.h>
 
@@ -35,9 +36,9 @@ static int consume(const char *queue, int fd, int max) {
         dq_close(c);
         return -1;
     }
-    int64_t end = mono_ms() + 20000;
+    int64_t end = th_mono_ms() + 20000;
     int rc = 0;
-    while (mono_ms() < end) {
+    while (th_mono_ms() < end) {
         dq_jobs *jobs = NULL;
         int n = dq_poll_wait(c, queue, max, 30000, 200, &jobs);
         if (n < 0) {
@@ -69,7 +70,7 @@ static int consume(const char *queue, int fd, int max) {
         if (rc != 0)
             break;
     }
-    if (mono_ms() >= end)
+    if (th_mono_ms() >= end)
         rc = -6;
     dq_close(c);
     return rc;
@@ -197,9 +198,9 @@ START_TEST(short_leases_never_overlap) {
             dq_client *cc = NULL;
             if (dq_open(g_srv.uri, NULL, &cc) != 0)
                 _exit(2);
-            int64_t end = mono_ms() + 8000;
+            int64_t end = th_mono_ms() + 8000;
             unsigned seed = (unsigned)getpid();
-            while (mono_ms() < end) {
+            while (th_mono_ms() < end) {
                 dq_jobs *jobs = NULL;
                 int n = dq_poll_wait(cc, Q, 1, LEASE, 300, &jobs);
                 if (n < 0)
@@ -225,7 +226,7 @@ START_TEST(short_leases_never_overlap) {
                  * the redelivery to happen before its late ack */
                 seed = seed * 1103515245u + 12345u;
                 int slow = (seed >> 16) % 3 == 0;
-                sleep_ms(slow ? 4 * LEASE : 10);
+                th_sleep_ms(slow ? 4 * LEASE : 10);
                 int rc = dq_ack(cc, Q, dq_job_id(j), dq_job_token(j));
                 if (rc != 0 && rc != DQ_ESTALE && rc != DQ_ENOTFOUND)
                     _exit(6);
@@ -275,12 +276,7 @@ START_TEST(short_leases_never_overlap) {
 }
 END_TEST
 
-static Suite *race_suite(void) {
-    Suite *s = suite_create("race");
-    ADD_TEST(s, "processes", processes_race, 60);
-    ADD_TEST(s, "threads", threads_race, 60);
-    ADD_TEST(s, "short_leases", short_leases_never_overlap, 60);
-    return s;
-}
-
-TEST_MAIN(race_suite)
+TEST_SUITE("race", TU_SRV_UNIX,
+    {"processes", processes_race, 60, NULL},
+    {"threads", threads_race, 60, NULL},
+    {"short_leases", short_leases_never_overlap, 60, NULL})

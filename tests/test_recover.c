@@ -4,7 +4,8 @@
  * the call that sees the break fails (DQ_EIO/DQ_ETIMEDOUT) and the next one
  * reconnects.
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 static void script_flush(void) {
     redisContext *r = rconn();
@@ -211,15 +212,15 @@ START_TEST(restart_poll_wait) {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        sleep_ms(300);
+        th_sleep_ms(300);
         dq_client *p = NULL;
         if (dq_open(srv.uri, NULL, &p) != 0)
             _exit(2);
         _exit(dq_push(p, Q, "late", 4, 0, NULL, 0, NULL, 0, NULL) == 0 ? 0 : 3);
     }
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     rc = dq_poll_wait(c, Q, 1, 1000, 4000, &jobs);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_msg(rc == 1, "poll_wait: %d %s", rc, dq_errmsg(c));
     ck_assert_msg(took < 1500, "woke after %" PRId64 " ms", took);
     ck_assert_str_eq(dq_job_payload(dq_jobs_at(jobs, 0), NULL), "late");
@@ -232,14 +233,9 @@ START_TEST(restart_poll_wait) {
 }
 END_TEST
 
-static Suite *recover_suite(void) {
-    Suite *s = suite_create("recover");
-    ADD_TEST(s, "noscript", noscript_every_op, 30);
-    ADD_TEST(s, "noscript_batch", noscript_batch_push, 30);
-    ADD_TEST(s, "restart", restart_reconnects, 30);
-    ADD_TEST(s, "restart_between", restart_between_calls, 30);
-    ADD_TEST(s, "restart_poll_wait", restart_poll_wait, 30);
-    return s;
-}
-
-TEST_MAIN(recover_suite)
+TEST_SUITE("recover", TU_SRV_UNIX,
+    {"noscript", noscript_every_op, 30, NULL},
+    {"noscript_batch", noscript_batch_push, 30, NULL},
+    {"restart", restart_reconnects, 30, NULL},
+    {"restart_between", restart_between_calls, 30, NULL},
+    {"restart_poll_wait", restart_poll_wait, 30, NULL})

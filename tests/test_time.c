@@ -4,7 +4,8 @@
  * from another process, and stays quiet while idle.  Bounds are loose
  * (lateness, not speed).
  */
-#include "test_common.h"
+#include "test_suite.h"
+#include "test_utils.h"
 
 #include <pthread.h>
 
@@ -59,20 +60,20 @@ END_TEST
 START_TEST(poll_wait_timeout_empty) {
     dq_client *c = open_client();
     dq_jobs *jobs = (dq_jobs *)&jobs;
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(dq_poll_wait(c, Q, 10, 1000, 300, &jobs), 0);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_ptr_null(jobs);
     ck_assert_msg(took >= 290 && took < 1500, "took %" PRId64, took);
     /* timeout 0: one poll, no wait */
-    t0 = mono_ms();
+    t0 = th_mono_ms();
     ck_assert_int_eq(dq_poll_wait(c, Q, 10, 1000, 0, &jobs), 0);
-    ck_assert_int_lt(mono_ms() - t0, 200);
+    ck_assert_int_lt(th_mono_ms() - t0, 200);
     /* a job due after the timeout: still 0 at the timeout */
     push_text(c, Q, "later", 2000, NULL, 0, NULL);
-    t0 = mono_ms();
+    t0 = th_mono_ms();
     ck_assert_int_eq(dq_poll_wait(c, Q, 10, 1000, 300, &jobs), 0);
-    took = mono_ms() - t0;
+    took = th_mono_ms() - t0;
     ck_assert_msg(took >= 290 && took < 1500, "took %" PRId64, took);
     dq_close(c);
 }
@@ -80,20 +81,20 @@ END_TEST
 
 START_TEST(poll_wait_due) {
     dq_client *c = open_client();
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     push_text(c, Q, "soon", 300, NULL, 0, NULL);
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(dq_poll_wait(c, Q, 10, 1000, 5000, &jobs), 1);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_msg(took >= 280 && took <= 1000, "returned after %" PRId64 " ms",
                   took);
     ck_assert_str_eq(dq_job_payload(dq_jobs_at(jobs, 0), NULL), "soon");
     dq_jobs_free(jobs);
     /* due now: returns at once */
     push_text(c, Q, "now", 0, NULL, 0, NULL);
-    t0 = mono_ms();
+    t0 = th_mono_ms();
     ck_assert_int_eq(dq_poll_wait(c, Q, 10, 1000, 5000, &jobs), 1);
-    ck_assert_int_lt(mono_ms() - t0, 500);
+    ck_assert_int_lt(th_mono_ms() - t0, 500);
     dq_jobs_free(jobs);
     dq_close(c);
 }
@@ -103,20 +104,20 @@ END_TEST
  * wait sleeps to the server-given offset, not to the cap. */
 START_TEST(poll_wait_sleeps_to_due) {
     dq_client *c = open_client_opt(DQ_OPT_WAIT_CAP_MS, 5000);
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     push_text(c, Q, "x", 700, NULL, 0, NULL);
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(dq_poll_wait(c, Q, 1, 1000, 4000, &jobs), 1);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_msg(took >= 680 && took <= 1400, "returned after %" PRId64 " ms",
                   took);
     dq_jobs_free(jobs);
     /* an expired lease is a due time too */
-    t0 = mono_ms();
+    t0 = th_mono_ms();
     push_text(c, Q, "y", 0, "y", 0, NULL);
     dq_jobs *held = poll_one(c, Q, 400);
     ck_assert_int_eq(dq_poll_wait(c, Q, 1, 1000, 4000, &jobs), 1);
-    took = mono_ms() - t0;
+    took = th_mono_ms() - t0;
     ck_assert_msg(took >= 380 && took <= 1100, "redelivered after %" PRId64 " ms",
                   took);
     ck_assert_int_eq(dq_job_attempt(dq_jobs_at(jobs, 0)), 2);
@@ -144,17 +145,17 @@ static void early_wake(const char *queue, int64_t cap_ms) {
         char b;
         if (read(go[0], &b, 1) != 1) /* parent is about to wait */
             _exit(3);
-        sleep_ms(150);
+        th_sleep_ms(150);
         int rc = dq_push(p, queue, "in 100 ms", 9, 100, "early", 0, NULL, 0, NULL);
         dq_close(p);
         _exit(rc == 0 ? 0 : 4);
     }
     close(go[0]);
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(write(go[1], "g", 1), 1);
     dq_jobs *jobs = NULL;
     int n = dq_poll_wait(c, queue, 10, 1000, 5000, &jobs);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_msg(n == 1, "poll_wait: %d %s", n, dq_errmsg(c));
     ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), "early");
     ck_assert_msg(took >= 240 && took < 900, "returned after %" PRId64 " ms",
@@ -186,7 +187,7 @@ static void *push_later(void *arg) {
     dq_client *c = NULL;
     p->rc = dq_open(g_srv.uri, NULL, &c);
     if (p->rc == 0) {
-        sleep_ms(200);
+        th_sleep_ms(200);
         p->rc = dq_push(c, p->queue, "t", 1, 0, "thread", 0, NULL, 0, NULL);
     }
     dq_close(c);
@@ -198,10 +199,10 @@ START_TEST(poll_wait_wake_from_thread) {
     dq_jobs *jobs = NULL;
     struct pusher p = {Q, -1};
     pthread_t th;
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(pthread_create(&th, NULL, push_later, &p), 0);
     int n = dq_poll_wait(c, Q, 10, 1000, 4000, &jobs);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(p.rc, 0);
     ck_assert_int_eq(n, 1);
@@ -220,9 +221,9 @@ START_TEST(idle_command_rate) {
     redisContext *r = rconn();
     long long before = client_commands(r);
     dq_jobs *jobs = NULL;
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(dq_poll_wait(c, Q, 10, 1000, 2500, &jobs), 0);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     long long sent = client_commands(r) - before;
     ck_assert_msg(took >= 2400 && took < 4000, "took %" PRId64, took);
     ck_assert_msg(sent >= 3 && sent <= 10,
@@ -238,17 +239,12 @@ START_TEST(idle_command_rate) {
 }
 END_TEST
 
-static Suite *time_suite(void) {
-    Suite *s = suite_create("time");
-    ADD_TEST(s, "server_clock", server_clock, 30);
-    ADD_TEST(s, "wait_timeout", poll_wait_timeout_empty, 30);
-    ADD_TEST(s, "wait_due", poll_wait_due, 30);
-    ADD_TEST(s, "wait_sleeps_to_due", poll_wait_sleeps_to_due, 30);
-    ADD_TEST(s, "wait_early_wake", poll_wait_early_wake, 30);
-    ADD_TEST(s, "wait_early_wake_default", poll_wait_early_wake_default_cap, 30);
-    ADD_TEST(s, "wait_wake_thread", poll_wait_wake_from_thread, 30);
-    ADD_TEST(s, "idle_rate", idle_command_rate, 30);
-    return s;
-}
-
-TEST_MAIN(time_suite)
+TEST_SUITE("time", TU_SRV_UNIX,
+    {"server_clock", server_clock, 30, NULL},
+    {"wait_timeout", poll_wait_timeout_empty, 30, NULL},
+    {"wait_due", poll_wait_due, 30, NULL},
+    {"wait_sleeps_to_due", poll_wait_sleeps_to_due, 30, NULL},
+    {"wait_early_wake", poll_wait_early_wake, 30, NULL},
+    {"wait_early_wake_default", poll_wait_early_wake_default_cap, 30, NULL},
+    {"wait_wake_thread", poll_wait_wake_from_thread, 30, NULL},
+    {"idle_rate", idle_command_rate, 30, NULL})

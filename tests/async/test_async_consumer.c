@@ -7,10 +7,8 @@
  * graceful stop, frees from inside handlers, the idle command budget, and
  * the sync consumer with the same handler contract.
  */
-#include "async_common.h"
+#include "test_async.h"
 
-static void setup(void) { base_setup(); }
-static void teardown(void) { base_teardown(); }
 
 enum { MAXJ = 400 };
 
@@ -455,7 +453,7 @@ static void stopped_rec(dq_consumer *c, int status, void *ud) {
     stopinfo *si = ud;
     si->calls++;
     si->status = status;
-    si->at_ms = mono_ms();
+    si->at_ms = th_mono_ms();
     if (si->free_inside)
         dq_consumer_free(c);
 }
@@ -472,7 +470,7 @@ START_TEST(graceful_stop) {
     ck_assert_int_eq(dq_consumer_start(c), 0);
     ck_assert(RUN_UNTIL(s.nheld == 3, 3000));
     stopinfo si = {0};
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(dq_consumer_stop(c, 200, stopped_rec, &si), 0);
     ck_assert_int_eq(dq_consumer_stop(c, 200, stopped_rec, &si), DQ_EINVAL);
     ck_assert_int_eq(si.calls, 0);
@@ -498,7 +496,7 @@ START_TEST(graceful_stop) {
     ck_assert_int_eq(dq_consumer_start(c), 0);
     ck_assert(RUN_UNTIL(t.running == 1, 3000));
     stopinfo sj = {0};
-    t0 = mono_ms();
+    t0 = th_mono_ms();
     ck_assert_int_eq(dq_consumer_stop(c, 5000, stopped_rec, &sj), 0);
     ck_assert(RUN_UNTIL(sj.calls == 1, 3000));
     ck_assert_int_eq(sj.status, 0);
@@ -667,10 +665,10 @@ START_TEST(sync_consumer) {
     dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
     dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 50);
     ck_assert_int_eq(dq_consumer_start(c), DQ_EINVAL); /* not libevent */
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     ck_assert_int_eq(dq_consumer_run(c), 0);
-    ck_assert_msg(mono_ms() - t0 < 5000, "ran %" PRId64 " ms",
-                  mono_ms() - t0);
+    ck_assert_msg(th_mono_ms() - t0 < 5000, "ran %" PRId64 " ms",
+                  th_mono_ms() - t0);
     ck_assert_int_eq(s.ok[1] + s.ok[2] + s.ok[4] + s.ok[5], 4);
     ck_assert_int_eq(s.calls[2], 2);
     ck_assert_int_eq(s.calls[5], 2);
@@ -698,40 +696,15 @@ START_TEST(sync_consumer) {
 }
 END_TEST
 
-static Suite *suite(void) {
-    Suite *s = suite_create("async_consumer");
-    struct {
-        const char *name;
-        const TTest *fn;
-    } cases[] = {
-        {"spread_delays_and_retries", spread_delays_and_retries},
-        {"wake_on_earlier_push", wake_on_earlier_push},
-        {"retry_fail_max_attempts", retry_fail_and_max_attempts},
-        {"backoff_policy", backoff_policy},
-        {"finish_later_concurrency", finish_later_and_concurrency},
-        {"lease_extension", lease_extension},
-        {"handler_timeout", handler_timeout},
-        {"graceful_stop", graceful_stop},
-        {"free_inside_handler", free_inside_handler},
-        {"idle_command_budget", idle_command_budget},
-        {"sync_consumer", sync_consumer},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, cases[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
-int main(void) {
-    srv_start();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    srv_stop();
-    return failed == 0 ? 0 : 1;
-}
+TEST_SUITE("async_consumer", TU_SRV_UNIX,
+    {"spread_delays_and_retries", spread_delays_and_retries, 60, &async_fixture},
+    {"wake_on_earlier_push", wake_on_earlier_push, 60, &async_fixture},
+    {"retry_fail_max_attempts", retry_fail_and_max_attempts, 60, &async_fixture},
+    {"backoff_policy", backoff_policy, 60, &async_fixture},
+    {"finish_later_concurrency", finish_later_and_concurrency, 60, &async_fixture},
+    {"lease_extension", lease_extension, 60, &async_fixture},
+    {"handler_timeout", handler_timeout, 60, &async_fixture},
+    {"graceful_stop", graceful_stop, 60, &async_fixture},
+    {"free_inside_handler", free_inside_handler, 60, &async_fixture},
+    {"idle_command_budget", idle_command_budget, 60, &async_fixture},
+    {"sync_consumer", sync_consumer, 60, &async_fixture})

@@ -5,10 +5,8 @@
  * batch under a 16 MiB query-buffer limit, an id named twice in an ack
  * batch, and DQ_DONE for a keep push of an acked id.
  */
-#include "async_common.h"
+#include "test_async.h"
 
-static void setup(void) { base_setup(); }
-static void teardown(void) { base_teardown(); }
 
 /* Every result of a big batch callback. */
 typedef struct bigres {
@@ -303,35 +301,9 @@ START_TEST(push_keep_after_ack_done) {
 }
 END_TEST
 
-static Suite *suite(void) {
-    Suite *s = suite_create("async_contract");
-    struct {
-        const char *name;
-        const TTest *fn;
-        int timeout;
-    } cases[] = {
-        {"ack_batch_5000", ack_batch_5000, 30},
-        {"push_ack_batch_9000", push_ack_batch_9000, 30},
-        {"push_batch_100_mib", push_batch_100_mib, 60},
-        {"ack_batch_same_id_twice", ack_batch_same_id_twice, 20},
-        {"push_keep_after_ack_done", push_keep_after_ack_done, 20},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_set_timeout(tc, cases[i].timeout);
-        tcase_add_test(tc, cases[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
-int main(void) {
-    srv_start();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    srv_stop();
-    return failed == 0 ? 0 : 1;
-}
+TEST_SUITE("async_contract", TU_SRV_UNIX,
+    {"ack_batch_5000", ack_batch_5000, 30, &async_fixture},
+    {"push_ack_batch_9000", push_ack_batch_9000, 30, &async_fixture},
+    {"push_batch_100_mib", push_batch_100_mib, 60, &async_fixture},
+    {"ack_batch_same_id_twice", ack_batch_same_id_twice, 20, &async_fixture},
+    {"push_keep_after_ack_done", push_keep_after_ack_done, 20, &async_fixture})

@@ -5,10 +5,8 @@
  * servers, reconnects after CLIENT KILL, command and connect timeouts
  * (a SIGSTOPped server), AUTH and SELECT.
  */
-#include "async_common.h"
+#include "test_async.h"
 
-static void setup(void) { base_setup(); }
-static void teardown(void) { base_teardown(); }
 
 /* Finds the kept job with this id (NULL if none). */
 static const dq_job *find_job(const res *r, const char *id) {
@@ -559,10 +557,10 @@ START_TEST(command_timeout) {
     dq_options_free(o);
     ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
     res p = {0};
-    int64_t t0 = mono_ms();
+    int64_t t0 = th_mono_ms();
     dq_async_push(a, Q, "x", 1, 0, NULL, 0, push_rec, &p);
     WAIT_CB(p, DQ_ETIMEDOUT);
-    int64_t took = mono_ms() - t0;
+    int64_t took = th_mono_ms() - t0;
     ck_assert_msg(took >= 250 && took < 2000, "timed out after %" PRId64,
                   took);
     ck_assert_int_ge(st.disconnected, 1);
@@ -706,44 +704,19 @@ START_TEST(tls_round_trip) {
 END_TEST
 #endif
 
-static Suite *suite(void) {
-    Suite *s = suite_create("async_ops");
-    struct {
-        const char *name;
-        const TTest *fn;
-    } cases[] = {
-        {"push_poll_ack", push_poll_ack},
-        {"batch", batch_ops},
-        {"nack_extend_cancel", nack_extend_cancel},
-        {"dead", dead_ops},
-        {"bad_args", bad_args_no_callback},
-        {"noscript", noscript_reload},
-        {"free_inside_callback", free_inside_callback},
-        {"free_with_pending", free_with_pending},
-        {"ops_before_connect", ops_before_connect},
-        {"open_errors", open_errors},
-        {"unreachable", unreachable_server},
-        {"client_kill", client_kill_reconnect},
-        {"command_timeout", command_timeout},
-        {"auth_select", auth_and_select},
-        {"tls", tls_round_trip},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, cases[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
-int main(void) {
-    srv_start();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    srv_stop();
-    return failed == 0 ? 0 : 1;
-}
+TEST_SUITE("async_ops", TU_SRV_UNIX,
+    {"push_poll_ack", push_poll_ack, 60, &async_fixture},
+    {"batch", batch_ops, 60, &async_fixture},
+    {"nack_extend_cancel", nack_extend_cancel, 60, &async_fixture},
+    {"dead", dead_ops, 60, &async_fixture},
+    {"bad_args", bad_args_no_callback, 60, &async_fixture},
+    {"noscript", noscript_reload, 60, &async_fixture},
+    {"free_inside_callback", free_inside_callback, 60, &async_fixture},
+    {"free_with_pending", free_with_pending, 60, &async_fixture},
+    {"ops_before_connect", ops_before_connect, 60, &async_fixture},
+    {"open_errors", open_errors, 60, &async_fixture},
+    {"unreachable", unreachable_server, 60, &async_fixture},
+    {"client_kill", client_kill_reconnect, 60, &async_fixture},
+    {"command_timeout", command_timeout, 60, &async_fixture},
+    {"auth_select", auth_and_select, 60, &async_fixture},
+    {"tls", tls_round_trip, 60, &async_fixture})

@@ -5,10 +5,8 @@
  * again afterwards.  Each test has its own server with an fsynced AOF, so
  * what Redis acknowledged survives the kill.
  */
-#include "async_common.h"
+#include "test_async.h"
 
-static void setup(void) { base_setup(); }
-static void teardown(void) { base_teardown(); }
 
 enum { N = 300 };
 
@@ -141,25 +139,6 @@ START_TEST(outage_while_idle) {
 }
 END_TEST
 
-static Suite *suite(void) {
-    Suite *s = suite_create("async_restart");
-    TCase *tc = tcase_create("kill_and_restart_mid_run");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 90);
-    tcase_add_test(tc, kill_and_restart_mid_run);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("outage_while_idle");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, outage_while_idle);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
-}
+TEST_SUITE("async_restart", TU_SRV_NONE,
+    {"kill_and_restart_mid_run", kill_and_restart_mid_run, 90, &async_fixture},
+    {"outage_while_idle", outage_while_idle, 60, &async_fixture})

@@ -73,7 +73,7 @@ static void set_user(redisContext *admin, const char *name, const char *pw,
 }
 
 static void admin_cmd(redisContext *admin, const char *cmd) {
-    redisReply *r = ft_cmd(admin, cmd);
+    redisReply *r = rcmd_try(admin, cmd);
     ck_assert_msg(r != NULL && r->type != REDIS_REPLY_ERROR, "%s: %s", cmd,
                   r && r->str ? r->str : "no reply");
     freeReplyObject(r);
@@ -264,7 +264,7 @@ START_TEST(acl_user) {
                   dq_errname(out.rc), out.msg);
 
     /* CONFIG is denied: no warning, no error. */
-    dq_client *c = ft_open(uri, NULL);
+    dq_client *c = open_uri(uri, NULL);
     ck_assert_str_eq(dq_warnings(c), "");
 
     /* Another queue: NOPERM, before anything runs. */
@@ -603,43 +603,21 @@ END_TEST
 
 #endif
 
-static Suite *auth_suite(void) {
-    Suite *s = suite_create("fault_auth");
-    TCase *tc = tcase_create("password");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, password);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("acl_user");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, acl_user);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("acl_rule_minimal");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, acl_rule_minimal);
-    suite_add_tcase(s, tc);
+/* The TLS tests (with hiredis_ssl) or the test that TLS is refused
+ * (without); #ifdef cannot sit inside TEST_SUITE's arguments. */
 #ifdef DQ_TEST_TLS
-    tc = tcase_create("tls_server_verified");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, tls_setup, tls_teardown);
-    tcase_add_test(tc, tls_server_verified);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tls_client_certificate");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, tls_setup, tls_teardown);
-    tcase_add_test(tc, tls_client_certificate);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tls_server_name_checked");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, tls_setup, tls_teardown);
-    tcase_add_test(tc, tls_server_name_checked);
-    suite_add_tcase(s, tc);
+static const tu_fixture tls_fixture = {tls_setup, tls_teardown};
+#define AUTH_TLS_TESTS \
+    {"tls_server_verified", tls_server_verified, 60, &tls_fixture}, \
+    {"tls_client_certificate", tls_client_certificate, 60, &tls_fixture}, \
+    {"tls_server_name_checked", tls_server_name_checked, 60, &tls_fixture}
 #else
-    tc = tcase_create("tls_unsupported");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, tls_unsupported);
-    suite_add_tcase(s, tc);
+#define AUTH_TLS_TESTS \
+    {"tls_unsupported", tls_unsupported, 60, NULL}
 #endif
-    return s;
-}
 
-FT_MAIN(auth_suite)
+TEST_SUITE("fault_auth", TU_SRV_NONE,
+    {"password", password, 60, NULL},
+    {"acl_user", acl_user, 60, NULL},
+    {"acl_rule_minimal", acl_rule_minimal, 120, NULL},
+    AUTH_TLS_TESTS)

@@ -39,12 +39,6 @@ typedef struct pinger {
     long failed;            /* PINGs not answered */
 } pinger;
 
-static int64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void *ping_loop(void *arg) {
     pinger *p = arg;
     redisContext *ctx = th_redis_connect(p->r);
@@ -53,9 +47,9 @@ static void *ping_loop(void *arg) {
         return NULL;
     }
     while (!p->stop) {
-        int64_t t = now_us();
+        int64_t t = th_mono_us();
         redisReply *x = redisCommand(ctx, "PING");
-        int64_t d = now_us() - t;
+        int64_t d = th_mono_us() - t;
         if (x == NULL) {
             p->failed++;
             break;
@@ -64,7 +58,7 @@ static void *ping_loop(void *arg) {
         p->count++;
         if (d > p->max_us[p->phase])
             p->max_us[p->phase] = d;
-        ft_sleep_ms(1);
+        th_sleep_ms(1);
     }
     redisFree(ctx);
     return NULL;
@@ -88,7 +82,7 @@ static int cmp_ll(const void *a, const void *b) {
 /* Reads and resets the slow log; the longest entry into *s. */
 static void read_slowlog(redisContext *admin, slowest *s) {
     memset(s, 0, sizeof(*s));
-    redisReply *x = ft_cmd(admin, "SLOWLOG GET -1");
+    redisReply *x = rcmd_try(admin, "SLOWLOG GET -1");
     ck_assert_msg(x != NULL && x->type == REDIS_REPLY_ARRAY, "SLOWLOG GET");
     long long *all = calloc(x->elements + 1, sizeof(*all));
     ck_assert_ptr_nonnull(all);
@@ -116,7 +110,7 @@ static void read_slowlog(redisContext *admin, slowest *s) {
     s->p99_us = s->entries ? all[(s->entries * 99) / 100] : 0;
     free(all);
     freeReplyObject(x);
-    x = ft_cmd(admin, "SLOWLOG RESET");
+    x = rcmd_try(admin, "SLOWLOG RESET");
     ck_assert_ptr_nonnull(x);
     freeReplyObject(x);
 }
@@ -131,7 +125,7 @@ START_TEST(million_pending_burst_due) {
     pinger pg = {.r = &r};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, ping_loop, &pg), 0);
-    dq_client *c = ft_open(r.uri, NULL);
+    dq_client *c = open_uri(r.uri, NULL);
 
     /* 1,000,000 far-future jobs, generated ids. */
     static const void *pl[CALL];
@@ -142,14 +136,14 @@ START_TEST(million_pending_burst_due) {
         lens[i] = 16;
         delays[i] = 86400000; /* a day */
     }
-    int64_t t0 = ft_mono_ms();
+    int64_t t0 = th_mono_ms();
     for (int k = 0; k < BACKLOG / CALL; k++) {
         int rc = dq_push_batch(c, "big", CALL, pl, lens, delays, NULL, 0,
                                NULL, NULL);
         ck_assert_msg(rc == CALL, "push_batch %d: %d %s", k, rc,
                       dq_errmsg(c));
     }
-    int64_t push_ms = ft_mono_ms() - t0;
+    int64_t push_ms = th_mono_ms() - t0;
 
     /* The burst: 100,000 jobs due now, ledger ids. */
     ft_ledger *L = ft_ledger_new("big", "burst", BURST, 4);
@@ -176,7 +170,7 @@ START_TEST(million_pending_burst_due) {
 
     /* Drain the burst. */
     pg.phase = 1;
-    int64_t t1 = ft_mono_ms();
+    int64_t t1 = th_mono_ms();
     ft_consumer cons[NCONS];
     pid_t pid[NCONS];
     for (int k = 0; k < NCONS; k++) {
@@ -185,16 +179,16 @@ START_TEST(million_pending_burst_due) {
                                 .batch_ack = 1, .strict = 1};
         pid[k] = ft_fork(ft_consume, &cons[k]);
     }
-    int64_t end = ft_mono_ms() + 240000;
+    int64_t end = th_mono_ms() + 240000;
     for (;;) {
         ck_assert_int_eq(dq_stats(c, "big", &s, &d, &f, NULL, NULL), 0);
         if (d == 0 && f == 0)
             break;
-        ck_assert_msg(ft_mono_ms() < end, "burst not drained: %" PRId64
+        ck_assert_msg(th_mono_ms() < end, "burst not drained: %" PRId64
                       " due, %" PRId64 " in flight", d, f);
-        ft_sleep_ms(50);
+        th_sleep_ms(50);
     }
-    int64_t drain_ms = ft_mono_ms() - t1;
+    int64_t drain_ms = th_mono_ms() - t1;
     L->stop = 1;
     for (int k = 0; k < NCONS; k++)
         ft_assert_exit_ok(ft_reap(pid[k], 10000), "consumer");
@@ -239,13 +233,5 @@ START_TEST(million_pending_burst_due) {
 }
 END_TEST
 
-static Suite *backlog_suite(void) {
-    Suite *s = suite_create("fault_backlog");
-    TCase *tc = tcase_create("million_pending_burst_due");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, million_pending_burst_due);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(backlog_suite)
+TEST_SUITE("fault_backlog", TU_SRV_NONE,
+    {"million_pending_burst_due", million_pending_burst_due, 600, NULL})

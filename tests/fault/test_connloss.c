@@ -51,11 +51,11 @@ START_TEST(connections_killed) {
 
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
-    int64_t t0 = ft_mono_ms();
+    int64_t t0 = th_mono_ms();
     long kill_cmds = 0, killed = 0, producers_left = NPROD;
     int died = 0, died_sig = 0, st;
-    while (producers_left > 0 && ft_mono_ms() - t0 < 60000) {
-        ft_sleep_ms(ft_rand_range(20, 120));
+    while (producers_left > 0 && th_mono_ms() - t0 < 60000) {
+        th_sleep_ms(ft_rand_range(20, 120));
         const char *type = ft_rand_range(0, 9) < 7 ? "normal" : "pubsub";
         killed += ft_cmd_int(admin, "CLIENT KILL TYPE %s", type);
         kill_cmds++;
@@ -69,9 +69,9 @@ START_TEST(connections_killed) {
             producers_left += ppid[k] > 0;
         }
     }
-    dq_client *c = ft_open(r.uri, NULL);
+    dq_client *c = open_uri(r.uri, NULL);
     int empty = ft_wait_empty(c, "connloss", 60000);
-    int64_t secs = ft_mono_ms() - t0;
+    int64_t secs = th_mono_ms() - t0;
     L->stop = 1;
     for (int k = 0; k < NCONS; k++) {
         st = ft_reap(cpid[k], 10000);
@@ -200,12 +200,12 @@ static void wake_consumer(void *arg) {
         return;
     }
     int got = 0;
-    int64_t end = ft_mono_ms() + 60000;
-    while (got < ROUNDS && ft_mono_ms() < end) {
+    int64_t end = th_mono_ms() + 60000;
+    while (got < ROUNDS && th_mono_ms() < end) {
         dq_jobs *jobs = NULL;
         int rc = dq_poll_wait(c, "wake", 1, 60000, 30000, &jobs);
         if (rc == 1) {
-            w->got_ms[got++] = ft_mono_ms();
+            w->got_ms[got++] = th_mono_ms();
             const dq_job *j = dq_jobs_at(jobs, 0);
             dq_ack(c, "wake", dq_job_id(j), dq_job_token(j));
         } else if (rc < 0 && rc != DQ_EIO && rc != DQ_ETIMEDOUT) {
@@ -232,23 +232,23 @@ START_TEST(wakeup_after_reconnect) {
     pid_t pid = ft_fork(wake_consumer, w);
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
-    dq_client *c = ft_open(r.uri, NULL);
+    dq_client *c = open_uri(r.uri, NULL);
     int64_t lat[ROUNDS], worst = 0;
     long killed = 0;
     for (int i = 0; i < ROUNDS; i++) {
-        ft_sleep_ms(400); /* the consumer is waiting */
+        th_sleep_ms(400); /* the consumer is waiting */
         killed += ft_cmd_int(admin, "CLIENT KILL TYPE pubsub");
         killed += ft_cmd_int(admin, "CLIENT KILL TYPE normal");
-        ft_sleep_ms(200);
-        int64_t t = ft_mono_ms();
+        th_sleep_ms(200);
+        int64_t t = th_mono_ms();
         int rc;
         while ((rc = dq_push(c, "wake", "x", 1, 0, NULL, 0, NULL, 0, NULL)) ==
                DQ_EIO)
             ; /* our own link was cut too: the retry reconnects */
         ck_assert_msg(rc == 0, "push: %s", dq_errmsg(c));
         int64_t end = t + 20000;
-        while (w->got_ms[i] == 0 && ft_mono_ms() < end)
-            ft_sleep_ms(2);
+        while (w->got_ms[i] == 0 && th_mono_ms() < end)
+            th_sleep_ms(2);
         ck_assert_msg(w->got_ms[i] != 0, "round %d: job not taken in 20 s",
                       i);
         lat[i] = w->got_ms[i] - t;
@@ -271,21 +271,7 @@ START_TEST(wakeup_after_reconnect) {
 }
 END_TEST
 
-static Suite *connloss_suite(void) {
-    Suite *s = suite_create("fault_connloss");
-    TCase *tc = tcase_create("connections_killed");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, connections_killed);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("wakeup_after_reconnect");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, wakeup_after_reconnect);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("sigpipe_not_fatal");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, sigpipe_not_fatal);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(connloss_suite)
+TEST_SUITE("fault_connloss", TU_SRV_NONE,
+    {"connections_killed", connections_killed, 180, NULL},
+    {"wakeup_after_reconnect", wakeup_after_reconnect, 60, NULL},
+    {"sigpipe_not_fatal", sigpipe_not_fatal, 60, NULL})

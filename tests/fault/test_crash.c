@@ -42,8 +42,8 @@ START_TEST(consumers_sigkilled) {
     }
 
     /* All jobs in batches of 1000, due evenly over SPREAD_MS. */
-    dq_client *c = ft_open(r.uri, NULL);
-    int64_t t0 = ft_mono_ms();
+    dq_client *c = open_uri(r.uri, NULL);
+    int64_t t0 = th_mono_ms();
     static char idbuf[NJOBS][24], plbuf[NJOBS][24];
     static const char *ids[NJOBS];
     static const void *pls[NJOBS];
@@ -65,8 +65,8 @@ START_TEST(consumers_sigkilled) {
 
     /* Kill while jobs come due. */
     long kills = 0;
-    while (ft_mono_ms() - t0 < SPREAD_MS + 500 && next_inc < MAXINC) {
-        ft_sleep_ms(ft_rand_range(50, 350));
+    while (th_mono_ms() - t0 < SPREAD_MS + 500 && next_inc < MAXINC) {
+        th_sleep_ms(ft_rand_range(50, 350));
         int k = (int)ft_rand_range(0, NCONS - 1);
         kill(pid[k], SIGKILL);
         ft_reap(pid[k], 5000);
@@ -82,7 +82,7 @@ START_TEST(consumers_sigkilled) {
     /* Leases of killed consumers run out after LEASE_MS: then everything
      * must drain. */
     int empty = ft_wait_empty(c, "crash", 60000);
-    int64_t secs = ft_mono_ms() - t0;
+    int64_t secs = th_mono_ms() - t0;
     L->stop = 1;
     int status[NCONS];
     for (int k = 0; k < NCONS; k++)
@@ -122,13 +122,5 @@ START_TEST(consumers_sigkilled) {
 }
 END_TEST
 
-static Suite *crash_suite(void) {
-    Suite *s = suite_create("fault_crash");
-    TCase *tc = tcase_create("consumers_sigkilled");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, consumers_sigkilled);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(crash_suite)
+TEST_SUITE("fault_crash", TU_SRV_NONE,
+    {"consumers_sigkilled", consumers_sigkilled, 180, NULL})

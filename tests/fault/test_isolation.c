@@ -66,24 +66,11 @@ static void make_names(void) {
     add_repeat('{', DQ_QUEUE_MAX);
 }
 
-/* The key prefix a queue must live under: "<ns>:{<encoded>}:", where the
- * encoding keeps [A-Za-z0-9._-] and writes every other byte as %XX. */
+/* The key prefix a queue must live under: "<ns>:{<encoded>}:" (the
+ * key-layout oracle queue_key with an empty suffix). */
 static void prefix_of(const char *ns, const char *q, char *out, size_t size) {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = (size_t)snprintf(out, size, "%s:{", ns);
-    for (const unsigned char *p = (const unsigned char *)q; *p; p++) {
-        ck_assert_int_lt(o + 8, size);
-        unsigned char ch = *p;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-            (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-') {
-            out[o++] = (char)ch;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[ch >> 4];
-            out[o++] = hex[ch & 15];
-        }
-    }
-    snprintf(out + o, size - o, "}:");
+    queue_key(ns, q, "", out, size);
+    ck_assert_int_lt(strlen(out) + 1, size);
 }
 
 /* ---- snapshot of every key ---- */
@@ -99,7 +86,7 @@ static size_t snapshot(redisContext *ctx, keyval *kv) {
     size_t n = 0;
     char cursor[32] = "0";
     do {
-        redisReply *r = ft_cmd(ctx, "SCAN %s COUNT 1000", cursor);
+        redisReply *r = rcmd_try(ctx, "SCAN %s COUNT 1000", cursor);
         ck_assert_msg(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2,
                       "SCAN");
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
@@ -110,7 +97,7 @@ static size_t snapshot(redisContext *ctx, keyval *kv) {
             kv[n].key = malloc(k->len + 1);
             memcpy(kv[n].key, k->str, k->len);
             kv[n].key[k->len] = '\0';
-            redisReply *d = ft_cmd(ctx, "DUMP %b", k->str, (size_t)k->len);
+            redisReply *d = rcmd_try(ctx, "DUMP %b", k->str, (size_t)k->len);
             ck_assert_msg(d && d->type == REDIS_REPLY_STRING, "DUMP");
             kv[n].dlen = d->len;
             kv[n].dump = malloc(d->len);
@@ -151,12 +138,12 @@ static void make_victim(dq_client *c, int v) {
                                  NULL), 0);
     }
     dq_jobs *jobs = NULL;
-    int64_t end = ft_mono_ms() + 5000;
+    int64_t end = th_mono_ms() + 5000;
     while (dq_jobs_count(jobs) < 3) {
         dq_jobs_free(jobs);
         ck_assert_int_ge(dq_poll(c, q, 3, 3600000, &jobs, NULL), 0);
         ck_assert_int_eq(dq_jobs_count(jobs), 3);
-        ck_assert(ft_mono_ms() < end);
+        ck_assert(th_mono_ms() < end);
     }
     for (int i = 0; i < 3; i++) {
         const dq_job *j = dq_jobs_at(jobs, i);
@@ -258,7 +245,7 @@ START_TEST(hostile_names) {
     make_names();
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
-    dq_client *vc = ft_open(r.uri, NULL);
+    dq_client *vc = open_uri(r.uri, NULL);
     for (int v = 0; v < NVICTIMS; v++)
         make_victim(vc, v);
     static keyval before[MAXKEYS], after[MAXKEYS];
@@ -282,7 +269,7 @@ START_TEST(hostile_names) {
         char pre[128];
         prefix_of("dq", victims[v], pre, sizeof(pre));
         snprintf(chan[v], sizeof(chan[v]), "%swake:0", pre);
-        redisReply *x = ft_cmd(sub, "SUBSCRIBE %s", chan[v]);
+        redisReply *x = rcmd_try(sub, "SUBSCRIBE %s", chan[v]);
         ck_assert_ptr_nonnull(x);
         freeReplyObject(x);
     }
@@ -293,7 +280,7 @@ START_TEST(hostile_names) {
     dq_client *hc[NNS];
     for (size_t i = 0; i < NNS; i++) {
         ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_NAMESPACE, nss[i]), 0);
-        hc[i] = ft_open(r.uri, o);
+        hc[i] = open_uri(r.uri, o);
     }
     /* Every name under "dq" (the victims' namespace), the first ten under
      * the others. */
@@ -376,13 +363,5 @@ START_TEST(hostile_names) {
 }
 END_TEST
 
-static Suite *isolation_suite(void) {
-    Suite *s = suite_create("fault_isolation");
-    TCase *tc = tcase_create("hostile_names");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, hostile_names);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(isolation_suite)
+TEST_SUITE("fault_isolation", TU_SRV_NONE,
+    {"hostile_names", hostile_names, 120, NULL})

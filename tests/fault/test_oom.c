@@ -94,7 +94,7 @@ static int failed_of(size_t idx) {
 START_TEST(noeviction_full) {
     th_redis r;
     ft_start(&r, 0, "maxmemory 20mb\nmaxmemory-policy noeviction\n");
-    dq_client *c = ft_open(r.uri, NULL);
+    dq_client *c = open_uri(r.uri, NULL);
     ck_assert_str_eq(dq_warnings(c), "");
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
@@ -168,7 +168,7 @@ START_TEST(noeviction_full) {
             seen[idx]++;
     }
     dq_jobs_free(jobs);
-    int64_t end = ft_mono_ms() + 60000;
+    int64_t end = th_mono_ms() + 60000;
     for (;;) {
         jobs = NULL;
         n = dq_poll(c, "oom", 1000, 60000, &jobs, NULL);
@@ -198,7 +198,7 @@ START_TEST(noeviction_full) {
             WORKS(dq_cancel(c, "oom", id6, DQ_CANCEL_INFLIGHT));
             acked++;
         }
-        ck_assert_msg(ft_mono_ms() < end, "drain did not finish");
+        ck_assert_msg(th_mono_ms() < end, "drain did not finish");
     }
     long half = 0, missing = 0;
     for (size_t lo = 0; lo < njobs;) {
@@ -251,12 +251,12 @@ START_TEST(eviction_policy_warning) {
         "noeviction",  "volatile-lru", "volatile-lfu",   "volatile-random",
         "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random"};
     for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
-        redisReply *x = ft_cmd(admin, "CONFIG SET maxmemory-policy %s",
+        redisReply *x = rcmd_try(admin, "CONFIG SET maxmemory-policy %s",
                                policies[i]);
         ck_assert_ptr_nonnull(x);
         ck_assert_int_eq(x->type, REDIS_REPLY_STATUS);
         freeReplyObject(x);
-        dq_client *c = ft_open(r.uri, NULL);
+        dq_client *c = open_uri(r.uri, NULL);
         const char *w = dq_warnings(c);
         int evicts = strncmp(policies[i], "allkeys-", 8) == 0;
         if (evicts) {
@@ -278,17 +278,6 @@ START_TEST(eviction_policy_warning) {
 }
 END_TEST
 
-static Suite *oom_suite(void) {
-    Suite *s = suite_create("fault_oom");
-    TCase *tc = tcase_create("noeviction_full");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, noeviction_full);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("eviction_policy_warning");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, eviction_policy_warning);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(oom_suite)
+TEST_SUITE("fault_oom", TU_SRV_NONE,
+    {"noeviction_full", noeviction_full, 120, NULL},
+    {"eviction_policy_warning", eviction_policy_warning, 60, NULL})

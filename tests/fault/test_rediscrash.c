@@ -36,27 +36,27 @@ START_TEST(redis_sigkilled) {
     pid_t cpid = ft_fork(ft_consume, &cons);
     pid_t ppid = ft_fork(ft_produce, &prod);
 
-    int64_t t0 = ft_mono_ms();
+    int64_t t0 = th_mono_ms();
     long kills = 0;
     int64_t down_ms = 0;
     int st = 0, reaped = 0;
     while (!(reaped = waitpid(ppid, &st, WNOHANG) == ppid) && kills < 12 &&
-           ft_mono_ms() - t0 < 60000) {
-        ft_sleep_ms(ft_rand_range(200, 600));
-        int64_t k0 = ft_mono_ms();
+           th_mono_ms() - t0 < 60000) {
+        th_sleep_ms(ft_rand_range(200, 600));
+        int64_t k0 = th_mono_ms();
         th_redis_kill(&r);
         kills++;
-        ft_sleep_ms(ft_rand_range(0, 100));
+        th_sleep_ms(ft_rand_range(0, 100));
         ck_assert_msg(th_redis_restart(&r) == 0, "restart %ld failed", kills);
-        down_ms += ft_mono_ms() - k0;
+        down_ms += th_mono_ms() - k0;
     }
     if (!reaped)
         st = ft_reap(ppid, 60000);
     ft_assert_exit_ok(st, "producer");
 
-    dq_client *c = ft_open(r.uri, NULL);
+    dq_client *c = open_uri(r.uri, NULL);
     int empty = ft_wait_empty(c, "rcrash", 60000);
-    int64_t secs = ft_mono_ms() - t0;
+    int64_t secs = th_mono_ms() - t0;
     L->stop = 1;
     st = ft_reap(cpid, 10000);
     ft_assert_exit_ok(st, "consumer");
@@ -92,13 +92,5 @@ START_TEST(redis_sigkilled) {
 }
 END_TEST
 
-static Suite *rediscrash_suite(void) {
-    Suite *s = suite_create("fault_rediscrash");
-    TCase *tc = tcase_create("redis_sigkilled");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, redis_sigkilled);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(rediscrash_suite)
+TEST_SUITE("fault_rediscrash", TU_SRV_NONE,
+    {"redis_sigkilled", redis_sigkilled, 240, NULL})

@@ -25,7 +25,7 @@ static void start_pair(th_redis *m, th_redis *rep) {
     redisContext *mc = th_redis_connect(m), *rc = th_redis_connect(rep);
     ck_assert_ptr_nonnull(mc);
     ck_assert_ptr_nonnull(rc);
-    int64_t end = ft_mono_ms() + 20000;
+    int64_t end = th_mono_ms() + 20000;
     char link[32] = "", slaves[32] = "";
     for (;;) {
         ft_info_field(rc, "replication", "master_link_status", link,
@@ -34,10 +34,10 @@ static void start_pair(th_redis *m, th_redis *rep) {
                       sizeof(slaves));
         if (strcmp(link, "up") == 0 && strcmp(slaves, "1") == 0)
             break;
-        ck_assert_msg(ft_mono_ms() < end,
+        ck_assert_msg(th_mono_ms() < end,
                       "replica link not up after 20 s (link=%s slaves=%s)",
                       link, slaves);
-        ft_sleep_ms(20);
+        th_sleep_ms(20);
     }
     redisFree(mc);
     redisFree(rc);
@@ -63,15 +63,15 @@ START_TEST(wait_replicas) {
     th_redis m, rep;
     start_pair(&m, &rep);
     dq_options *o = wait_opts(1, 1000);
-    dq_client *c = ft_open(m.uri, o);
+    dq_client *c = open_uri(m.uri, o);
     /* The replica is read-only; stats is a no-writes script. */
-    dq_client *rc = ft_open(rep.uri, NULL);
+    dq_client *rc = open_uri(rep.uri, NULL);
 
-    int64_t t = ft_mono_ms();
+    int64_t t = th_mono_ms();
     int outcome = 0;
     int r = dq_push(c, "rq", "one", 3, 60000, "j1", DQ_PUSH_KEEP, NULL, 0,
                     &outcome);
-    int64_t ok_ms = ft_mono_ms() - t;
+    int64_t ok_ms = th_mono_ms() - t;
     ck_assert_msg(r == 0, "push: %s: %s", dq_errname(r), dq_errmsg(c));
     ck_assert_int_eq(outcome, DQ_PUSHED);
     ck_assert_int_eq(pending(rc, "rq"), 1); /* already there: no waiting */
@@ -86,7 +86,7 @@ START_TEST(wait_replicas) {
 
     /* Two replicas asked, one there: DQ_EREPLICAS, written anyway. */
     dq_options *o2 = wait_opts(2, 300);
-    dq_client *c2 = ft_open(m.uri, o2);
+    dq_client *c2 = open_uri(m.uri, o2);
     r = dq_push(c2, "rq", "two", 3, 60000, "j2", 0, NULL, 0, &outcome);
     ck_assert_msg(r == DQ_EREPLICAS, "push with 2 of 1: %s", dq_errname(r));
     ck_assert_int_eq(outcome, DQ_PUSHED);
@@ -96,10 +96,10 @@ START_TEST(wait_replicas) {
     th_redis_stop(&rep);
     dq_close(rc);
     char id[DQ_ID_BUF] = "";
-    t = ft_mono_ms();
+    t = th_mono_ms();
     r = dq_push(c, "rq", "three", 5, 60000, "j3", DQ_PUSH_KEEP, id,
                 sizeof(id), &outcome);
-    int64_t fail_ms = ft_mono_ms() - t;
+    int64_t fail_ms = th_mono_ms() - t;
     ck_assert_msg(r == DQ_EREPLICAS, "push without replica: %s: %s",
                   dq_errname(r), dq_errmsg(c));
     ck_assert_ptr_nonnull(strstr(dq_errmsg(c), "written"));
@@ -131,7 +131,7 @@ START_TEST(failover_keeps_waited_jobs) {
     th_redis m, rep;
     start_pair(&m, &rep);
     dq_options *o = wait_opts(1, 2000);
-    dq_client *c = ft_open(m.uri, o);
+    dq_client *c = open_uri(m.uri, o);
     enum { N = 500 };
     const void *pl[N];
     size_t lens[N];
@@ -144,13 +144,13 @@ START_TEST(failover_keeps_waited_jobs) {
     th_redis_kill(&m);
     redisContext *rc = th_redis_connect(&rep);
     ck_assert_ptr_nonnull(rc);
-    redisReply *x = ft_cmd(rc, "REPLICAOF NO ONE");
+    redisReply *x = rcmd_try(rc, "REPLICAOF NO ONE");
     ck_assert_ptr_nonnull(x);
     freeReplyObject(x);
-    dq_client *n = ft_open(rep.uri, NULL);
+    dq_client *n = open_uri(rep.uri, NULL);
     long acked = 0;
-    int64_t end = ft_mono_ms() + 20000;
-    while (acked < N && ft_mono_ms() < end) {
+    int64_t end = th_mono_ms() + 20000;
+    while (acked < N && th_mono_ms() < end) {
         dq_jobs *jobs = NULL;
         r = dq_poll(n, "fo", 100, 10000, &jobs, NULL);
         ck_assert_msg(r >= 0, "poll on the promoted replica: %s",
@@ -181,17 +181,6 @@ START_TEST(failover_keeps_waited_jobs) {
 }
 END_TEST
 
-static Suite *replica_suite(void) {
-    Suite *s = suite_create("fault_replica");
-    TCase *tc = tcase_create("wait_replicas");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, wait_replicas);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("failover_keeps_waited_jobs");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, failover_keeps_waited_jobs);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(replica_suite)
+TEST_SUITE("fault_replica", TU_SRV_NONE,
+    {"wait_replicas", wait_replicas, 120, NULL},
+    {"failover_keeps_waited_jobs", failover_keeps_waited_jobs, 120, NULL})

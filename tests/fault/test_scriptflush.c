@@ -55,13 +55,13 @@ START_TEST(script_cache_flushed) {
 
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
-    dq_client *c = ft_open(r.uri, NULL);
-    int64_t t0 = ft_mono_ms();
+    dq_client *c = open_uri(r.uri, NULL);
+    int64_t t0 = th_mono_ms();
     long flushes = 0;
     int producers_left = NPROD, st, empty = 0;
-    while (ft_mono_ms() - t0 < 120000) {
-        ft_sleep_ms(ft_rand_range(2, 20));
-        redisReply *x = ft_cmd(admin, "SCRIPT FLUSH %s",
+    while (th_mono_ms() - t0 < 120000) {
+        th_sleep_ms(ft_rand_range(2, 20));
+        redisReply *x = rcmd_try(admin, "SCRIPT FLUSH %s",
                                ft_rand_range(0, 1) ? "SYNC" : "ASYNC");
         ck_assert_msg(x != NULL && x->type == REDIS_REPLY_STATUS,
                       "SCRIPT FLUSH failed");
@@ -77,7 +77,7 @@ START_TEST(script_cache_flushed) {
         if (producers_left == 0 && (empty = ft_queue_empty(c, "flush")))
             break;
     }
-    int64_t secs = ft_mono_ms() - t0;
+    int64_t secs = th_mono_ms() - t0;
     L->stop = 1;
     for (int k = 0; k < NCONS; k++)
         ft_assert_exit_ok(ft_reap(cpid[k], 10000), "consumer");
@@ -116,10 +116,10 @@ START_TEST(every_call_after_flush) {
     ft_start(&r, 0, NULL);
     redisContext *admin = th_redis_connect(&r);
     ck_assert_ptr_nonnull(admin);
-    dq_client *c = ft_open(r.uri, NULL);
+    dq_client *c = open_uri(r.uri, NULL);
 #define FLUSH()                                                        \
     do {                                                               \
-        redisReply *x_ = ft_cmd(admin, "SCRIPT FLUSH");                \
+        redisReply *x_ = rcmd_try(admin, "SCRIPT FLUSH");                \
         ck_assert_ptr_nonnull(x_);                                     \
         freeReplyObject(x_);                                           \
     } while (0)
@@ -182,17 +182,6 @@ START_TEST(every_call_after_flush) {
 }
 END_TEST
 
-static Suite *scriptflush_suite(void) {
-    Suite *s = suite_create("fault_scriptflush");
-    TCase *tc = tcase_create("script_cache_flushed");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, script_cache_flushed);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("every_call_after_flush");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, every_call_after_flush);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-FT_MAIN(scriptflush_suite)
+TEST_SUITE("fault_scriptflush", TU_SRV_NONE,
+    {"script_cache_flushed", script_cache_flushed, 240, NULL},
+    {"every_call_after_flush", every_call_after_flush, 60, NULL})

@@ -1,5 +1,5 @@
 /*
- * tests/fault/fault.h - shared pieces of the fault-injection suites.
+ * tests/support/fault.h - shared pieces of the fault-injection suites.
  *
  * A fault test runs producers and consumers in forked processes (each with
  * its own dq_client, opened after the fork), injects faults from the test
@@ -33,11 +33,11 @@
 
 #include "delayq.h"
 #include "harness.h"
+#include "test_suite.h"
+#include "test_utils.h" /* clocks (harness.h), rcmd_try, open_uri */
 
-/* ---- time, randomness, processes ---- */
+/* ---- randomness, processes ---- */
 
-int64_t ft_mono_ms(void);
-void ft_sleep_ms(long ms);
 /* Seeds the generator from $DQ_FAULT_SEED or the clock; returns the seed
  * (printed in the figures line so a failing run can be replayed). */
 uint64_t ft_seed(void);
@@ -61,17 +61,12 @@ void ft_assert_exit_ok(int status, const char *who);
 
 /* th_redis_start, failing the test (never skipping) if it cannot. */
 void ft_start(th_redis *r, int tcp, const char *conf);
-/* Runs a command (printf-style like redisCommand) on ctx; NULL on an I/O
- * error.  The caller frees the reply. */
-redisReply *ft_cmd(redisContext *ctx, const char *fmt, ...);
 /* Integer reply of a command, or the test fails. */
 long long ft_cmd_int(redisContext *ctx, const char *fmt, ...);
 /* Value of "field:" in INFO <section> (copied to out), 0 if found. */
 int ft_info_field(redisContext *ctx, const char *section, const char *field,
                   char *out, size_t size);
 
-/* Opens a client or fails the test with dq_errmsg. */
-dq_client *ft_open(const char *uri, const dq_options *opts);
 /* 1 when dq_stats says the queue holds nothing (pending, in flight, dead). */
 int ft_queue_empty(dq_client *c, const char *queue);
 /* Waits up to timeout_ms for the queue to be empty; 1 if it became so. */
@@ -209,15 +204,5 @@ void ft_figures(const char *test, const ft_report *rep, long faults,
 /* Fails the test unless the report shows no loss, no duplicate ack, no
  * delivery within a valid lease, no phantom and no bad payload. */
 void ft_assert_clean(const ft_ledger *L, const ft_report *rep);
-
-/* main() of a suite file: runs suite_fn()'s suite in CK_ENV mode. */
-#define FT_MAIN(suite_fn)                                \
-    int main(void) {                                     \
-        SRunner *sr = srunner_create(suite_fn());        \
-        srunner_run_all(sr, CK_ENV);                     \
-        int failed = srunner_ntests_failed(sr);          \
-        srunner_free(sr);                                \
-        return failed == 0 ? 0 : 1;                      \
-    }
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * tests/fault/fault.c - shared pieces of the fault-injection suites (see
+ * tests/support/fault.c - shared pieces of the fault-injection suites (see
  * fault.h).
  */
 #include "fault.h"
@@ -18,18 +18,6 @@
 #include <unistd.h>
 
 /* ---- time, randomness, processes ---- */
-
-int64_t ft_mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void ft_sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 
@@ -79,7 +67,7 @@ pid_t ft_fork(void (*fn)(void *), void *arg) {
 }
 
 int ft_reap(pid_t pid, long timeout_ms) {
-    int64_t end = ft_mono_ms() + timeout_ms;
+    int64_t end = th_mono_ms() + timeout_ms;
     int st;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
@@ -87,11 +75,11 @@ int ft_reap(pid_t pid, long timeout_ms) {
             return st;
         if (w < 0 && errno != EINTR)
             return -1;
-        if (ft_mono_ms() > end) {
+        if (th_mono_ms() > end) {
             kill(pid, SIGKILL);
             return waitpid(pid, &st, 0) == pid ? st : -1;
         }
-        ft_sleep_ms(5);
+        th_sleep_ms(5);
     }
 }
 
@@ -115,22 +103,10 @@ void ft_start(th_redis *r, int tcp, const char *conf) {
                   "redis-server is a failure; run tools/deps.sh");
 }
 
-static redisReply *vcmd(redisContext *ctx, const char *fmt, va_list ap) {
-    return redisvCommand(ctx, fmt, ap);
-}
-
-redisReply *ft_cmd(redisContext *ctx, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = vcmd(ctx, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
 long long ft_cmd_int(redisContext *ctx, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = vcmd(ctx, fmt, ap);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
     va_end(ap);
     ck_assert_msg(r != NULL, "%s: %s", fmt, ctx->errstr);
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "%s: reply type %d (%s)",
@@ -142,7 +118,7 @@ long long ft_cmd_int(redisContext *ctx, const char *fmt, ...) {
 
 int ft_info_field(redisContext *ctx, const char *section, const char *field,
                   char *out, size_t size) {
-    redisReply *r = ft_cmd(ctx, "INFO %s", section);
+    redisReply *r = rcmd_try(ctx, "INFO %s", section);
     int rc = -1;
     if (r != NULL && r->type == REDIS_REPLY_STRING) {
         size_t fl = strlen(field);
@@ -163,14 +139,6 @@ int ft_info_field(redisContext *ctx, const char *section, const char *field,
     return rc;
 }
 
-dq_client *ft_open(const char *uri, const dq_options *opts) {
-    dq_client *c = NULL;
-    int rc = dq_open(uri, opts, &c);
-    ck_assert_msg(rc == 0, "dq_open(%s): %s: %s", uri, dq_errname(rc),
-                  dq_errmsg(c));
-    return c;
-}
-
 int ft_queue_empty(dq_client *c, const char *queue) {
     int64_t s = -1, d = -1, f = -1, x = -1;
     if (dq_stats(c, queue, &s, &d, &f, &x, NULL) != 0)
@@ -179,11 +147,11 @@ int ft_queue_empty(dq_client *c, const char *queue) {
 }
 
 int ft_wait_empty(dq_client *c, const char *queue, long timeout_ms) {
-    int64_t end = ft_mono_ms() + timeout_ms;
+    int64_t end = th_mono_ms() + timeout_ms;
     while (!ft_queue_empty(c, queue)) {
-        if (ft_mono_ms() > end)
+        if (th_mono_ms() > end)
             return 0;
-        ft_sleep_ms(20);
+        th_sleep_ms(20);
     }
     return 1;
 }
@@ -241,6 +209,7 @@ void ft_ledger_error(ft_ledger *L, const char *what, int rc,
              (long)getpid(), what, dq_errname(rc), msg ? msg : "");
 }
 
+/* 1 for the errors a fault may cause: I/O, timeout, LOADING. */
 static int is_io(int rc, const char *msg) {
     return rc == DQ_EIO || rc == DQ_ETIMEDOUT ||
            /* a restarted server answers LOADING while it reads its AOF */
@@ -256,6 +225,7 @@ static void worker_error(const ft_consumer *cc, const char *what, int rc,
         ft_ledger_error(cc->L, what, rc, msg);
 }
 
+/* Ledger slot of a delivery; NULL (overflow counted) if out of range. */
 static ft_deliv *slot_of(ft_ledger *L, long idx, int64_t attempt) {
     if (idx < 0 || (size_t)idx >= L->njobs)
         return NULL;
@@ -266,6 +236,7 @@ static ft_deliv *slot_of(ft_ledger *L, long idx, int64_t attempt) {
     return &L->d[(size_t)idx * (size_t)L->maxatt + (size_t)(attempt - 1)];
 }
 
+/* Publishes a slot's state (atomically, for the analysing process). */
 static void set_state(ft_deliv *s, int state) {
     if (s != NULL)
         __atomic_store_n(&s->state, state, __ATOMIC_SEQ_CST);
@@ -290,6 +261,7 @@ static int ack_state(const ft_consumer *cc, int res, int failed_before,
 
 #define FT_RETRY_MS 15000 /* how long a worker retries one call */
 
+/* 1 once the test asked the workers to finish. */
 static int stopping(const ft_consumer *cc) { return cc->L->stop; }
 
 /* Acks n jobs (slots may be NULL), retrying I/O errors with the same
@@ -302,19 +274,19 @@ static void ack_jobs(const ft_consumer *cc, dq_client *c, size_t n,
         set_state(slots[i], FT_ACKING);
     if (cc->batch_ack) {
         int failed = 0;
-        int64_t end = ft_mono_ms() + FT_RETRY_MS;
+        int64_t end = th_mono_ms() + FT_RETRY_MS;
         for (;;) {
             int rc = dq_ack_batch(c, L->queue, n, ids, toks, results);
             if (rc >= 0)
                 break;
             worker_error(cc, "ack_batch", rc, dq_errmsg(c));
-            if (!is_io(rc, dq_errmsg(c)) || ft_mono_ms() > end) {
+            if (!is_io(rc, dq_errmsg(c)) || th_mono_ms() > end) {
                 ft_ledger_error(L, "ack_batch gave up", rc, dq_errmsg(c));
                 return;
             }
             failed = 1;
             __atomic_add_fetch(&L->retries, 1, __ATOMIC_SEQ_CST);
-            ft_sleep_ms(5);
+            th_sleep_ms(5);
         }
         for (size_t i = 0; i < n; i++)
             set_state(slots[i], ack_state(cc, results[i], failed, ids[i]));
@@ -322,17 +294,17 @@ static void ack_jobs(const ft_consumer *cc, dq_client *c, size_t n,
     }
     for (size_t i = 0; i < n; i++) {
         int failed = 0, rc;
-        int64_t end = ft_mono_ms() + FT_RETRY_MS;
+        int64_t end = th_mono_ms() + FT_RETRY_MS;
         for (;;) {
             rc = dq_ack(c, L->queue, ids[i], toks[i]);
             if (rc == 0 || rc == DQ_ESTALE || rc == DQ_ENOTFOUND)
                 break;
             worker_error(cc, "ack", rc, dq_errmsg(c));
-            if (!is_io(rc, dq_errmsg(c)) || ft_mono_ms() > end)
+            if (!is_io(rc, dq_errmsg(c)) || th_mono_ms() > end)
                 break;
             failed = 1;
             __atomic_add_fetch(&L->retries, 1, __ATOMIC_SEQ_CST);
-            ft_sleep_ms(5);
+            th_sleep_ms(5);
         }
         if (rc == 0 || rc == DQ_ESTALE || rc == DQ_ENOTFOUND)
             set_state(slots[i], ack_state(cc, rc, failed, ids[i]));
@@ -345,7 +317,7 @@ static void ack_jobs(const ft_consumer *cc, dq_client *c, size_t n,
 static dq_client *worker_open(const char *uri, const dq_options *opts,
                               ft_ledger *L, int strict) {
     ft_consumer cc = {.L = L, .strict = strict};
-    int64_t end = ft_mono_ms() + FT_RETRY_MS;
+    int64_t end = th_mono_ms() + FT_RETRY_MS;
     while (!L->stop) {
         dq_client *c = NULL;
         int rc = dq_open(uri, opts, &c);
@@ -354,11 +326,11 @@ static dq_client *worker_open(const char *uri, const dq_options *opts,
         worker_error(&cc, "open", rc, dq_errmsg(c));
         int io = is_io(rc, dq_errmsg(c));
         dq_close(c);
-        if (ft_mono_ms() > end || !io) {
+        if (th_mono_ms() > end || !io) {
             ft_ledger_error(L, "open gave up", rc, "");
             return NULL;
         }
-        ft_sleep_ms(10);
+        th_sleep_ms(10);
     }
     return NULL;
 }
@@ -376,7 +348,7 @@ void ft_consume(void *arg) {
         int rc = dq_poll_wait(c, L->queue, cc->max, cc->lease_ms, 100, &jobs);
         if (rc < 0) {
             worker_error(cc, "poll_wait", rc, dq_errmsg(c));
-            ft_sleep_ms(5);
+            th_sleep_ms(5);
             continue;
         }
         if (rc == 0)
@@ -437,7 +409,7 @@ void ft_produce(void *arg) {
     }
     for (size_t i = p->lo; i < p->hi && !L->stop;) {
         while (L->pause && !L->stop)
-            ft_sleep_ms(1);
+            th_sleep_ms(1);
         size_t n = (size_t)ft_rand_range(1, p->batch_max);
         if (p->big_pct > 0 && ft_rand_range(1, 100) > p->big_pct)
             n = (size_t)ft_rand_range(1, p->batch_max < 8 ? p->batch_max : 8);
@@ -451,7 +423,7 @@ void ft_produce(void *arg) {
             delays[j] = ft_rand_range(p->min_delay_ms, p->max_delay_ms);
         }
         int failed = 0, rc;
-        int64_t end = ft_mono_ms() + FT_RETRY_MS;
+        int64_t end = th_mono_ms() + FT_RETRY_MS;
         for (;;) {
             if (n == 1) {
                 rc = dq_push(c, L->queue, pls[0], lens[0], delays[0], ids[0],
@@ -466,11 +438,11 @@ void ft_produce(void *arg) {
                 break;
             worker_error(&cc, n == 1 ? "push" : "push_batch", rc,
                          dq_errmsg(c));
-            if (!is_io(rc, dq_errmsg(c)) || ft_mono_ms() > end)
+            if (!is_io(rc, dq_errmsg(c)) || th_mono_ms() > end)
                 break;
             failed = 1;
             __atomic_add_fetch(&L->retries, 1, __ATOMIC_SEQ_CST);
-            ft_sleep_ms(5);
+            th_sleep_ms(5);
         }
         if (rc < 0) {
             ft_ledger_error(L, "push gave up", rc, ids[0]);
@@ -505,8 +477,10 @@ out:
 
 /* ---- analysis ---- */
 
+/* 1 for the ledger states of an ack that took effect. */
 static int is_acked(int st) { return st == FT_ACKED || st == FT_ACKED_RETRY; }
 
+/* 1 if incarnation inc was SIGKILLed. */
 static int was_killed(const uint8_t *killed, int ninc, int inc) {
     return killed != NULL && inc >= 0 && inc < ninc && killed[inc];
 }
