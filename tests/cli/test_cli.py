@@ -3,10 +3,10 @@
 
 usage: test_cli.py PATH/TO/delayq [unittest args...]
 
-Starts redis-server (binary from $DQ_REDIS_SERVER, else redis-server on PATH,
-else /usr/bin/redis-server) on a unix socket in a private temp dir, runs the
-binary as a user would, and stops the server by pid.  A missing redis-server
-is a failure, never a skip.  $DELAYQ_EXAMPLE_SHELL (optional) is the path of
+Runs under tests/support/with_redis, which starts a private redis-server on a
+unix socket in a temp dir, passes its URI in $DQ_TEST_REDIS_URI and stops it
+by pid afterwards; runs the binary as a user would.  A missing redis-server
+(or a missing $DQ_TEST_REDIS_URI) is a failure, never a skip.  $DELAYQ_EXAMPLE_SHELL (optional) is the path of
 examples/shell_consumer.sh, exercised by one test.
 """
 import json
@@ -27,68 +27,21 @@ CMD_TIMEOUT = 60       # seconds any one CLI run may take
 
 
 class RedisServer:
-    """A private redis-server on a unix socket in its own temp dir."""
+    """The private redis-server this run gets from tests/support/with_redis
+    (meson runs this script under it): its URI is $DQ_TEST_REDIS_URI, and
+    with_redis stops it by pid when the script ends."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="dq-cli-")
-        self.sock = os.path.join(self.dir, "redis.sock")
-        self.uri = "unix://" + self.sock
-        binary = (os.environ.get("DQ_REDIS_SERVER")
-                  or shutil.which("redis-server") or "/usr/bin/redis-server")
-        if not os.access(binary, os.X_OK):
-            raise RuntimeError("redis-server not found (%s): install "
-                               "redis-server; this is a failure, not a skip"
-                               % binary)
-        conf = os.path.join(self.dir, "redis.conf")
-        with open(conf, "w") as f:
-            f.write("port 0\nunixsocket %s\nunixsocketperm 700\n"
-                    "save \"\"\nappendonly no\ndir %s\n"
-                    % (self.sock, self.dir))
-        self.log = open(os.path.join(self.dir, "redis.out"), "wb")
-        self.proc = subprocess.Popen([binary, conf], stdout=self.log,
-                                     stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError("redis-server exited: see %s" % self.dir)
-            if self.ping():
-                return
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("redis-server did not answer in 10 s")
-            time.sleep(0.02)
-
-    def ping(self):
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.settimeout(1)
-                s.connect(self.sock)
-                s.sendall(b"PING\r\n")
-                return s.recv(64).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.uri = os.environ.get("DQ_TEST_REDIS_URI")
+        if not self.uri:
+            raise RuntimeError("DQ_TEST_REDIS_URI is not set: run this "
+                               "script under tests/support/with_redis (as "
+                               "meson test does); a failure, not a skip")
 
 
 def setUpModule():
     global REDIS
     REDIS = RedisServer()
-
-
-def tearDownModule():
-    if REDIS is not None:
-        REDIS.stop()
 
 
 _queue_seq = [0]
@@ -683,8 +636,10 @@ class TestConsume(CliCase):
                    'test "$DELAYQ_JOB_ID" != bad1')
             env = env_for(q)
             env["OUT"] = out
+            # --jitter 0: exact delays (jitter has its own test).
             r = subprocess.run([DELAYQ, "consume", "--concurrency", "2",
                                 "--max-attempts", "3", "--backoff", "100ms",
+                                "--jitter", "0",
                                 "--lease", "5s", "--max-jobs", "5", "--",
                                 "sh", "-c", cmd],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -716,6 +671,171 @@ class TestConsume(CliCase):
                              [("bad1", 3)])
         finally:
             shutil.rmtree(out, ignore_errors=True)
+
+    def test_retry_backoff_is_the_librarys_with_jitter(self):
+        # A command that always fails: the consumer's exponential backoff
+        # with jitter decides each delay, within
+        # [base*2^(n-1)*(1-jitter), base*2^(n-1)], and the next delivery
+        # really waits that long.
+        q = new_queue("jitter")
+        out = tempfile.mkdtemp(prefix="dq-cli-jit-")
+        try:
+            self.push(q, "x", "--id", "j1")
+            env = env_for(q)
+            env["OUT"] = out
+            base, jitter, attempts = 100, 50, 5
+            r = subprocess.run([DELAYQ, "consume", "--backoff", "%dms" % base,
+                                "--max-backoff", "10s", "--jitter",
+                                "%d%%" % jitter, "--max-attempts",
+                                str(attempts), "--max-jobs", str(attempts),
+                                "--lease", "5s", "--", "sh", "-c",
+                                'date +%s%N > "$OUT/$DELAYQ_ATTEMPT"; '
+                                'exit 1'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=30)
+            log = r.stderr.decode()
+            self.assertEqual(r.returncode, 0, log)
+            delays = [int(m) for m in
+                      re.findall(r"job j1 attempt \d+: exit 1 after \S+ -> "
+                                 r"retry in (\d+)ms", log)]
+            self.assertEqual(len(delays), attempts - 1, log)
+            starts = []
+            for n in range(1, attempts + 1):
+                with open(os.path.join(out, str(n))) as f:
+                    starts.append(int(f.read()) / 1e6)   # ms
+            for n, d in enumerate(delays, 1):
+                nominal = base * 2 ** (n - 1)
+                lo = nominal * (100 - jitter) // 100
+                self.assertTrue(lo <= d <= nominal, (n, d, log))
+                gap = starts[n] - starts[n - 1]
+                # Due no earlier than the delay; picked up promptly after.
+                self.assertGreaterEqual(gap, d, (n, gap, log))
+                self.assertLess(gap, nominal + 500, (n, gap, log))
+            # Jitter really applies: not every delay is the nominal one
+            # (each is with probability 1/51).
+            self.assertNotEqual(delays, [base * 2 ** i
+                                         for i in range(attempts - 1)], log)
+            self.assertIn("job j1 attempt %d: exit 1" % attempts, log)
+            self.assertIn("-> dead-lettered (%d attempts)" % attempts, log)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_max_attempts_dead_letters_via_the_library(self):
+        q = new_queue("maxatt")
+        # d1 fails every time: dead after its 2nd delivery.  d2 was
+        # delivered twice already (leases that ran out): the consumer
+        # dead-letters it without running the command.
+        self.push(q, "x", "--id", "d2")
+        self.poll_one(q, "--lease", "50ms")
+        time.sleep(0.1)
+        self.assertEqual(self.poll_one(q, "--lease", "50ms")["attempt"], 2)
+        time.sleep(0.1)
+        self.push(q, "y", "--id", "d1", "--in", "300ms")
+        out = tempfile.mkdtemp(prefix="dq-cli-max-")
+        try:
+            env = env_for(q)
+            env["OUT"] = out
+            r = subprocess.run([DELAYQ, "consume", "--max-attempts", "1",
+                                "--max-jobs", "1", "--", "sh", "-c",
+                                'touch "$OUT/$DELAYQ_JOB_ID"; exit 3'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=30)
+            log = r.stderr.decode()
+            self.assertEqual(r.returncode, 0, log)
+            self.assertIn("job d2 attempt 3: over --max-attempts -> "
+                          "dead-lettered", log)
+            self.assertIn("job d1 attempt 1: exit 3 after", log)
+            self.assertIn("-> dead-lettered (1 attempts)", log)
+            self.assertEqual(os.listdir(out), ["d1"])   # d2 never ran
+            doc = json.loads(self.ok(["list", "dead", "--json"], q))
+            self.assertEqual(sorted((j["id"], j["attempt"])
+                                    for j in doc["jobs"]),
+                             [("d1", 1), ("d2", 3)])
+            st = self.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
+                             (0, 0, 0))
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_lease_renewed_while_the_command_runs(self):
+        q = new_queue("renew")
+        self.push(q, "x", "--id", "r1")
+        # Lease 400 ms, command 2 s: the consumer renews the lease every
+        # 200 ms, so its deadline keeps moving and no poll gets the job.
+        p = subprocess.Popen([DELAYQ, "consume", "--lease", "400ms",
+                              "--max-jobs", "1", "--", "sleep", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env_for(q))
+        try:
+            def inflight():
+                doc = json.loads(self.ok(["list", "inflight", "--json"], q))
+                return doc["jobs"]
+            self.assertTrue(wait_for(lambda: len(inflight()) == 1, 5))
+            deadlines = []
+            for _ in range(6):
+                jobs = inflight()
+                self.assertEqual([j["id"] for j in jobs], ["r1"])
+                self.assertEqual(jobs[0]["attempt"], 1)
+                deadlines.append(jobs[0]["lease_deadline_ms"])
+                self.assertEqual(self.ok(["poll", "--json"], q), "[]\n")
+                time.sleep(0.25)
+            # Six samples over 1.5 s: the deadline moved at least 4 times.
+            self.assertGreaterEqual(len(set(deadlines)), 4, deadlines)
+            self.assertEqual(deadlines, sorted(deadlines))
+            _, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn(b"job r1 attempt 1: exit 0", err)
+        self.assertIn(b"-> acked", err)
+        self.assertEqual(self.stats(q)["inflight"], 0)
+
+    def test_sigterm_releases_running_jobs_without_dead_letter(self):
+        # --max-attempts 1: a failure would dead-letter the job, but a stop
+        # releases it (the library's graceful stop): due again at once,
+        # attempt kept, and its command is stopped with SIGTERM.
+        q = new_queue("release")
+        out = tempfile.mkdtemp(prefix="dq-cli-rel-")
+        self.push(q, "x", "--id", "s1")
+        env = env_for(q)
+        env["OUT"] = out
+        p = subprocess.Popen([DELAYQ, "consume", "--max-attempts", "1",
+                              "--grace", "300ms", "--lease", "10s", "--",
+                              "sh", "-c",
+                              'trap "touch $OUT/term; exit 143" TERM; '
+                              'touch "$OUT/started"; '
+                              'i=0; while [ $i -lt 300 ]; do sleep 0.1; '
+                              'i=$((i+1)); done'],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+        try:
+            self.assertTrue(wait_for(lambda: os.path.exists(
+                os.path.join(out, "started")), 10))
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=15)
+            took = time.monotonic() - t0
+            log = err.decode()
+            self.assertEqual(p.returncode, 0, log)
+            self.assertLess(took, 5, log)
+            self.assertIn("stopping: waiting up to 300ms for 1 running "
+                          "command(s)", log)
+            self.assertIn("grace period over: stopping 1 command(s)", log)
+            self.assertIn("job s1 attempt 1: stopped at shutdown -> released",
+                          log)
+            self.assertTrue(wait_for(lambda: os.path.exists(
+                os.path.join(out, "term")), 5), log)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+            shutil.rmtree(out, ignore_errors=True)
+        st = self.stats(q)
+        self.assertEqual((st["inflight"], st["due"], st["dead"]), (0, 1, 0))
+        j = self.poll_one(q)
+        self.assertEqual((j["id"], j["attempt"]), ("s1", 2))
 
     def test_command_not_found_is_a_failure(self):
         q = new_queue("notfound")
