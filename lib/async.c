@@ -26,7 +26,7 @@
 #include <event2/event.h>
 
 #include "async_int.h"
-#include "conn.h"
+#include "aconn.h"
 #include "op.h"
 #include "uri.h"
 

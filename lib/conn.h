@@ -81,46 +81,31 @@ void dq__reply_free(dq__reply *r);                         /* NULL is no-op */
 /* 1 if the library was built with TLS support (hiredis >= 1.0 + ssl). */
 int dq__conn_tls_supported(void);
 
-/* ======================================================================
- * Async section (lib/async.c): hiredis async + its libevent
- * adapter.  Compiled only with libevent (DQ_HAVE_LIBEVENT).  A dq__aconn is
- * one non-blocking connection attached to a libevent base; it connects,
- * runs AUTH/SELECT/PING, then reports "ready" through its state callback.
- *
- * Callback rules (what lets the owner free things from inside callbacks):
- *  - state_fn is called at most once with DQ_OK (ready) and at most once
- *    with an error (the connection is dead: every command sent and not yet
- *    answered is lost, and reply_fn is never called for them).
- *  - reply_fn is called only with a real reply (error replies included),
- *    borrowed for the duration of the call.
- *  - After dq__aconn_close returns, no callback of that aconn is ever called
- *    again.  dq__aconn_close may be called from inside any of them.
- * ====================================================================== */
-struct event_base;
-typedef struct dq__aconn dq__aconn;
+/* ---- Opening a link (used by conn.c and aconn.c) ---- */
 
-/* code: DQ_OK when ready, else DQ_EIO / DQ_EAUTH / DQ_EREDIS / ... */
-typedef void dq__aconn_state_fn(void *priv, int code, const char *msg);
-/* tag: the value given to dq__aconn_send_raw (e.g. a chunk number). */
-typedef void dq__aconn_reply_fn(void *priv, size_t tag, const dq__reply *r);
+/* The commands that open every connection, sync or async: AUTH (the Redis
+ * 6 ACL form when a user is given), SELECT when the database is not 0, and
+ * PING when ping is set.  One builder, so both links say the same thing. */
+typedef struct dq__hello {
+    int n;                  /* commands */
+    int argc[3];
+    const char *argv[3][3];
+    const char *what[3];    /* "AUTH", "SELECT", "PING" for messages */
+    char db[16];
+} dq__hello;
+void dq__hello_build(dq__hello *h, const char *user, const char *pass,
+                     int db, int ping);
 
-/* Starts connecting (never blocks).  Fails at once only for DQ_ENOMEM,
- * DQ_ENOTSUP (TLS without TLS support), or DQ_EIO when the address is
- * refused immediately (e.g. a missing unix socket). */
-int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
-                  dq__aconn_state_fn *state_fn, void *priv, dq__aconn **out,
-                  dq__err *err);
-/* Queues one command already formatted as RESP (copied at once).  Only
- * after the ready callback.  DQ_OK, DQ_EIO (dead) or DQ_ENOMEM. */
-int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
-                       dq__aconn_reply_fn *fn, void *priv, size_t tag,
-                       dq__err *err);
-/* SUBSCRIBE channel; fn then gets the "subscribe" confirmations and every
- * "message" (tag 0).  Calling it again for the same channel is a cheap
- * liveness check: Redis answers with another "subscribe" confirmation. */
-int dq__aconn_subscribe(dq__aconn *a, const char *channel,
-                       dq__aconn_reply_fn *fn, void *priv, dq__err *err);
-/* Closes and frees (NULL is a no-op); see the callback rules above. */
-void dq__aconn_close(dq__aconn *a);
+/* TLS, the same for both links (hiredis version switches stay in conn.c):
+ * whether the URI or the options ask for it; DQ_ENOTSUP when a build
+ * without TLS is asked for it; the handshake over a connected hiredis
+ * context (*tls_ctx receives what dq__tls_ctx_free frees after the
+ * context). */
+struct redisContext;
+int dq__tls_wanted(const dq_options *o, const dq__uri *u);
+int dq__tls_check(const dq_options *o, const dq__uri *u, dq__err *err);
+int dq__tls_attach(struct redisContext *ctx, const dq_options *o,
+                   const dq__uri *u, void **tls_ctx, dq__err *err);
+void dq__tls_ctx_free(void *tls_ctx);
 
 #endif

@@ -1,0 +1,48 @@
+/*
+ * aconn.h - the async link (lib/aconn.c, used by lib/async.c): hiredis
+ * async + its libevent adapter.  Compiled only with libevent.  A dq__aconn is
+ * one non-blocking connection attached to a libevent base; it connects,
+ * runs AUTH/SELECT/PING, then reports "ready" through its state callback.
+ *
+ * Callback rules (what lets the owner free things from inside callbacks):
+ *  - state_fn is called at most once with DQ_OK (ready) and at most once
+ *    with an error (the connection is dead: every command sent and not yet
+ *    answered is lost, and reply_fn is never called for them).
+ *  - reply_fn is called only with a real reply (error replies included),
+ *    borrowed for the duration of the call.
+ *  - After dq__aconn_close returns, no callback of that aconn is ever called
+ *    again.  dq__aconn_close may be called from inside any of them.
+ */
+#ifndef DQ_ACONN_H
+#define DQ_ACONN_H
+
+#include "conn.h"
+
+struct event_base;
+typedef struct dq__aconn dq__aconn;
+
+/* code: DQ_OK when ready, else DQ_EIO / DQ_EAUTH / DQ_EREDIS / ... */
+typedef void dq__aconn_state_fn(void *priv, int code, const char *msg);
+/* tag: the value given to dq__aconn_send_raw (e.g. a chunk number). */
+typedef void dq__aconn_reply_fn(void *priv, size_t tag, const dq__reply *r);
+
+/* Starts connecting (never blocks).  Fails at once only for DQ_ENOMEM,
+ * DQ_ENOTSUP (TLS without TLS support), or DQ_EIO when the address is
+ * refused immediately (e.g. a missing unix socket). */
+int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
+                  dq__aconn_state_fn *state_fn, void *priv, dq__aconn **out,
+                  dq__err *err);
+/* Queues one command already formatted as RESP (copied at once).  Only
+ * after the ready callback.  DQ_OK, DQ_EIO (dead) or DQ_ENOMEM. */
+int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
+                       dq__aconn_reply_fn *fn, void *priv, size_t tag,
+                       dq__err *err);
+/* SUBSCRIBE channel; fn then gets the "subscribe" confirmations and every
+ * "message" (tag 0).  Calling it again for the same channel is a cheap
+ * liveness check: Redis answers with another "subscribe" confirmation. */
+int dq__aconn_subscribe(dq__aconn *a, const char *channel,
+                       dq__aconn_reply_fn *fn, void *priv, dq__err *err);
+/* Closes and frees (NULL is a no-op); see the callback rules above. */
+void dq__aconn_close(dq__aconn *a);
+
+#endif

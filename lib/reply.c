@@ -1,0 +1,75 @@
+/*
+ * reply.c - the engine's view of a Redis reply (conn.h: dq__reply_*), over
+ * hiredis's redisReply, the same for both hiredis versions and both links.
+ */
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "conn.h"
+
+int dq__reply_is_error(const dq__reply *r, const char *prefix) {
+    const redisReply *rr = (const redisReply *)r;
+    size_t n = strlen(prefix);
+    return rr != NULL && rr->type == REDIS_REPLY_ERROR && rr->len >= n &&
+           memcmp(rr->str, prefix, n) == 0;
+}
+
+int dq__reply_error(const dq__reply *r, const char *what, dq__err *err) {
+    const redisReply *rr = (const redisReply *)r;
+    int code = DQ_EREDIS;
+    if (dq__reply_is_error(r, "OOM"))
+        code = DQ_EOOM;
+    else if (dq__reply_is_error(r, "NOAUTH") ||
+             dq__reply_is_error(r, "WRONGPASS") ||
+             dq__reply_is_error(r, "ERR invalid password") ||
+             dq__reply_is_error(r, "ERR invalid username-password") ||
+             dq__reply_is_error(r, "ERR AUTH"))
+        code = DQ_EAUTH;
+    return dq__err_set(err, code, "%s: Redis error: %.*s", what,
+                      (int)(rr->len > 400 ? 400 : rr->len), rr->str);
+}
+
+int dq__reply_type(const dq__reply *r) {
+    switch (((const redisReply *)r)->type) {
+    case REDIS_REPLY_STRING:
+        return DQ_R_STRING;
+    case REDIS_REPLY_ARRAY:
+        return DQ_R_ARRAY;
+    case REDIS_REPLY_INTEGER:
+        return DQ_R_INTEGER;
+    case REDIS_REPLY_NIL:
+        return DQ_R_NIL;
+    case REDIS_REPLY_STATUS:
+        return DQ_R_STATUS;
+    case REDIS_REPLY_ERROR:
+        return DQ_R_ERROR;
+    default:
+        return DQ_R_OTHER;
+    }
+}
+
+long long dq__reply_int(const dq__reply *r) {
+    return ((const redisReply *)r)->integer;
+}
+
+const char *dq__reply_str(const dq__reply *r, size_t *len) {
+    const redisReply *rr = (const redisReply *)r;
+    *len = rr->str ? (size_t)rr->len : 0;
+    return rr->str ? rr->str : "";
+}
+
+size_t dq__reply_len(const dq__reply *r) {
+    const redisReply *rr = (const redisReply *)r;
+    return rr->type == REDIS_REPLY_ARRAY ? rr->elements : 0;
+}
+
+const dq__reply *dq__reply_at(const dq__reply *r, size_t i) {
+    const redisReply *rr = (const redisReply *)r;
+    return (const dq__reply *)rr->element[i];
+}
+
+void dq__reply_free(dq__reply *r) {
+    if (r != NULL)
+        freeReplyObject(r);
+}
