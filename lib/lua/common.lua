@@ -7,12 +7,13 @@
 --   KEYS[2] lease  ZSET  id -> lease deadline (ms): jobs in flight
 --   KEYS[3] jobs   HASH  id -> payload (pending, in flight and dead jobs),
 --                        and id.."\0" -> "attempts:token" for jobs delivered
---                        at least once (token "0" = no valid lease;
---                        "d<attempts>:token" = a poll dead-lettered the job
---                        while its holder's token was still valid)
+--                        at least once (token "-<last token>" or "0" = no
+--                        valid lease; "d<attempts>:token" = a poll
+--                        dead-lettered the job while its holder's token was
+--                        still valid)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
 --   KEYS[5] done   ZSET  id -> the token a finished job was acked with (a
---                        number: the ms of that delivery * 1000 + a little),
+--                        number: the us of that delivery + a little),
 --                        so a retried push answers "done" and a retried ack
 --                        "yours landed" (see ack.lua)
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
@@ -88,6 +89,18 @@ local function fmt_meta(attempts, token)
     return string.format('%d:%s', attempts, token)
 end
 
+-- A meta token that names a valid lease (not "0", not "-<last>").
+local function valid_tok(t)
+    return t ~= '0' and string.byte(t, 1) ~= 45 -- '-'
+end
+
+-- The meta token that ends a lease but remembers it, so the job's next
+-- token is still above it (see poll.lua).
+local function ended_tok(t)
+    if valid_tok(t) then return '-' .. t end
+    return t
+end
+
 -- Earliest due score, or nil when nothing is pending.
 local function first_due()
     local f = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
@@ -113,8 +126,9 @@ local function wake(at, before)
     end
 end
 
--- Whether a done record (the score: the acking delivery's token) is still
--- in its window as of now_ms; window_ms 0 = as long as it is kept.
+-- Whether a done record (the score: the acking delivery's token, in server
+-- microseconds) is still in its window as of now_ms; window_ms 0 = as long
+-- as it is kept.
 local function done_live(score, now_ms, window_ms)
     if not score then return false end
     return window_ms == 0 or
@@ -137,7 +151,7 @@ local function check_tokens(ids, toks)
         if seen and seen[ids[i]] then
             res[i] = -17
             dup[i] = true
-        elseif current ~= '0' and current == toks[i] then
+        elseif valid_tok(current) and current == toks[i] then
             res[i] = attempts
             dead[i] = d
         elseif not got[i] then

@@ -5,8 +5,7 @@
 --            ARGV[5] limit -> number requeued (attempts reset to 0)
 --   purge:   ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[5] limit
 --            -> number deleted
--- dead (and due, for a requeue) is read first; the jobs hash is the first
--- key written.
+-- dead, due (for a requeue) and jobs are read before the first write.
 local action = ARGV[2]
 if action ~= 'requeue' and action ~= 'purge' then
     return redis.error_reply('ERR delayq: unknown dead action')
@@ -28,7 +27,18 @@ if action == 'requeue' then
         zadd[#zadd + 1] = string.format('%d', at)
         zadd[#zadd + 1] = id
     end
-    redis.call('HDEL', K_JOBS, unpack(mfs(ids)))
+    -- Attempts restart; the meta keeps the last token (ended), so the
+    -- next delivery's token is above it.
+    local metas = redis.call('HMGET', K_JOBS, unpack(mfs(ids)))
+    local hset = {}
+    for i, id in ipairs(ids) do
+        if metas[i] then
+            local _, last = parse_meta(metas[i])
+            hset[#hset + 1] = mf(id)
+            hset[#hset + 1] = fmt_meta(0, ended_tok(last))
+        end
+    end
+    if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end
     redis.call('ZREM', K_DEAD, unpack(ids))
     redis.call('ZADD', K_DUE, unpack(zadd))
     wake(at, before)

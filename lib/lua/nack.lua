@@ -17,7 +17,7 @@ if to_dead then
 else
     before = first_due()
 end
-redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '0'))
+redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3]))
 if where and where ~= (to_dead and 'dead' or 'due') then
     redis.call('ZREM', HELD_KEY[where], id)
 end

@@ -13,10 +13,11 @@
 -- had max attempts goes to dead with its holder's token kept (marked "d"):
 -- nobody else claimed it, so its last holder may still ack it.
 --
--- Tokens come from the server clock: the millisecond of this call times
--- 1000 plus the job's place in it (below 2^53, exact in Lua), so no counter
--- key outlives the queue; a job's new token is always above its previous
--- one, even if the clock stepped back or it is delivered twice in one ms.
+-- Tokens come from the server clock: the microsecond of this call plus the
+-- job's place in it (below 2^53, exact in Lua), so no counter key outlives
+-- the queue.  A job's new token is always above its previous one (the meta
+-- remembers it through nacks, requeues and replaces as "-<token>"), even
+-- if the clock stepped back or it is delivered again within microseconds.
 local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
@@ -57,7 +58,7 @@ local n = #ids
 if n > 0 then
     local got, fields = get_with_meta(ids)
     local deadline = string.format('%d', now + lease_ms) -- formatted once
-    local tok0 = now * 1000 - 1
+    local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
     for j, id in ipairs(ids) do
@@ -67,14 +68,15 @@ if n > 0 then
         elseif max_attempts > 0 and attempts >= max_attempts then
             died[#died + 1] = now_s
             died[#died + 1] = id
-            if cur ~= '0' then -- its holder may still ack it: mark where
+            if valid_tok(cur) then -- its holder may still ack it: mark where
                 mset[#mset + 1] = fields[n + j]
                 mset[#mset + 1] = 'd' .. fmt_meta(attempts, cur)
             end
         else
             local tok = tok0 + j
-            if cur ~= '0' and tonumber(cur) >= tok then
-                tok = tonumber(cur) + 1
+            if cur ~= '0' then
+                local last = math.abs(tonumber(cur))
+                if last >= tok then tok = last + 1 end
             end
             tok = string.format('%d', tok)
             attempts = attempts + 1

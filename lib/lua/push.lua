@@ -33,10 +33,13 @@ if #ARGV == 7 and not replace then
 end
 local ids = {}
 for i = 5, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
-local exists = redis.call('HMGET', K_JOBS, unpack(ids))
+local n = #ids
+-- Replace reads the metas too: a reset job keeps its last token (ended).
+local exists = replace and get_with_meta(ids) or
+    redis.call('HMGET', K_JOBS, unpack(ids))
 local recs = replace and {} or redis.call('ZMSCORE', K_DONE, unpack(ids))
 local before = first_due()
-local out, hset, zadd, reset, seen = {}, {}, {}, {}, {}
+local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
 local earliest
 for j, id in ipairs(ids) do
     local i = 2 + 3 * j
@@ -46,9 +49,15 @@ for j, id in ipairs(ids) do
     elseif exists[j] or seen[id] then
         outcome = replace and 3 or 2
         -- Rescheduling takes the job out of lease or dead: a holder's
-        -- token goes stale and attempts restart.
+        -- token goes stale (the meta keeps it, ended) and attempts
+        -- restart.
         if replace and exists[j] and not seen[id] then
             reset[#reset + 1] = id
+            if exists[n + j] then
+                local _, last = parse_meta(exists[n + j])
+                ended[#ended + 1] = mf(id)
+                ended[#ended + 1] = fmt_meta(0, ended_tok(last))
+            end
         end
     elseif not replace and done_live(recs[j], now, window) then
         outcome = 4
@@ -73,7 +82,7 @@ if #reset > 0 then
     redis.call('ZCARD', K_DEAD)
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
-    redis.call('HDEL', K_JOBS, unpack(mfs(reset)))
+    if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
 if earliest then
     redis.call('HSET', K_JOBS, unpack(hset))
