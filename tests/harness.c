@@ -195,6 +195,7 @@ static void th_rm_rf(const char *dir)
         th_err("cannot remove %s: %s", dir, strerror(errno));
 }
 
+/* Size of a file in bytes, 0 if it cannot be read. */
 static long th_file_size(const char *path)
 {
     struct stat st;
@@ -309,6 +310,7 @@ static int th_which(const char *name, char *out, size_t n)
     return -1;
 }
 
+/* Path of redis-server: $DQ_REDIS_SERVER, PATH, then the default; 0 if found. */
 static int th_find_server(char *out, size_t n)
 {
     const char *env = getenv("DQ_REDIS_SERVER");
@@ -347,6 +349,7 @@ static void th_conf_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Writes <dir>/redis.conf: socket, port, no persistence, then extra. */
 static int th_write_conf(const th_redis *r, const char *extra)
 {
     char path[512], logfile[512], pidfile[512];
@@ -583,6 +586,7 @@ static int th_ping(const char *sock)
 
 enum { TH_READY = 0, TH_EXITED = 1, TH_TIMEOUT = 2 };
 
+/* Waits for PING (and no loading) on r's socket; TH_READY/EXITED/TIMEOUT. */
 static int th_wait_ready(const th_redis *r, int *status)
 {
     double deadline = th_now() + TH_START_TIMEOUT_S;
@@ -598,6 +602,7 @@ static int th_wait_ready(const th_redis *r, int *status)
     }
 }
 
+/* Prints why a start failed, with the tails of redis.log and redis.out. */
 static void th_explain(const th_redis *r, const char *bin, int how, int status, long logoff,
                        long outoff)
 {

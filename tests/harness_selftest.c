@@ -39,6 +39,7 @@ static double now(void)
     return (double)th_mono_us() / 1e6;
 }
 
+/* 1 if path is a directory. */
 static int is_dir(const char *path)
 {
     struct stat st;
@@ -65,6 +66,7 @@ static int dead(pid_t pid)
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
+/* Waits up to timeout s for pid to be gone; 1 if it went. */
 static int wait_dead(pid_t pid, double timeout)
 {
     double end = now() + timeout;
@@ -77,6 +79,7 @@ static int wait_dead(pid_t pid, double timeout)
     return 1;
 }
 
+/* 1 if PING answers PONG on c. */
 static int ping(redisContext *c)
 {
     redisReply *rep;
@@ -91,6 +94,7 @@ static int ping(redisContext *c)
     return ok;
 }
 
+/* 1 if GET key answers want. */
 static int get_is(redisContext *c, const char *key, const char *want)
 {
     const char *argv[] = { "GET", key };

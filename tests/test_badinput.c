@@ -30,6 +30,7 @@ static void setup(void) {
     before = commands_processed(R);
 }
 
+/* Closes C and R. */
 static void teardown(void) {
     dq_close(C);
     redisFree(R);

@@ -39,6 +39,7 @@ typedef struct pinger {
     long failed;            /* PINGs not answered */
 } pinger;
 
+/* Thread: PINGs until told to stop; keeps the longest round trip per phase. */
 static void *ping_loop(void *arg) {
     pinger *p = arg;
     redisContext *ctx = th_redis_connect(p->r);
@@ -74,6 +75,7 @@ typedef struct slowest {
     long long p99_us; /* 99th percentile */
 } slowest;
 
+/* qsort order of long longs. */
 static int cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
     return x < y ? -1 : x > y;

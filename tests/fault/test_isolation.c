@@ -25,6 +25,7 @@
 static char *names[MAXNAMES];
 static int nnames;
 
+/* Appends a name to the list of hostile names. */
 static void add_name(const char *s) {
     ck_assert_int_lt(nnames, MAXNAMES);
     names[nnames] = strdup(s);
@@ -32,7 +33,8 @@ static void add_name(const char *s) {
     nnames++;
 }
 
-static void add_bytes(int from, int to) { /* bytes from..to inclusive */
+/* Adds a name made of the bytes from..to (inclusive). */
+static void add_bytes(int from, int to) {
     char buf[DQ_QUEUE_MAX + 1];
     int n = 0;
     for (int b = from; b <= to && n < DQ_QUEUE_MAX; b++)
@@ -41,6 +43,7 @@ static void add_bytes(int from, int to) { /* bytes from..to inclusive */
     add_name(buf);
 }
 
+/* Adds a name of n times ch. */
 static void add_repeat(char ch, int n) {
     char buf[DQ_QUEUE_MAX + 1];
     memset(buf, ch, (size_t)n);
@@ -48,6 +51,7 @@ static void add_repeat(char ch, int n) {
     add_name(buf);
 }
 
+/* Builds the list of hostile names. */
 static void make_names(void) {
     static const char *const fixed[] = {
         "a}:jobs", "a}:due", "a}", "{a}", "a:", ":a", "a%", "A", "a ",
@@ -82,6 +86,7 @@ typedef struct keyval {
     size_t dlen;
 } keyval;
 
+/* Reads every key and its DUMP into kv (SCAN); returns the count. */
 static size_t snapshot(redisContext *ctx, keyval *kv) {
     size_t n = 0;
     char cursor[32] = "0";
@@ -110,6 +115,7 @@ static size_t snapshot(redisContext *ctx, keyval *kv) {
     return n;
 }
 
+/* Frees what snapshot read. */
 static void free_snapshot(keyval *kv, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(kv[i].key);
