@@ -1,0 +1,315 @@
+/*
+ * delayq_jobs.c - the commands that act on single jobs: push, cancel, and
+ * poll / ack / nack / extend for scripts that hold jobs by hand.
+ */
+#include "delayq_tool.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A growable byte buffer. */
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+} buf;
+
+/* Makes room for more bytes (and a NUL) in b.  0 or -1. */
+static int buf_reserve(buf *b, size_t more) {
+    if (b->len + more + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more + 1) {
+        if (cap > SIZE_MAX / 2)
+            return -1;
+        cap *= 2;
+    }
+    char *p = realloc(b->p, cap);
+    if (p == NULL)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* Reads all of fd into b.  0 or -1 (errno set). */
+static int read_all(int fd, buf *b) {
+    for (;;) {
+        if (buf_reserve(b, 65536) != 0) {
+            errno = ENOMEM;
+            return -1;
+        }
+        ssize_t n = read(fd, b->p + b->len, b->cap - b->len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        b->len += (size_t)n;
+    }
+}
+
+/* ---- push ----------------------------------------------------------------- */
+
+const dqt_optspec dqt_push_opts[] = {
+    {"in", 0, 1, DQT_O_IN},          {"at", 0, 1, DQT_O_AT},
+    {"id", 0, 1, DQT_O_ID},          {"replace", 0, 0, DQT_O_REPLACE},
+    {"keep", 0, 0, DQT_O_KEEP},      {"json", 0, 0, DQT_O_JSON},
+    {NULL, 0, 0, 0}};
+
+/* delayq push: one job, payload from the argument or stdin. */
+int dqt_cmd_push(dqt_cli *g) {
+    int64_t delay = 0, at = -1;
+    const char *id = NULL;
+    int flags = DQ_PUSH_KEEP, json = 0, rc, have_in = 0;
+    for (int i = 0; i < g->a.nopts; i++) {
+        const dqt_optval *o = &g->a.opts[i];
+        switch (o->id) {
+        case DQT_O_IN:
+            if ((rc = dqt_opt_duration(g, o, &delay)))
+                return rc;
+            have_in = 1;
+            break;
+        case DQT_O_AT:
+            if (dqt_parse_time(o->val, &at) != 0) {
+                fprintf(stderr,
+                        "delayq push: --at: '%s' is not a time; use ISO-8601 "
+                        "UTC like 2026-12-01T09:00:00Z or epoch ms\n",
+                        o->val);
+                return DQT_EXIT_USAGE;
+            }
+            break;
+        case DQT_O_ID:
+            id = o->val;
+            break;
+        case DQT_O_REPLACE:
+            flags = DQ_PUSH_REPLACE;
+            break;
+        case DQT_O_KEEP:
+            flags = DQ_PUSH_KEEP;
+            break;
+        case DQT_O_JSON:
+            json = 1;
+            break;
+        }
+    }
+    if (have_in && at >= 0)
+        return dqt_usage_error(g, "use either --in or --at, not both%s", "");
+    if ((rc = dqt_npos_check(g, 0, 1, "payload")))
+        return rc;
+    const char *queue;
+    buf payload = {0};
+    const char *data;
+    size_t len;
+    if (g->a.npos == 1 && strcmp(g->a.pos[0], "-") != 0) {
+        data = g->a.pos[0];
+        len = strlen(data);
+    } else {
+        if (read_all(0, &payload) != 0) {
+            fprintf(stderr, "delayq push: reading the payload from stdin: %s\n",
+                    strerror(errno));
+            free(payload.p);
+            return DQT_EXIT_FAILED;
+        }
+        data = payload.p ? payload.p : "";
+        len = payload.len;
+    }
+    if ((rc = dqt_start(g, &queue))) {
+        free(payload.p);
+        return rc;
+    }
+    char idbuf[DQ_ID_BUF];
+    int outcome = 0;
+    if (at >= 0)
+        rc = dq_push_at(g->c, queue, data, len, at, id, flags, idbuf,
+                        sizeof(idbuf), &outcome);
+    else
+        rc = dq_push(g->c, queue, data, len, delay, id, flags, idbuf,
+                     sizeof(idbuf), &outcome);
+    free(payload.p);
+    if (rc < 0)
+        return dqt_report(g, rc);
+    const char *what = outcome == DQ_PUSHED   ? "pushed"
+                       : outcome == DQ_KEPT   ? "kept"
+                       : outcome == DQ_REPLACED ? "replaced"
+                       : outcome == DQ_DONE     ? "done"
+                                              : "unknown";
+    if (json) {
+        fputs("{\"id\":", stdout);
+        dqt_json_cstr(stdout, idbuf);
+        printf(",\"outcome\":\"%s\"}\n", what);
+    } else {
+        printf("%s %s\n", what, idbuf);
+    }
+    return DQT_EXIT_OKAY;
+}
+
+/* ---- cancel --------------------------------------------------------------- */
+
+const dqt_optspec dqt_cancel_opts[] = {{"inflight", 0, 0, DQT_O_INFLIGHT},
+                                      {NULL, 0, 0, 0}};
+
+/* delayq cancel: jobs not delivered yet (or in flight with --inflight). */
+int dqt_cmd_cancel(dqt_cli *g) {
+    int flags = 0, rc, ret = DQT_EXIT_OKAY;
+    for (int i = 0; i < g->a.nopts; i++)
+        if (g->a.opts[i].id == DQT_O_INFLIGHT)
+            flags = DQ_CANCEL_INFLIGHT;
+    const char *queue;
+    if ((rc = dqt_npos_check(g, 1, -1, "job id")) || (rc = dqt_start(g, &queue)))
+        return rc;
+    for (int i = 0; i < g->a.npos; i++) {
+        const char *id = g->a.pos[i];
+        rc = dq_cancel(g->c, queue, id, flags);
+        if (rc < 0)
+            return dqt_report(g, rc);
+        if (rc == DQ_CANCELED_PENDING) {
+            printf("canceled %s\n", id);
+        } else if (rc == DQ_CANCELED_INFLIGHT) {
+            printf("canceled %s (was in flight)\n", id);
+        } else if (rc == DQ_CANCEL_BUSY) {
+            fprintf(stderr,
+                    "delayq cancel: job '%s' is in flight: left alone (use "
+                    "--inflight to remove it)\n",
+                    id);
+            ret = DQT_EXIT_FAILED;
+        } else {
+            fprintf(stderr,
+                    "delayq cancel: no pending or in-flight job '%s'\n", id);
+            ret = DQT_EXIT_FAILED;
+        }
+    }
+    return ret;
+}
+
+/* ---- poll ----------------------------------------------------------------- */
+
+const dqt_optspec dqt_poll_opts[] = {
+    {"max", 0, 1, DQT_O_MAX},   {"lease", 0, 1, DQT_O_LEASE},
+    {"wait", 0, 1, DQT_O_WAIT}, {"json", 0, 0, DQT_O_JSON},
+    {NULL, 0, 0, 0}};
+
+/* delayq poll: claims due jobs and prints them with their tokens. */
+int dqt_cmd_poll(dqt_cli *g) {
+    int64_t max = 1, lease = 30000, wait = 0;
+    int json = 0, rc;
+    for (int i = 0; i < g->a.nopts; i++) {
+        const dqt_optval *o = &g->a.opts[i];
+        rc = 0;
+        if (o->id == DQT_O_MAX)
+            rc = dqt_opt_int(g, o, 1, DQ_POLL_MAX, &max);
+        else if (o->id == DQT_O_LEASE)
+            rc = dqt_opt_duration(g, o, &lease);
+        else if (o->id == DQT_O_WAIT)
+            rc = dqt_opt_duration(g, o, &wait);
+        else if (o->id == DQT_O_JSON)
+            json = 1;
+        if (rc)
+            return rc;
+    }
+    const char *queue;
+    if ((rc = dqt_npos_check(g, 0, 0, "")) || (rc = dqt_start(g, &queue)))
+        return rc;
+    dq_jobs *jobs = NULL;
+    if (wait > 0)
+        rc = dq_poll_wait(g->c, queue, (int)max, lease, wait, &jobs);
+    else
+        rc = dq_poll(g->c, queue, (int)max, lease, &jobs, NULL);
+    if (rc < 0)
+        return dqt_report(g, rc);
+    size_t n = dq_jobs_count(jobs);
+    if (json)
+        putchar('[');
+    for (size_t i = 0; i < n; i++) {
+        const dq_job *j = dq_jobs_at(jobs, i);
+        size_t len;
+        const void *p = dq_job_payload(j, &len);
+        if (json) {
+            fputs(i ? ",{\"id\":" : "{\"id\":", stdout);
+            dqt_json_cstr(stdout, dq_job_id(j));
+            printf(",\"attempt\":%" PRId64 ",\"token\":\"%s\",\"due_ms\":%" PRId64
+                   ",\"lease_deadline_ms\":%" PRId64,
+                   dq_job_attempt(j), dq_job_token(j), dq_job_due_ms(j),
+                   dq_job_lease_deadline_ms(j));
+            dqt_json_payload(stdout, p, len);
+            putchar('}');
+        } else {
+            dqt_escaped(stdout, dq_job_id(j), strlen(dq_job_id(j)), 0);
+            printf("\t%" PRId64 "\t%s\t", dq_job_attempt(j), dq_job_token(j));
+            dqt_escaped(stdout, p, len, 0);
+            putchar('\n');
+        }
+    }
+    if (json)
+        puts("]");
+    dq_jobs_free(jobs);
+    return DQT_EXIT_OKAY;
+}
+
+/* ---- ack / nack / extend -------------------------------------------------- */
+
+/* delayq ack: finishes a held job. */
+int dqt_cmd_ack(dqt_cli *g) {
+    const char *queue;
+    int rc;
+    if ((rc = dqt_npos_check(g, 2, 2, "job id and token")) ||
+        (rc = dqt_start(g, &queue)))
+        return rc;
+    if ((rc = dq_ack(g->c, queue, g->a.pos[0], g->a.pos[1])) < 0)
+        return dqt_report(g, rc);
+    printf("acked %s\n", g->a.pos[0]);
+    return DQT_EXIT_OKAY;
+}
+
+const dqt_optspec dqt_nack_opts[] = {
+    {"in", 0, 1, DQT_O_IN}, {"dead", 0, 0, DQT_O_DEAD}, {NULL, 0, 0, 0}};
+
+/* delayq nack: releases a held job for a retry, or dead-letters it. */
+int dqt_cmd_nack(dqt_cli *g) {
+    int64_t delay = 0;
+    int flags = 0, rc;
+    for (int i = 0; i < g->a.nopts; i++) {
+        const dqt_optval *o = &g->a.opts[i];
+        if (o->id == DQT_O_IN && (rc = dqt_opt_duration(g, o, &delay)))
+            return rc;
+        if (o->id == DQT_O_DEAD)
+            flags = DQ_NACK_DEAD;
+    }
+    const char *queue;
+    if ((rc = dqt_npos_check(g, 2, 2, "job id and token")) ||
+        (rc = dqt_start(g, &queue)))
+        return rc;
+    rc = dq_nack(g->c, queue, g->a.pos[0], g->a.pos[1], delay, flags);
+    if (rc < 0)
+        return dqt_report(g, rc);
+    printf("%s %s\n", rc == 1 ? "dead" : "requeued", g->a.pos[0]);
+    return DQT_EXIT_OKAY;
+}
+
+const dqt_optspec dqt_extend_opts[] = {{"lease", 0, 1, DQT_O_LEASE},
+                                      {NULL, 0, 0, 0}};
+
+/* delayq extend: renews the lease of a held job. */
+int dqt_cmd_extend(dqt_cli *g) {
+    int64_t lease = 30000, deadline = 0;
+    int rc;
+    for (int i = 0; i < g->a.nopts; i++)
+        if (g->a.opts[i].id == DQT_O_LEASE &&
+            (rc = dqt_opt_duration(g, &g->a.opts[i], &lease)))
+            return rc;
+    const char *queue;
+    if ((rc = dqt_npos_check(g, 2, 2, "job id and token")) ||
+        (rc = dqt_start(g, &queue)))
+        return rc;
+    rc = dq_extend(g->c, queue, g->a.pos[0], g->a.pos[1], lease, &deadline);
+    if (rc < 0)
+        return dqt_report(g, rc);
+    char iso[40], d[48];
+    printf("extended %s until %s (%s from now)\n", g->a.pos[0],
+           dqt_fmt_iso(deadline, iso, sizeof(iso)), dqt_fmt_dur(lease, d, sizeof(d)));
+    return DQT_EXIT_OKAY;
+}
+
