@@ -27,7 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/util.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
@@ -127,6 +132,13 @@ struct dq__aconn {
     int db;                     /* SELECT argument, 0 = none */
     char where[300];            /* "unix:/path" or "host:port" */
     void *tls_ctx;              /* TLS context, outlives ac */
+    struct event_base *base;    /* loop the context is attached to */
+    const dq__uri *uri;         /* owner's URI and options (outlive us) */
+    const dq_options *opts;
+    struct evdns_getaddrinfo_request *dns_req; /* name being resolved */
+    int in_open;                /* resolving inside dq__aconn_open */
+    int open_rc;                /* ... and what failed there */
+    dq__err open_err;
 };
 
 static void aconn_destroy(dq__aconn *a) {
@@ -243,10 +255,11 @@ static void aconn_hello(dq__aconn *a) {
     for (int i = 0; i < h.n; i++) {
         char buf[1024];
         size_t len = dq__resp_size(h.argc[i], h.argv[i], NULL);
-        char *p = len <= sizeof(buf) ? buf : malloc(len);
+        char *p = len < sizeof(buf) ? buf : malloc(len + 1);
         if (p == NULL)
             return;
-        dq__resp_put(p, h.argc[i], h.argv[i], NULL);
+        /* NUL after it: hiredis's async side peeks one byte further. */
+        *dq__resp_put(p, h.argc[i], h.argv[i], NULL) = '\0';
         size_t step = h.what[i][0] == 'A'   ? HELLO_AUTH
                       : h.what[i][0] == 'S' ? HELLO_SELECT
                                             : HELLO_PING;
@@ -292,6 +305,98 @@ static void aconn_on_disconnect(const redisAsyncContext *ac, int status) {
     aconn_unref(a); /* the context's reference: hiredis is done with us */
 }
 
+int dq__numeric_host(const char *host) {
+    unsigned char buf[16];
+    return inet_pton(AF_INET, host, buf) == 1 ||
+           inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* Connects to host (an address, or NULL for the URI's unix socket): the
+ * hiredis context, TLS, the libevent hooks.  On success the context holds
+ * a reference (a->refs is the caller's business). */
+static int aconn_start(dq__aconn *a, const char *host, dq__err *err) {
+    const dq__uri *u = a->uri;
+    const dq_options *o = a->opts;
+    redisAsyncContext *ac = host == NULL ? redisAsyncConnectUnix(u->path)
+                                         : redisAsyncConnect(host, u->port);
+    int rc = DQ_OK;
+    if (ac == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory connecting");
+    if (ac->err) {
+        rc = dq__err_set(err, ac->err == REDIS_ERR_OOM ? DQ_ENOMEM : DQ_EIO,
+                        "connect to %s: %s", a->where,
+                        ac->errstr ? ac->errstr : "failed");
+        goto fail;
+    }
+    if (dq__tls_wanted(o, u) &&
+        (rc = dq__tls_attach(&ac->c, o, u, &a->tls_ctx, err)) != DQ_OK)
+        goto fail;
+    ac->data = a;
+    if (aev_attach(ac, a->base) != 0) {
+        rc = dq__err_set(err, DQ_ENOMEM, "cannot attach to the event base");
+        goto fail;
+    }
+    /* After attaching: setting the connect callback arms the write event. */
+    redisAsyncSetConnectCallback(ac, aconn_on_connect);
+    redisAsyncSetDisconnectCallback(ac, aconn_on_disconnect);
+    a->ac = ac;
+    return DQ_OK;
+fail:
+    ac->data = NULL;
+    redisAsyncFree(ac);
+    return rc;
+}
+
+/* The resolver's answer for the URI's host: connect to its first IPv4
+ * address (else its first address).  The request's reference becomes the
+ * context's on success, and is dropped otherwise. */
+static void aconn_on_resolved(int result, struct evutil_addrinfo *res,
+                              void *arg) {
+    dq__aconn *a = arg;
+    a->dns_req = NULL;
+    a->depth++;
+    int rc = DQ_OK;
+    dq__err e;
+    if (result == EVUTIL_EAI_CANCEL || a->closed || a->dead) {
+        rc = DQ_ECANCELED;
+    } else {
+        const struct evutil_addrinfo *pick = res;
+        for (const struct evutil_addrinfo *r = res; r != NULL; r = r->ai_next)
+            if (r->ai_family == AF_INET) {
+                pick = r;
+                break;
+            }
+        char ip[INET6_ADDRSTRLEN] = "";
+        const void *addr = NULL;
+        if (result == 0 && pick != NULL)
+            addr = pick->ai_family == AF_INET
+                       ? (const void *)&((const struct sockaddr_in *)
+                                             pick->ai_addr)->sin_addr
+                       : (const void *)&((const struct sockaddr_in6 *)
+                                             pick->ai_addr)->sin6_addr;
+        if (addr == NULL ||
+            evutil_inet_ntop(pick->ai_family, addr, ip, sizeof(ip)) == NULL)
+            rc = dq__err_set(&e, DQ_EIO, "resolve %s: %s", a->uri->host,
+                            result != 0 ? evutil_gai_strerror(result)
+                                        : "no address");
+        else
+            rc = aconn_start(a, ip, &e);
+    }
+    if (res != NULL)
+        evutil_freeaddrinfo(res);
+    if (rc != DQ_OK) {
+        a->refs--; /* the request's: no context took it over */
+        if (a->in_open) {
+            a->open_rc = rc;
+            a->open_err = e;
+        } else if (rc != DQ_ECANCELED) {
+            aconn_die(a, rc, e.msg);
+        }
+    }
+    a->depth--;
+    aconn_maybe_free(a);
+}
+
 int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
                   dq__aconn_state_fn *state_fn, void *priv, dq__aconn **out,
                   dq__err *err) {
@@ -314,46 +419,46 @@ int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
     a->db = u->db;
     a->state_fn = state_fn;
     a->priv = priv;
+    a->base = base;
+    a->uri = u;
+    a->opts = o;
     if (u->kind == DQ_URI_UNIX)
         snprintf(a->where, sizeof(a->where), "unix:%s", u->path);
     else
         snprintf(a->where, sizeof(a->where), "%s:%d", u->host, u->port);
-    redisAsyncContext *ac = u->kind == DQ_URI_UNIX
-                                ? redisAsyncConnectUnix(u->path)
-                                : redisAsyncConnect(u->host, u->port);
-    int rc = DQ_OK;
-    if (ac == NULL) {
-        rc = dq__err_set(err, DQ_ENOMEM, "out of memory connecting");
-        goto fail;
+    int rc;
+    if (u->kind == DQ_URI_TCP && cfg->dns != NULL &&
+        !dq__numeric_host(u->host)) {
+        struct evutil_addrinfo hints;
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_protocol = IPPROTO_TCP;
+        a->refs = 2; /* the owner's and the request's */
+        a->in_open = 1;
+        /* The answer may come at once (hosts file): then the callback
+         * has run, connected or recorded its error, before this returns. */
+        struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(
+            cfg->dns, u->host, NULL, &hints, aconn_on_resolved, a);
+        a->in_open = 0;
+        if (a->open_rc != DQ_OK) {
+            *err = a->open_err;
+            aconn_destroy(a);
+            return err->code;
+        }
+        if (a->ac == NULL)
+            a->dns_req = req; /* still waiting for the answer */
+        *out = a;
+        return DQ_OK;
     }
-    if (ac->err) {
-        rc = dq__err_set(err, ac->err == REDIS_ERR_OOM ? DQ_ENOMEM : DQ_EIO,
-                        "connect to %s: %s", a->where,
-                        ac->errstr ? ac->errstr : "failed");
-        goto fail;
+    if ((rc = aconn_start(a, u->kind == DQ_URI_UNIX ? NULL : u->host, err)) !=
+        DQ_OK) {
+        aconn_destroy(a);
+        return rc;
     }
-    if (dq__tls_wanted(o, u) &&
-        (rc = dq__tls_attach(&ac->c, o, u, &a->tls_ctx, err)) != DQ_OK)
-        goto fail;
-    ac->data = a;
-    if (aev_attach(ac, base) != 0) {
-        rc = dq__err_set(err, DQ_ENOMEM, "cannot attach to the event base");
-        goto fail;
-    }
-    /* After attaching: setting the connect callback arms the write event. */
-    redisAsyncSetConnectCallback(ac, aconn_on_connect);
-    redisAsyncSetDisconnectCallback(ac, aconn_on_disconnect);
-    a->ac = ac;
-    a->refs = 2;
+    a->refs = 2; /* the owner's and the context's */
     *out = a;
     return DQ_OK;
-fail:
-    if (ac != NULL) {
-        ac->data = NULL;
-        redisAsyncFree(ac);
-    }
-    aconn_destroy(a);
-    return rc;
 }
 
 int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
@@ -386,6 +491,14 @@ void dq__aconn_close(dq__aconn *a) {
         return;
     a->closed = 1;
     a->dead = 1;
+    if (a->dns_req != NULL) {
+        /* Its callback drops the request's reference (now or later). */
+        struct evdns_getaddrinfo_request *req = a->dns_req;
+        a->dns_req = NULL;
+        a->depth++;
+        evdns_getaddrinfo_cancel(req);
+        a->depth--;
+    }
     if (a->ac != NULL && !a->torn) {
         redisAsyncContext *ac = a->ac;
         /* A connected context reports its end through the disconnect

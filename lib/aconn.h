@@ -26,9 +26,12 @@ typedef void dq__aconn_state_fn(void *priv, int code, const char *msg);
 /* tag: the value given to dq__aconn_send_raw (e.g. a chunk number). */
 typedef void dq__aconn_reply_fn(void *priv, size_t tag, const dq__reply *r);
 
-/* Starts connecting (never blocks).  Fails at once only for DQ_ENOMEM,
- * DQ_ENOTSUP (TLS without TLS support), or DQ_EIO when the address is
- * refused immediately (e.g. a missing unix socket). */
+/* Starts connecting (never blocks): a host name is first resolved with
+ * cfg->dns (evdns), then the first IPv4 address (else the first) is
+ * connected.  Fails at once only for DQ_ENOMEM, DQ_ENOTSUP (TLS without TLS
+ * support), or DQ_EIO when the address is refused immediately (e.g. a
+ * missing unix socket) or the name is known at once not to resolve;
+ * otherwise every failure comes through state_fn. */
 int dq__aconn_open(const dq__conn_cfg *cfg, struct event_base *base,
                   dq__aconn_state_fn *state_fn, void *priv, dq__aconn **out,
                   dq__err *err);
@@ -42,6 +45,8 @@ int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
  * liveness check: Redis answers with another "subscribe" confirmation. */
 int dq__aconn_subscribe(dq__aconn *a, const char *channel,
                        dq__aconn_reply_fn *fn, void *priv, dq__err *err);
+/* 1 if host is an IPv4 or IPv6 literal (nothing to resolve). */
+int dq__numeric_host(const char *host);
 /* Closes and frees (NULL is a no-op); see the callback rules above. */
 void dq__aconn_close(dq__aconn *a);
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/dns.h>
 #include <event2/event.h>
 
 #include "async_int.h"
@@ -118,6 +119,7 @@ struct dq_async {
     size_t ngraves, graves_cap;
     char where[300];         /* server address for messages */
     int open_rc;             /* error of dq_async_open, 0 if it worked */
+    struct evdns_base *dns;  /* resolver of the URI's host name, or NULL */
 };
 
 static void link_start(link *l, int64_t delay_ms);
@@ -125,6 +127,8 @@ static void link_start(link *l, int64_t delay_ms);
 /* ---- Depth and deferred frees ---- */
 
 static void real_free(dq_async *a) {
+    if (a->dns != NULL)
+        evdns_base_free(a->dns, 1); /* links are closed: nothing waits */
     free(a->graves);
     dq__uri_clear(&a->uri);
     dq__core_clear(&a->core);
@@ -253,7 +257,7 @@ static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
     link *l = arg;
     dq_async *a = l->a;
     dq__async_enter(a);
-    dq__conn_cfg cfg = {&a->uri, &a->core.opts};
+    dq__conn_cfg cfg = {&a->uri, &a->core.opts, a->dns};
     dq__err e;
     int rc = dq__aconn_open(&cfg, a->base, link_on_state, l, &l->conn, &e);
     if (rc != DQ_OK) {
@@ -624,14 +628,18 @@ int dq_async_open(struct event_base *base, const char *uri,
     if (rc != DQ_OK)
         goto fail;
     a->core.db = a->uri.db;
-    const dq_options *o = &a->core.opts;
-    if ((a->uri.tls || o->tls_ca || o->tls_cert || o->tls_key ||
-         o->tls_sni) &&
-        !dq__conn_tls_supported()) {
-        rc = dq__err_set(&a->err, DQ_ENOTSUP,
-                        "TLS requested but this libdelayq was built "
-                        "without TLS (needs hiredis >= 1.0 with "
-                        "hiredis_ssl and -Dtls=enabled)");
+    if ((rc = dq__tls_check(&a->core.opts, &a->uri, &a->err)) != DQ_OK)
+        goto fail;
+    /* A host name is resolved by libevent's evdns (hosts file, then the
+     * system's name servers) instead of a blocking getaddrinfo inside the
+     * loop; DISABLE_WHEN_INACTIVE keeps an idle resolver from holding the
+     * loop open. */
+    if (a->uri.kind == DQ_URI_TCP && !dq__numeric_host(a->uri.host) &&
+        (a->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                           EVDNS_BASE_DISABLE_WHEN_INACTIVE)) ==
+            NULL) {
+        rc = dq__err_set(&a->err, DQ_ENOMEM, "cannot start a resolver for %s",
+                        a->uri.host);
         goto fail;
     }
     if (a->uri.kind == DQ_URI_UNIX)

@@ -46,7 +46,7 @@ const char *dq_warnings(const dq_client *c) {
     } while (0)
 
 static int open_conn(dq_client *c, dq__conn **out) {
-    dq__conn_cfg cfg = {&c->uri, &c->core.opts};
+    dq__conn_cfg cfg = {&c->uri, &c->core.opts, NULL};
     dq__sigpipe g;
     dq__sigpipe_block(&g);
     int rc = dq__conn_open(&cfg, out, &c->err);

@@ -13,9 +13,12 @@
 #include "uri.h"
 
 /* What a connection needs: the parsed URI and the client's options. */
+struct evdns_base;
 typedef struct dq__conn_cfg {
     const dq__uri *uri;      /* where and as whom */
     const dq_options *opts; /* timeouts, credential overrides, TLS files */
+    struct evdns_base *dns;  /* async links: resolves host names without
+                                blocking the loop (NULL: numeric or unix) */
 } dq__conn_cfg;
 
 typedef struct dq__conn dq__conn;

@@ -282,8 +282,9 @@ int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len) {
     snprintf(n, sizeof(n), "%" PRId64, op->wait_n);
     snprintf(t, sizeof(t), "%" PRId64, op->wait_ms);
     const char *argv[3] = {"WAIT", n, t};
-    *len = (size_t)(dq__resp_put(op->wait_resp, 3, argv, NULL) -
-                    op->wait_resp);
+    char *end = dq__resp_put(op->wait_resp, 3, argv, NULL);
+    *end = '\0'; /* see dq__cmd: hiredis peeks one byte further */
+    *len = (size_t)(end - op->wait_resp);
     *resp = op->wait_resp;
     return 1;
 }

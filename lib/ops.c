@@ -170,10 +170,10 @@ static char *cmd_room(dq__cmd *c, size_t n) {
 
 int dq__cmd_seal(dq__cmd *c) {
     size_t total = dq__resp_size(c->argc, c->argv, c->lens);
-    char *buf = cmd_room(c, total);
+    char *buf = cmd_room(c, total + 1);
     if (buf == NULL)
         return DQ_ENOMEM;
-    dq__resp_put(buf, c->argc, c->argv, c->lens);
+    *dq__resp_put(buf, c->argc, c->argv, c->lens) = '\0';
     c->resp = buf;
     c->resp_len = total;
     c->rest_off = dq__resp_array_size(c->argc) + dq__resp_bulk_size(7) +
@@ -196,13 +196,14 @@ int dq__cmd_use_eval(dq__cmd *c) {
     size_t total = dq__resp_array_size(c->argc) + dq__resp_bulk_size(4) +
                    dq__resp_bulk_size(sc->len) + rest;
     /* Never the inline buffer: the rest is copied out of it. */
-    char *buf = malloc(total);
+    char *buf = malloc(total + 1);
     if (buf == NULL)
         return DQ_ENOMEM;
     char *p = dq__resp_put_array(buf, c->argc);
     p = dq__resp_put_bulk(p, "EVAL", 4);
     p = dq__resp_put_bulk(p, sc->body, sc->len);
     memcpy(p, c->resp + c->rest_off, rest);
+    buf[total] = '\0';
     if (c->resp != c->inline_resp)
         free(c->resp);
     c->resp = buf;

@@ -46,8 +46,9 @@ void dq__core_clear(dq__core *core);
 
 /* One script call: "EVALSHA sha 5 k1..k5 channel argv...".  Built as an
  * argv (pointing into the caller's data), then sealed into owned RESP
- * bytes (resp, resp_len) that any link can send as they are, now or
- * later; the argv is gone after sealing. */
+ * bytes (resp, resp_len, and a NUL after them: hiredis's async side peeks
+ * one byte past a formatted command) that any link can send as they are,
+ * now or later; the argv is gone after sealing. */
 #define DQ_CMD_INLINE 40
 #define DQ_CMD_INLINE_RESP 512
 typedef struct dq__cmd {
