@@ -14,16 +14,13 @@
 
 const dqt_optspec dqt_no_opts[] = {{NULL, 0, 0, 0}};
 
-/* ---- Command line parsing ------------------------------------------------- */
+/* ---- Command line parsing ------------------------------------------------ */
 
 /* Global options, accepted before and after the command. */
 static const dqt_optspec global_opts[] = {
-    {"help", 'h', 0, DQT_O_HELP},
-    {"uri", 'u', 1, DQT_O_URI},
-    {"queue", 'q', 1, DQT_O_QUEUE},
-    {"namespace", 'n', 1, DQT_O_NS},
-    {"version", 0, 0, DQT_O_VERSION},
-    {NULL, 0, 0, 0}};
+    {"help", 'h', 0, DQT_O_HELP},     {"uri", 'u', 1, DQT_O_URI},
+    {"queue", 'q', 1, DQT_O_QUEUE},   {"namespace", 'n', 1, DQT_O_NS},
+    {"version", 0, 0, DQT_O_VERSION}, {NULL, 0, 0, 0}};
 
 void dqt_args_free(dqt_args *a) {
     free(a->opts);
@@ -32,8 +29,9 @@ void dqt_args_free(dqt_args *a) {
 }
 
 /* The option called name (nlen bytes) or short_name in the tables. */
-static const dqt_optspec *find_opt(const dqt_optspec *const *tables, const char *name,
-                               size_t nlen, char short_name) {
+static const dqt_optspec *find_opt(const dqt_optspec *const *tables,
+                                   const char *name, size_t nlen,
+                                   char short_name) {
     for (int t = 0; tables[t] != NULL; t++)
         for (const dqt_optspec *o = tables[t]; o->name != NULL; o++) {
             if (short_name ? o->short_name == short_name
@@ -57,7 +55,7 @@ int dqt_usage_error(const dqt_cli *g, const char *fmt, const char *arg) {
  * With stop_at_pos, parsing stops at the first positional argument (which
  * is left in a->rest), as used before the command name. */
 int dqt_parse_args(dqt_cli *g, int argc, char **argv, const dqt_optspec *specs,
-                      int stop_at_pos, dqt_args *a) {
+                   int stop_at_pos, dqt_args *a) {
     const dqt_optspec *tables[3] = {global_opts, specs, NULL};
     memset(a, 0, sizeof(*a));
     a->opts = calloc((size_t)argc + 1, sizeof(*a->opts));
@@ -93,13 +91,15 @@ int dqt_parse_args(dqt_cli *g, int argc, char **argv, const dqt_optspec *specs,
             if (eq != NULL) {
                 if (o->arg == 0)
                     return dqt_usage_error(g, "option '--%s' takes no value",
-                                       o->name);
+                                           o->name);
                 val = eq + 1;
             }
         } else {
             if (s[2] != '\0')
-                return dqt_usage_error(g, "unknown option '%s' (long options "
-                                      "start with --)", s);
+                return dqt_usage_error(g,
+                                       "unknown option '%s' (long options "
+                                       "start with --)",
+                                       s);
             o = find_opt(tables, NULL, 0, s[1]);
             if (o == NULL)
                 return dqt_usage_error(g, "unknown option '%s'", s);
@@ -154,7 +154,7 @@ int dqt_opt_duration(const dqt_cli *g, const dqt_optval *o, int64_t *ms) {
 
 /* Parses an integer option value in lo..hi. */
 int dqt_opt_int(const dqt_cli *g, const dqt_optval *o, int64_t lo, int64_t hi,
-                   int64_t *v) {
+                int64_t *v) {
     char *end;
     errno = 0;
     long long x = o->val ? strtoll(o->val, &end, 10) : 0;
@@ -182,7 +182,7 @@ int dqt_npos_check(const dqt_cli *g, int lo, int hi, const char *what) {
     return 0;
 }
 
-/* ---- Durations, times and clocks ------------------------------------------ */
+/* ---- Durations, times and clocks ----------------------------------------- */
 
 /* Parses "250ms", "30s", "5m", "2h", "14d", combinations ("1h30m") and a
  * bare "0".  Returns 0 and *ms, or -1. */

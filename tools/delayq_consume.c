@@ -108,7 +108,7 @@ static void say(const dqt_worker *w, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* ---- Commands ------------------------------------------------------------- */
+/* ---- Commands ------------------------------------------------------------ */
 
 /* Copies environ without our three variables, with room for them. */
 static int build_env(dqt_worker *w) {
@@ -272,7 +272,7 @@ static void stop_commands_now(dqt_worker *w) {
         arm_kill(w);
 }
 
-/* ---- Runs ----------------------------------------------------------------- */
+/* ---- Runs ---------------------------------------------------------------- */
 
 /* The run of a job handed to us, or NULL. */
 static dqt_run *find_run(dqt_worker *w, const dq_job *job) {
@@ -354,7 +354,7 @@ static void on_sigchld(dqt_worker *w) {
     maybe_exit(w);
 }
 
-/* ---- Consumer callbacks --------------------------------------------------- */
+/* ---- Consumer callbacks -------------------------------------------------- */
 
 /* The consumer's graceful stop has finished. */
 static void on_stopped(dq_consumer *c, int released, void *ud) {
@@ -527,7 +527,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     }
 }
 
-/* ---- The command ---------------------------------------------------------- */
+/* ---- The command --------------------------------------------------------- */
 
 /* Reads consume's options into w.  0 or an exit code. */
 static int consume_options(dqt_cli *g, dqt_worker *w) {

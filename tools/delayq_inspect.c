@@ -10,11 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- list ----------------------------------------------------------------- */
+/* ---- list ---------------------------------------------------------------- */
 
-const dqt_optspec dqt_list_opts[] = {
-    {"offset", 0, 1, DQT_O_OFFSET}, {"limit", 0, 1, DQT_O_LIMIT},
-    {"json", 0, 0, DQT_O_JSON},     {NULL, 0, 0, 0}};
+const dqt_optspec dqt_list_opts[] = {{"offset", 0, 1, DQT_O_OFFSET},
+                                     {"limit", 0, 1, DQT_O_LIMIT},
+                                     {"json", 0, 0, DQT_O_JSON},
+                                     {NULL, 0, 0, 0}};
 
 /* Fetches one page of jobs in state st; *now_ms receives the server's time
  * when known (dq_list), else this machine's.  Returns count or a code. */
@@ -93,8 +94,8 @@ static int list_states(dqt_cli *g, unsigned mask, int explicit_state) {
     if (json) {
         fputs("{\"queue\":", stdout);
         dqt_json_cstr(stdout, queue);
-        printf(",\"now_ms\":%" PRId64 ",\"offset\":%" PRId64 ",\"jobs\":[",
-               now, offset);
+        printf(",\"now_ms\":%" PRId64 ",\"offset\":%" PRId64 ",\"jobs\":[", now,
+               offset);
         int first = 1;
         for (int st = 0; st < 3; st++)
             if (mask & (1u << st))
@@ -136,18 +137,21 @@ int dqt_cmd_list(dqt_cli *g) {
         else if (strcmp(w, "all") == 0)
             explicit_state = 0;
         else
-            return dqt_usage_error(g, "unknown state '%s' (use scheduled, "
-                                  "inflight, dead or all)", w);
+            return dqt_usage_error(g,
+                                   "unknown state '%s' (use scheduled, "
+                                   "inflight, dead or all)",
+                                   w);
     }
     return list_states(g, mask, explicit_state);
 }
 
-/* ---- stats ---------------------------------------------------------------- */
+/* ---- stats --------------------------------------------------------------- */
 
-const dqt_optspec dqt_stats_opts[] = {
-    {"json", 0, 0, DQT_O_JSON},   {"prometheus", 0, 0, DQT_O_PROM},
-    {"watch", 0, 2, DQT_O_WATCH}, {"count", 0, 1, DQT_O_COUNT},
-    {NULL, 0, 0, 0}};
+const dqt_optspec dqt_stats_opts[] = {{"json", 0, 0, DQT_O_JSON},
+                                      {"prometheus", 0, 0, DQT_O_PROM},
+                                      {"watch", 0, 2, DQT_O_WATCH},
+                                      {"count", 0, 1, DQT_O_COUNT},
+                                      {NULL, 0, 0, 0}};
 
 static volatile sig_atomic_t got_stop; /* SIGINT/SIGTERM count */
 
@@ -178,11 +182,12 @@ int dqt_cmd_stats(dqt_cli *g) {
         if (o->id == DQT_O_JSON || o->id == DQT_O_PROM) {
             if (mode != 0 && mode != o->id)
                 return dqt_usage_error(g, "use either --json or --prometheus%s",
-                                   "");
+                                       "");
             mode = o->id;
         } else if (o->id == DQT_O_WATCH) {
             watch = 1;
-            if (o->val != NULL && (rc = dqt_opt_duration(g, o, &interval)) == 0 &&
+            if (o->val != NULL &&
+                (rc = dqt_opt_duration(g, o, &interval)) == 0 &&
                 interval < 100) {
                 fprintf(stderr, "delayq stats: --watch: the interval must "
                                 "be at least 100ms\n");
@@ -253,7 +258,7 @@ int dqt_cmd_stats(dqt_cli *g) {
     return ret;
 }
 
-/* ---- dead ----------------------------------------------------------------- */
+/* ---- dead ---------------------------------------------------------------- */
 
 const dqt_optspec dqt_dead_opts[] = {
     {"all", 0, 0, DQT_O_ALL},       {"in", 0, 1, DQT_O_IN},
@@ -276,13 +281,16 @@ int dqt_cmd_dead(dqt_cli *g) {
             return dqt_usage_error(g, "unexpected argument '%s'", g->a.pos[1]);
         for (int i = 0; i < g->a.nopts; i++)
             if (g->a.opts[i].id == DQT_O_ALL || g->a.opts[i].id == DQT_O_IN)
-                return dqt_usage_error(g, "option '--%s' is for requeue and purge",
-                                   g->a.opts[i].name);
+                return dqt_usage_error(g,
+                                       "option '--%s' is for requeue and purge",
+                                       g->a.opts[i].name);
         return list_states(g, 1u << DQT_ST_DEAD, 1);
     }
     if (!requeue && strcmp(action, "purge") != 0)
-        return dqt_usage_error(g, "unknown action '%s' (use requeue, purge or "
-                              "list)", action);
+        return dqt_usage_error(g,
+                               "unknown action '%s' (use requeue, purge or "
+                               "list)",
+                               action);
     for (int i = 0; i < g->a.nopts; i++) {
         const dqt_optval *o = &g->a.opts[i];
         if (o->id == DQT_O_ALL) {
@@ -292,12 +300,14 @@ int dqt_cmd_dead(dqt_cli *g) {
                 return dqt_usage_error(g, "--in is for requeue%s", "");
             if ((rc = dqt_opt_duration(g, o, &delay)))
                 return rc;
-        } else if (o->id == DQT_O_OFFSET || o->id == DQT_O_LIMIT || o->id == DQT_O_JSON) {
+        } else if (o->id == DQT_O_OFFSET || o->id == DQT_O_LIMIT ||
+                   o->id == DQT_O_JSON) {
             return dqt_usage_error(g, "option '--%s' is for list", o->name);
         }
     }
     if (all == (g->a.npos > 1))
-        return dqt_usage_error(g, "give job ids or --all (one of the two)%s", "");
+        return dqt_usage_error(g, "give job ids or --all (one of the two)%s",
+                               "");
     const char *queue;
     if ((rc = dqt_start(g, &queue)))
         return rc;
@@ -337,4 +347,3 @@ int dqt_cmd_dead(dqt_cli *g) {
     printf("%s %" PRId64 "\n", requeue ? "requeued" : "purged", done);
     return ret;
 }
-

@@ -52,13 +52,15 @@ static int read_all(int fd, buf *b) {
     }
 }
 
-/* ---- push ----------------------------------------------------------------- */
+/* ---- push ---------------------------------------------------------------- */
 
-const dqt_optspec dqt_push_opts[] = {
-    {"in", 0, 1, DQT_O_IN},          {"at", 0, 1, DQT_O_AT},
-    {"id", 0, 1, DQT_O_ID},          {"replace", 0, 0, DQT_O_REPLACE},
-    {"keep", 0, 0, DQT_O_KEEP},      {"json", 0, 0, DQT_O_JSON},
-    {NULL, 0, 0, 0}};
+const dqt_optspec dqt_push_opts[] = {{"in", 0, 1, DQT_O_IN},
+                                     {"at", 0, 1, DQT_O_AT},
+                                     {"id", 0, 1, DQT_O_ID},
+                                     {"replace", 0, 0, DQT_O_REPLACE},
+                                     {"keep", 0, 0, DQT_O_KEEP},
+                                     {"json", 0, 0, DQT_O_JSON},
+                                     {NULL, 0, 0, 0}};
 
 /* delayq push: one job, payload from the argument or stdin. */
 int dqt_cmd_push(dqt_cli *g) {
@@ -132,11 +134,11 @@ int dqt_cmd_push(dqt_cli *g) {
     free(payload.p);
     if (rc < 0)
         return dqt_report(g, rc);
-    const char *what = outcome == DQ_PUSHED   ? "pushed"
-                       : outcome == DQ_KEPT   ? "kept"
+    const char *what = outcome == DQ_PUSHED     ? "pushed"
+                       : outcome == DQ_KEPT     ? "kept"
                        : outcome == DQ_REPLACED ? "replaced"
                        : outcome == DQ_DONE     ? "done"
-                                              : "unknown";
+                                                : "unknown";
     if (json) {
         fputs("{\"id\":", stdout);
         dqt_json_cstr(stdout, idbuf);
@@ -147,10 +149,10 @@ int dqt_cmd_push(dqt_cli *g) {
     return DQT_EXIT_OKAY;
 }
 
-/* ---- cancel --------------------------------------------------------------- */
+/* ---- cancel -------------------------------------------------------------- */
 
 const dqt_optspec dqt_cancel_opts[] = {{"inflight", 0, 0, DQT_O_INFLIGHT},
-                                      {NULL, 0, 0, 0}};
+                                       {NULL, 0, 0, 0}};
 
 /* delayq cancel: jobs not delivered yet (or in flight with --inflight). */
 int dqt_cmd_cancel(dqt_cli *g) {
@@ -159,7 +161,8 @@ int dqt_cmd_cancel(dqt_cli *g) {
         if (g->a.opts[i].id == DQT_O_INFLIGHT)
             flags = DQ_CANCEL_INFLIGHT;
     const char *queue;
-    if ((rc = dqt_npos_check(g, 1, -1, "job id")) || (rc = dqt_start(g, &queue)))
+    if ((rc = dqt_npos_check(g, 1, -1, "job id")) ||
+        (rc = dqt_start(g, &queue)))
         return rc;
     for (int i = 0; i < g->a.npos; i++) {
         const char *id = g->a.pos[i];
@@ -185,12 +188,13 @@ int dqt_cmd_cancel(dqt_cli *g) {
     return ret;
 }
 
-/* ---- poll ----------------------------------------------------------------- */
+/* ---- poll ---------------------------------------------------------------- */
 
-const dqt_optspec dqt_poll_opts[] = {
-    {"max", 0, 1, DQT_O_MAX},   {"lease", 0, 1, DQT_O_LEASE},
-    {"wait", 0, 1, DQT_O_WAIT}, {"json", 0, 0, DQT_O_JSON},
-    {NULL, 0, 0, 0}};
+const dqt_optspec dqt_poll_opts[] = {{"max", 0, 1, DQT_O_MAX},
+                                     {"lease", 0, 1, DQT_O_LEASE},
+                                     {"wait", 0, 1, DQT_O_WAIT},
+                                     {"json", 0, 0, DQT_O_JSON},
+                                     {NULL, 0, 0, 0}};
 
 /* delayq poll: claims due jobs and prints them with their tokens. */
 int dqt_cmd_poll(dqt_cli *g) {
@@ -230,7 +234,8 @@ int dqt_cmd_poll(dqt_cli *g) {
         if (json) {
             fputs(i ? ",{\"id\":" : "{\"id\":", stdout);
             dqt_json_cstr(stdout, dq_job_id(j));
-            printf(",\"attempt\":%" PRId64 ",\"token\":\"%s\",\"due_ms\":%" PRId64
+            printf(",\"attempt\":%" PRId64
+                   ",\"token\":\"%s\",\"due_ms\":%" PRId64
                    ",\"lease_deadline_ms\":%" PRId64,
                    dq_job_attempt(j), dq_job_token(j), dq_job_due_ms(j),
                    dq_job_lease_deadline_ms(j));
@@ -249,7 +254,7 @@ int dqt_cmd_poll(dqt_cli *g) {
     return DQT_EXIT_OKAY;
 }
 
-/* ---- ack / nack / extend -------------------------------------------------- */
+/* ---- ack / nack / extend ------------------------------------------------- */
 
 /* delayq ack: finishes a held job. */
 int dqt_cmd_ack(dqt_cli *g) {
@@ -290,7 +295,7 @@ int dqt_cmd_nack(dqt_cli *g) {
 }
 
 const dqt_optspec dqt_extend_opts[] = {{"lease", 0, 1, DQT_O_LEASE},
-                                      {NULL, 0, 0, 0}};
+                                       {NULL, 0, 0, 0}};
 
 /* delayq extend: renews the lease of a held job. */
 int dqt_cmd_extend(dqt_cli *g) {
@@ -309,7 +314,7 @@ int dqt_cmd_extend(dqt_cli *g) {
         return dqt_report(g, rc);
     char iso[40], d[48];
     printf("extended %s until %s (%s from now)\n", g->a.pos[0],
-           dqt_fmt_iso(deadline, iso, sizeof(iso)), dqt_fmt_dur(lease, d, sizeof(d)));
+           dqt_fmt_iso(deadline, iso, sizeof(iso)),
+           dqt_fmt_dur(lease, d, sizeof(d)));
     return DQT_EXIT_OKAY;
 }
-

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Client and errors ---------------------------------------------------- */
+/* ---- Client and errors --------------------------------------------------- */
 
 /* Maps a library error code to the tool's exit code. */
 int dqt_exit_for(int rc) {
@@ -118,7 +118,7 @@ int dqt_start(dqt_cli *g, const char **queue) {
     return dqt_open_client(g);
 }
 
-/* ---- Dispatch ------------------------------------------------------------- */
+/* ---- Dispatch ------------------------------------------------------------ */
 
 /* A command: its name, its function, help text and options. */
 typedef struct command {

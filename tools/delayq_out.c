@@ -12,7 +12,7 @@
 
 static const char *const state_names[3] = {"scheduled", "inflight", "dead"};
 
-/* ---- Times and durations -------------------------------------------------- */
+/* ---- Times and durations ------------------------------------------------- */
 
 /* Formats epoch ms as ISO-8601 UTC to the second. */
 const char *dqt_fmt_iso(int64_t ms, char *out, size_t n) {
@@ -60,8 +60,7 @@ const char *dqt_fmt_dur(int64_t ms, char *out, size_t n) {
 }
 
 /* "in 29m 58s", "3s ago" or "now" for a time relative to now. */
-const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out,
-                           size_t n) {
+const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out, size_t n) {
     char d[48];
     int64_t delta = at_ms - now_ms;
     if (delta > -1000 && delta < 1000)
@@ -73,7 +72,7 @@ const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out,
     return out;
 }
 
-/* ---- Text and JSON output ------------------------------------------------- */
+/* ---- Text and JSON output ------------------------------------------------ */
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
 static size_t utf8_len(const unsigned char *p, size_t n) {
@@ -232,11 +231,11 @@ size_t dqt_escaped_width(const char *s) {
     return total;
 }
 
-/* ---- Jobs and counts ------------------------------------------------------ */
+/* ---- Jobs and counts ----------------------------------------------------- */
 
 /* Prints one state's page of jobs as a table with a heading. */
 void dqt_print_jobs_table(int st, const dq_jobs *jobs, int64_t now,
-                        int64_t offset) {
+                          int64_t offset) {
     static const char *const when[3] = {"DUE", "LEASE ENDS", "DIED"};
     size_t n = dq_jobs_count(jobs), idw = 2;
     for (size_t i = 0; i < n; i++) {
@@ -308,7 +307,7 @@ static void prom_label(const char *s) {
 /* Prints the counts of queues as a table, JSON lines (mode DQT_O_JSON)
  * or Prometheus text (DQT_O_PROM). */
 void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
-                        int64_t now) {
+                     int64_t now) {
     static const char *const names[4] = {"scheduled", "due", "inflight",
                                          "dead"};
     if (mode == DQT_O_JSON) {
