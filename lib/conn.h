@@ -1,15 +1,17 @@
 /*
- * conn.h - the one unit that talks to hiredis.
+ * conn.h - the blocking link to one Redis node (conn.c), and what both
+ * links share: the opening AUTH/SELECT/PING and TLS.
  *
  * Everything that differs between hiredis 0.14 and 1.x (connect options,
  * timeouts, TLS) is handled in conn.c; the rest of the library sees only
- * these functions and the opaque dq__reply.  A dq__conn is one connection to
- * one node; a future cluster/sentinel layer holds several of them.
+ * these functions and the reply view (reply.h).  A dq__conn is one
+ * connection to one node; a cluster or Sentinel route holds several.
  */
 #ifndef DQ_CONN_H
 #define DQ_CONN_H
 
 #include "internal.h"
+#include "reply.h"
 #include "uri.h"
 
 /* What a connection needs: the parsed URI and the client's options. */
@@ -22,17 +24,6 @@ typedef struct dq__conn_cfg {
 } dq__conn_cfg;
 
 typedef struct dq__conn dq__conn;
-typedef struct dq__reply dq__reply; /* a reply; only accessors below */
-
-enum dq__reply_type {
-    DQ_R_OTHER = 0,
-    DQ_R_STRING,  /* bulk string */
-    DQ_R_ARRAY,
-    DQ_R_INTEGER,
-    DQ_R_NIL,
-    DQ_R_STATUS,
-    DQ_R_ERROR
-};
 
 /* Connects, then AUTH and SELECT as the URI/options say.  On success *out
  * is the connection; on failure *out is NULL and err says why (DQ_EIO,
@@ -65,21 +56,6 @@ int dq__conn_wait_readable(dq__conn *c, int64_t timeout_us, dq__err *err);
 /* 1 once an I/O error or timeout left the connection unusable. */
 int dq__conn_broken(const dq__conn *c);
 
-/* Maps an error reply's text to a code and sets err with Redis's message:
- * DQ_EOOM for OOM, DQ_EAUTH for NOAUTH/WRONGPASS (bad or missing
- * credentials), else DQ_EREDIS (NOPERM included: the credentials were fine,
- * the ACL forbids this key or command; Redis's text says which). */
-int dq__reply_error(const dq__reply *r, const char *what, dq__err *err);
-/* 1 if r is an error reply starting with prefix (e.g. "NOSCRIPT"). */
-int dq__reply_is_error(const dq__reply *r, const char *prefix);
-
-int dq__reply_type(const dq__reply *r);
-long long dq__reply_int(const dq__reply *r);
-/* String of a STRING/STATUS/ERROR reply; *len receives its length. */
-const char *dq__reply_str(const dq__reply *r, size_t *len);
-size_t dq__reply_len(const dq__reply *r);                  /* array length */
-const dq__reply *dq__reply_at(const dq__reply *r, size_t i); /* array element */
-void dq__reply_free(dq__reply *r);                         /* NULL is no-op */
 
 /* 1 if the library was built with TLS support (hiredis >= 1.0 + ssl). */
 int dq__conn_tls_supported(void);

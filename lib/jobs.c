@@ -3,7 +3,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -101,10 +100,4 @@ void dq_job_free(dq_job *j) {
         return;
     free(j->buf);
     free(j);
-}
-
-int64_t dq__mono_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }

@@ -6,8 +6,8 @@
 #ifndef DQ_OPS_H
 #define DQ_OPS_H
 
-#include "conn.h"
 #include "internal.h"
+#include "reply.h"
 #include "scripts.h"
 
 #define DQ_NKEYS 5          /* keys every script gets (see lua/common.lua) */
