@@ -424,7 +424,7 @@ static void op_finish(dq_async *a, aop *op) {
             break;
         }
         case CB_LIST:
-            op->cb.list(a, jobs, st >= 0 ? o->next_us : 0, st, op->ud);
+            op->cb.list(a, jobs, st >= 0 ? o->now_ms : 0, st, op->ud);
             break;
         case CB_RESULTS:
             op->cb.res(a, o->n, st >= 0 ? o->results : NULL, st, op->ud);

@@ -515,7 +515,7 @@ static int list_page(dq_client *c, const char *queue, int which,
         *out = op.jobs;
         op.jobs = NULL;
         if (now_ms != NULL)
-            *now_ms = op.next_us;
+            *now_ms = op.now_ms;
     }
     dq__op_clear(&op);
     return rc;

@@ -239,7 +239,7 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     case DQ_OPK_LIST:
         dq_jobs_free(op->jobs);
         op->jobs = NULL;
-        rc = dq__decode_list(r, op->which, &op->jobs, &op->next_us, &e);
+        rc = dq__decode_list(r, op->which, &op->jobs, &op->now_ms, &e);
         if (rc >= 0)
             op->status = rc;
         break;

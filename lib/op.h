@@ -53,7 +53,8 @@ typedef struct dq__op {
     int *results;         /* ack: per job (n) */
     int acked;            /* ack: acked so far */
     dq_jobs *jobs;        /* poll, list: taken over by the caller */
-    int64_t next_us;      /* poll: next due (us); list: server now (ms) */
+    int64_t next_us;      /* poll: us until the next job is due, -1 none */
+    int64_t now_ms;       /* list: the server's time of the listing */
     long long v;          /* integer result */
     int64_t stats[5];     /* stats */
     char id[DQ_ID_BUF];   /* job id, for messages */
