@@ -51,6 +51,7 @@ typedef struct aconn_ev {
     struct event *wev;     /* writable */
 } aconn_ev;
 
+/* The socket is readable: hiredis reads the replies. */
 static void aev_read(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -58,6 +59,7 @@ static void aev_read(evutil_socket_t fd, short what, void *arg) {
     redisAsyncHandleRead(e->ac);
 }
 
+/* The socket is writable: hiredis writes, with SIGPIPE blocked. */
 static void aev_write(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -73,6 +75,7 @@ static void aev_del_read(void *p) { event_del(((aconn_ev *)p)->rev); }
 static void aev_add_write(void *p) { event_add(((aconn_ev *)p)->wev, NULL); }
 static void aev_del_write(void *p) { event_del(((aconn_ev *)p)->wev); }
 
+/* hiredis drops the hooks (context freed): frees both events and e. */
 static void aev_cleanup(void *p) {
     aconn_ev *e = p;
     e->ac->ev.cleanup = NULL; /* hiredis 0.14 may call cleanup twice */
@@ -82,6 +85,7 @@ static void aev_cleanup(void *p) {
     free(e);
 }
 
+/* Hooks ac's socket into base's loop; -1 when out of memory. */
 static int aev_attach(redisAsyncContext *ac, struct event_base *base) {
     aconn_ev *e = calloc(1, sizeof(*e));
     if (e == NULL)
@@ -141,6 +145,7 @@ struct dq__aconn {
     dq__err open_err;
 };
 
+/* Frees a and what it owns (TLS context, AUTH copies). */
 static void aconn_destroy(dq__aconn *a) {
     dq__tls_ctx_free(a->tls_ctx);
     free(a->user);
@@ -179,6 +184,8 @@ static void aconn_torn(dq__aconn *a, const redisAsyncContext *ac) {
     aconn_die(a, DQ_EIO, msg);
 }
 
+/* One hello step's reply: an error reports the connection dead; the PING's
+ * reply reports it ready. */
 static void aconn_hello_reply(dq__aconn *a, size_t step, const redisReply *r) {
     if (r->type == REDIS_REPLY_ERROR) {
         dq__err e;
@@ -271,6 +278,8 @@ static void aconn_hello(dq__aconn *a) {
     }
 }
 
+/* hiredis's connect callback: on success starts the hello; on failure
+ * reports it and drops the context's reference. */
 static void aconn_on_connect(const redisAsyncContext *ac, int status) {
     dq__aconn *a = ac->data;
     if (a == NULL || a->torn)
@@ -293,6 +302,8 @@ static void aconn_on_connect(const redisAsyncContext *ac, int status) {
     aconn_unref(a);
 }
 
+/* hiredis's disconnect callback: reports the loss and drops the context's
+ * reference. */
 static void aconn_on_disconnect(const redisAsyncContext *ac, int status) {
     (void)status;
     dq__aconn *a = ac->data;

@@ -63,6 +63,7 @@ static void on_stop_deadline(evutil_socket_t fd, short what, void *arg);
 
 /* ---- Sleep timer ---- */
 
+/* Sleeps until target_us (monotonic); capped: the sleep is the idle cap. */
 static void timer_set(acons *s, int64_t target_us, int capped) {
     s->target_us = target_us;
     s->capped = capped;
@@ -85,6 +86,7 @@ static void timer_set(acons *s, int64_t target_us, int capped) {
     evtimer_add(s->timer_ev, &tv);
 }
 
+/* Cancels the sleep, if any. */
 static void timer_clear(acons *s) {
     if (s->target_us == 0)
         return;
@@ -100,6 +102,8 @@ static void timer_clear(acons *s) {
     evtimer_del(s->timer_ev);
 }
 
+/* The sleep ended: re-armed if it woke early, else a poll (after an idle
+ * cap, the subscriber is checked too). */
 static void on_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -129,6 +133,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
 
 /* ---- Deliveries ---- */
 
+/* Frees d's lease-extend and handler-timeout timers. */
 static void timers_clear(dq__delivery *d) {
     if (d->extend_ev != NULL)
         event_free(d->extend_ev);
@@ -137,6 +142,7 @@ static void timers_clear(dq__delivery *d) {
     d->extend_ev = d->timeout_ev = NULL;
 }
 
+/* Frees a delivery with its timers and its copy of the job. */
 static void delivery_free(void *p) {
     dq__delivery *d = p;
     timers_clear(d);
@@ -156,6 +162,8 @@ static void arm_ms(struct event *ev, int64_t ms) {
     evtimer_add(ev, &tv);
 }
 
+/* Ends a graceful stop once no job holds a slot and no poll is out, and
+ * calls the stopped callback. */
 static void check_stopped(acons *s) {
     if (!s->stopping || s->stopped || s->active > 0 || s->polling)
         return;
@@ -202,6 +210,8 @@ static void completed(acons *s, dq__delivery *d, int status) {
     slot_freed(s);
 }
 
+/* Reply to an ack/nack: one lost with the connection is sent again (unless
+ * stopping, up to 20 tries); else d is completed. */
 static void on_completed(dq_async *a, int status, void *ud) {
     (void)a;
     dq__delivery *d = ud;
@@ -220,6 +230,8 @@ static void on_completed(dq_async *a, int status, void *ud) {
     completed(s, d, status);
 }
 
+/* Sends d's ack (DQ_JOB_OK) or nack, as its outcome says; a send that fails
+ * at once completes d with the error. */
 static void send_completion(acons *s, dq__delivery *d) {
     dq_consumer *c = s->c;
     dq_async *a = c->a;
@@ -272,9 +284,12 @@ static void release(acons *s, dq__delivery *d, int at_stop) {
     send_completion(s, d);
 }
 
+/* The extend's reply callback, defined after the timer that sends it. */
 static void on_extended(dq_async *a, int64_t deadline_ms, int status,
                         void *ud);
 
+/* Time to extend a running job's lease; a send that fails is tried again
+ * soon. */
 static void on_extend_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -296,6 +311,9 @@ static void on_extend_timer(evutil_socket_t fd, short what, void *arg) {
     dq__async_leave(a);
 }
 
+/* An extend's reply: records the new deadline and re-arms at half a lease; a
+ * job that is someone else's now stops extending; other errors retry soon.
+ * Frees an ended delivery once its last op is back. */
 static void on_extended(dq_async *a, int64_t deadline_ms, int status,
                         void *ud) {
     (void)a;
@@ -320,6 +338,7 @@ static void on_extended(dq_async *a, int64_t deadline_ms, int status,
     }
 }
 
+/* The handler ran too long: its job is given back (policy backoff). */
 static void on_handler_timeout(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -391,6 +410,9 @@ static void give_back(acons *s, const dq_job *job) {
 
 /* ---- Polling ---- */
 
+/* A poll's reply: dispatches the claimed jobs (gives them back when
+ * stopping), then polls again or sleeps until the next is due; a failure
+ * backs off (doubling, up to 2 s). */
 static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
                       int status, void *ud) {
     acons *s = ud;
@@ -438,6 +460,8 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
         timer_set(s, (s->poll_sent_us + recv) / 2 + next_us, 0);
 }
 
+/* Polls for as many jobs as there are free slots, unless stopping or a poll
+ * is out; a failed send retries after the backoff. */
 static void kick(acons *s) {
     dq_consumer *c = s->c;
     dq_async *a = c->a;
@@ -463,6 +487,8 @@ static void kick(acons *s) {
     s->poll_sent_us = dq__mono_us();
 }
 
+/* The subscriber is ready or a wake-up came: polls now, or again once the
+ * outstanding poll is back. */
 static void on_watch(void *ud, int event) {
     (void)event; /* ready or wake: either way, look now */
     acons *s = ud;
@@ -482,6 +508,8 @@ static void acons_free_mem(void *p) {
     free(c);
 }
 
+/* Frees the consumer: forgets its ops, closes its watch and timers, buries
+ * its deliveries and its memory. */
 static void as_destroy(dq_consumer *c) {
     acons *s = c->as;
     dq_async *a = c->a;
@@ -512,6 +540,8 @@ static void as_release(dq__child *ch) {
     as_destroy(s->c);
 }
 
+/* dq_consumer_done for a libevent consumer: applies the outcome, unless the
+ * job was given up (handler timeout or stop). */
 static int as_finish(dq_consumer *c, dq__delivery *d, int outcome,
                      int64_t delay_ms) {
     acons *s = c->as;
@@ -601,6 +631,8 @@ int dq_consumer_start(dq_consumer *c) {
     return DQ_OK;
 }
 
+/* The stop's deadline (or, with nothing running, the next loop turn): gives
+ * every running job back, then ends the stop if it can. */
 static void on_stop_deadline(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;

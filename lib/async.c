@@ -126,6 +126,7 @@ static void link_start(link *l, int64_t delay_ms);
 
 /* ---- Depth and deferred frees ---- */
 
+/* The last of dq_async_free, at depth 0: frees the resolver and the client. */
 static void real_free(dq_async *a) {
     if (a->dns != NULL)
         evdns_base_free(a->dns, 1); /* links are closed: nothing waits */
@@ -202,6 +203,7 @@ void dq__async_disown(dq_async *a, dq__child *ch) {
 
 /* ---- Link mechanics ---- */
 
+/* us microseconds as a timeval (negative: 0). */
 static struct timeval tv_us(int64_t us) {
     struct timeval tv;
     if (us < 0)
@@ -235,6 +237,8 @@ static void link_fail(link *l, int code, const char *msg) {
     l->down(l, code, msg, was_up);
 }
 
+/* The connection's state: ready means up (backoff reset, owner told);
+ * anything else fails the link. */
 static void link_on_state(void *priv, int code, const char *msg) {
     link *l = priv;
     dq_async *a = l->a;
@@ -251,6 +255,7 @@ static void link_on_state(void *priv, int code, const char *msg) {
     dq__async_leave(a);
 }
 
+/* The retry timer: opens a new connection, bounded by the connect timeout. */
 static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -273,6 +278,8 @@ static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
     dq__async_leave(a);
 }
 
+/* The link's one timer: fails a connection not ready by its deadline, or one
+ * whose replies are later than the command timeout; else re-arms. */
 static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -306,6 +313,7 @@ static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
     dq__async_leave(a);
 }
 
+/* Sets l up for owner (not started yet): its callbacks and its two timers. */
 static int link_init(link *l, dq_async *a, void *owner, void (*up)(link *),
                      void (*down)(link *, int, const char *, int)) {
     memset(l, 0, sizeof(*l));
@@ -356,6 +364,7 @@ static void link_replied(link *l) {
 
 /* ---- Operation lists ---- */
 
+/* Appends op to L, which is the list `where` names. */
 static void list_push(oplist *L, aop *op, int where) {
     op->prev = L->tail;
     op->next = NULL;
@@ -368,6 +377,7 @@ static void list_push(oplist *L, aop *op, int where) {
     op->where = where;
 }
 
+/* Takes op out of whichever list holds it (if any). */
 static void list_unlink(dq_async *a, aop *op) {
     oplist *L = op->where == IN_WAITING  ? &a->waiting
                 : op->where == IN_FLIGHT ? &a->inflight
@@ -447,6 +457,7 @@ static void op_finish(dq_async *a, aop *op) {
     op_free(op);
 }
 
+/* Fails op with code (msg prefixed with the op's name) and finishes it. */
 static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
     dq__err e;
     dq__err_set(&e, code, "%s: %s", op->op.what, msg);
@@ -489,6 +500,7 @@ static size_t op_send(dq_async *a, aop *op) {
     return sent;
 }
 
+/* Arms the wait timer for the oldest waiting op's deadline, or stops it. */
 static void arm_wait(dq_async *a) {
     if (a->waiting.head == NULL || a->waiting.head->deadline_us == 0) {
         evtimer_del(a->wait_ev);
@@ -540,6 +552,7 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
 
 /* ---- The main link's owner: the client ---- */
 
+/* The main link is up: sends the waiting ops, then reports DQ_CONNECTED. */
 static void main_up(link *l) {
     dq_async *a = l->owner;
     size_t n = a->waiting.count;
@@ -569,6 +582,8 @@ static void fail_ops(dq_async *a, oplist *L, size_t n, int code,
     }
 }
 
+/* The main link went down: reports it, fails the ops in flight and, when an
+ * attempt failed, those that waited for it. */
 static void main_down(link *l, int code, const char *msg, int was_up) {
     dq_async *a = l->owner;
     size_t nfl = a->inflight.count;
@@ -586,6 +601,7 @@ static void main_down(link *l, int code, const char *msg, int was_up) {
         arm_wait(a);
 }
 
+/* Fails the waiting ops whose deadline passed before the link came up. */
 static void on_wait_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -769,6 +785,8 @@ static aop *op_new(dq_async *a) {
     if (op == NULL)                  \
         return DQ_ENOMEM
 
+/* dq_async_push and dq_async_push_at: one job, t a delay or (absolute) a
+ * time. */
 static int push_one(dq_async *a, const char *queue, const void *payload,
                     size_t len, int64_t t, int absolute, const char *id,
                     int flags, dq_push_cb *cb, void *userdata) {
@@ -814,6 +832,7 @@ int dq_async_cancel(dq_async *a, const char *queue, const char *id,
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
+/* dq_async_poll and dq__async_poll_us (us: next due in microseconds). */
 static int poll_common(dq_async *a, const char *queue, int max,
                        int64_t lease_ms, int us, dq_jobs_cb *cb,
                        void *userdata) {
@@ -927,6 +946,8 @@ struct dq__watch {
     int subscribed;   /* confirmation received on this connection */
 };
 
+/* Subscription replies: the first confirmation on a connection reports
+ * ready, a message a wake-up; any confirmation answers a health check. */
 static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
     (void)tag;
     dq__watch *w = priv;
@@ -952,6 +973,7 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
     dq__async_leave(a);
 }
 
+/* The watch's link is up: subscribes (a failed send fails the link). */
 static void watch_up(link *l) {
     dq__watch *w = l->owner;
     dq__err e;
@@ -962,6 +984,8 @@ static void watch_up(link *l) {
         link_sent(l);
 }
 
+/* The subscription went with the link: the next confirmation reports ready
+ * again. */
 static void watch_down(link *l, int code, const char *msg, int was_up) {
     (void)code;
     (void)msg;

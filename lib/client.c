@@ -45,6 +45,7 @@ const char *dq_warnings(const dq_client *c) {
         dq__err_clear(&(c)->err);  \
     } while (0)
 
+/* Opens a connection to the client's URI, with SIGPIPE blocked. */
 static int open_conn(dq_client *c, dq__conn **out) {
     dq__conn_cfg cfg = {&c->uri, &c->core.opts, NULL};
     dq__sigpipe g;
@@ -190,6 +191,8 @@ static int run_op(dq_client *c, dq__op *op, int rc) {
     return rc;
 }
 
+/* Runs a push of n jobs; on success (or DQ_EREPLICAS) copies out their ids
+ * (id_stride apart) and outcomes. */
 static int push_common(dq_client *c, int batch, const char *queue, size_t n,
                        const void *const *payloads, const size_t *lens,
                        const int64_t *times, int absolute,
@@ -212,6 +215,8 @@ static int push_common(dq_client *c, int batch, const char *queue, size_t n,
     return rc;
 }
 
+/* dq_push and dq_push_at: checks id and the size of id_out, then pushes one
+ * job. */
 static int push_one(dq_client *c, const char *queue, const void *payload,
                     size_t len, int64_t t, int absolute, const char *id,
                     int flags, char *id_out, size_t id_out_size,
@@ -379,6 +384,9 @@ static int sub_ping(dq_client *c) {
     return rc;
 }
 
+/* dq_poll_wait's work: polls, then sleeps on the wake channel until the next
+ * due time, a wake-up, the deadline or the cap (which pings the subscriber);
+ * again until jobs or the deadline. */
 static int poll_wait_io(dq_client *c, const char *queue, int max,
                         int64_t lease_ms, int64_t timeout_ms, dq_jobs **out) {
     int rc = check_out(c, out);
@@ -448,6 +456,7 @@ int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
 
 /* ---- Ack, nack, extend ---- */
 
+/* Runs an ack of n jobs; copies out each job's result on success. */
 static int ack_common(dq_client *c, int batch, const char *queue, size_t n,
                       const char *const *ids, const char *const *tokens,
                       int *results) {

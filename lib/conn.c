@@ -37,6 +37,7 @@ struct dq__conn {
     void *tls_ctx;     /* TLS context (dq__tls_ctx_free), outlives ctx */
 };
 
+/* ms milliseconds as a timeval. */
 static struct timeval tv_ms(int64_t ms) {
     struct timeval tv;
     tv.tv_sec = (time_t)(ms / 1000);

@@ -74,6 +74,7 @@ int dq__cons_plan(dq_consumer *c, const dq_job *job, int outcome,
     return outcome;
 }
 
+/* The next number of the consumer's own generator (for the jitter). */
 static uint64_t cons_rand(dq_consumer *c) {
     /* xorshift64* */
     c->rng ^= c->rng >> 12;
@@ -195,6 +196,8 @@ void dq_consumer_free(dq_consumer *c) {
 
 /* ---- Sync consumer ---- */
 
+/* dq_consumer_done from inside a sync handler: records the outcome (once)
+ * for sync_handle to apply. */
 static int sync_finish(dq_consumer *c, dq__delivery *d, int outcome,
                        int64_t delay_ms) {
     if (!c->in_handler || d->done_called)
@@ -207,6 +210,8 @@ static int sync_finish(dq_consumer *c, dq__delivery *d, int outcome,
     return DQ_OK;
 }
 
+/* Frees the consumer, or, while dq_consumer_run runs it, marks it dead for
+ * the run to free when it returns. */
 static void sync_destroy(dq_consumer *c) {
     c->dead = 1;
     c->interrupted = 1;

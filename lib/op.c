@@ -42,6 +42,8 @@ static void single(dq__op *op, dq__core *core, const char *queue) {
     op->ncmds = 1;
 }
 
+/* Passes a build's DQ_OK through; any failure becomes DQ_ENOMEM, recorded on
+ * op and in err. */
 static int oom(dq__op *op, int rc, dq__err *err) {
     if (rc == DQ_OK)
         return DQ_OK;

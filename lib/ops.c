@@ -15,6 +15,7 @@
 
 /* ---- Core ---- */
 
+/* One step of the id generator (xorshift128+). */
 static uint64_t xs_next(uint64_t s[2]) {
     uint64_t x = s[0], y = s[1];
     s[0] = y;
@@ -223,6 +224,7 @@ static void cmd_str(dq__cmd *c, const char *s, size_t len) {
 
 static void cmd_cstr(dq__cmd *c, const char *s) { cmd_str(c, s, strlen(s)); }
 
+/* Appends v in decimal, kept in c's number buffer. */
 static void cmd_int(dq__cmd *c, int64_t v) {
     char *p = c->nums + c->nums_used;
     int n = snprintf(p, 21, "%" PRId64, v);
@@ -405,6 +407,8 @@ void dq__push_plan_free(dq__push_plan *p) {
     memset(p, 0, sizeof(*p));
 }
 
+/* Checks a push's arguments (count, payloads, flags, times, ids) before
+ * anything is built. */
 static int check_push_args(dq__core *core, size_t n,
                            const void *const *payloads, const size_t *lens,
                            const int64_t *times, int absolute,

@@ -138,6 +138,8 @@ int dq_options_set_str(dq_options *o, int option, const char *v) {
     return DQ_OK;
 }
 
+/* Copies src into *dst (NULL stays NULL); -1, with *dst NULL, when out of
+ * memory. */
 static int dup_str(char **dst, const char *src) {
     *dst = NULL;
     if (src == NULL)

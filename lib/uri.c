@@ -6,6 +6,7 @@
 
 #include "uri.h"
 
+/* The value of hex digit c, or -1. */
 static int hexval(char c) {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -55,6 +56,8 @@ static long parse_num(const char *s, size_t n, long lo, long hi) {
     return (v < lo || v > hi) ? -1 : v;
 }
 
+/* Replaces *slot with s[0..n) percent-decoded; what names the part in the
+ * error. */
 static int set_decoded(char **slot, const char *s, size_t n, const char *what,
                        dq__err *err) {
     int bad;
