@@ -86,6 +86,8 @@ struct aop {
     void *ud;             /* caller's userdata */
     int us;               /* poll: next_due in microseconds */
     int64_t deadline_us;  /* waiting: when it gives up (0 = never) */
+    size_t next_cmd;      /* next call of op.cmds to send */
+    size_t bytes_out;     /* bytes of calls sent and not answered yet */
     size_t outstanding;   /* replies awaited */
     dq__op op;             /* the operation (engine) */
 };
@@ -485,16 +487,32 @@ static int op_send_one(dq_async *a, aop *op, size_t tag, const char *resp,
     return DQ_OK;
 }
 
-/* Sends every call of op on the main link.  Returns the number sent; on a
- * send failure op has the error. */
-static size_t op_send(dq_async *a, aop *op) {
+/* Sends op's next calls while at most DQ_CHUNK_BYTES of them await their
+ * replies (at least one): a batch of big payloads then never sits whole in
+ * hiredis's output buffer, which a non-blocking link drains with a memmove
+ * of the rest after every partial write (quadratic in its size).  Returns
+ * the number sent; on a send failure op has the error. */
+static size_t op_send_more(dq_async *a, aop *op) {
     size_t sent = 0;
-    for (size_t i = 0; i < op->op.ncmds; i++) {
-        dq__cmd *c = &op->op.cmds[i];
-        if (op_send_one(a, op, i, c->resp, c->resp_len) != DQ_OK)
+    /* Like the sync client's pipeline, later calls go out even after one
+     * failed in Redis: each call stands on its own. */
+    while (op->next_cmd < op->op.ncmds) {
+        dq__cmd *c = &op->op.cmds[op->next_cmd];
+        if (op->bytes_out > 0 && op->bytes_out + c->resp_len > DQ_CHUNK_BYTES)
             break;
+        if (op_send_one(a, op, op->next_cmd, c->resp, c->resp_len) != DQ_OK)
+            break;
+        op->bytes_out += c->resp_len;
+        op->next_cmd++;
         sent++;
     }
+    return sent;
+}
+
+/* Starts sending op on the main link.  Returns the number of calls sent;
+ * 0 means a send failed and op has the error. */
+static size_t op_send(dq_async *a, aop *op) {
+    size_t sent = op_send_more(a, op);
     if (sent > 0)
         list_push(&a->inflight, op, IN_FLIGHT);
     return sent;
@@ -537,10 +555,14 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
     dq__async_enter(a);
     link_replied(&a->main);
     op->outstanding--;
+    if (tag < op->op.ncmds)
+        op->bytes_out -= op->op.cmds[tag].resp_len;
     if (dq__op_feed(&op->op, tag, r) == DQ_FEED_RESEND) {
         dq__cmd *c = &op->op.cmds[tag];
-        op_send_one(a, op, tag, c->resp, c->resp_len);
+        if (op_send_one(a, op, tag, c->resp, c->resp_len) == DQ_OK)
+            op->bytes_out += c->resp_len;
     }
+    op_send_more(a, op);
     const char *wait;
     size_t wlen;
     if (op->outstanding == 0 && dq__op_wait_cmd(&op->op, &wait, &wlen))
