@@ -2,15 +2,13 @@
 """Tests of the ctypes binding against a real, private redis-server.
 
 Run by `meson test --suite python` with DELAYQ_LIB pointing at the build's
-libdelayq.so and PYTHONPATH at this directory.  Starts redis-server (from
-$DQ_REDIS_SERVER, else PATH, else /usr/bin/redis-server) on a unix socket in
-a temp dir and stops it by pid.  A missing redis-server is a failure.
+libdelayq.so and PYTHONPATH at this directory, under tests/support/
+with_redis, which starts redis-server on a unix socket in a temp dir, passes
+its URI and socket in DQ_TEST_REDIS_URI / DQ_TEST_REDIS_SOCKET and stops it
+by pid.  A missing redis-server (or launcher) is a failure.
 """
 import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 import unittest
@@ -21,39 +19,16 @@ SERVER = None
 
 
 class RedisServer:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="dq-py-")
-        self.sock = os.path.join(self.dir, "redis.sock")
-        self.uri = "unix://" + self.sock
-        binary = (os.environ.get("DQ_REDIS_SERVER")
-                  or shutil.which("redis-server") or "/usr/bin/redis-server")
-        if not os.access(binary, os.X_OK):
-            raise RuntimeError("redis-server not found (%s): a failure, "
-                               "not a skip" % binary)
-        conf = os.path.join(self.dir, "redis.conf")
-        with open(conf, "w") as f:
-            f.write("port 0\nunixsocket %s\nunixsocketperm 700\nsave \"\"\n"
-                    "appendonly no\ndir %s\n" % (self.sock, self.dir))
-        self.log = open(os.path.join(self.dir, "redis.out"), "wb")
-        self.proc = subprocess.Popen([binary, conf], stdout=self.log,
-                                     stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not self.ping():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.02)
+    """The private redis-server that tests/support/with_redis started for
+    this run (its URI and unix socket come in the environment)."""
 
-    def ping(self):
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.settimeout(1)
-                s.connect(self.sock)
-                s.sendall(b"PING\r\n")
-                return s.recv(64).startswith(b"+PONG")
-        except OSError:
-            return False
+    def __init__(self):
+        self.uri = os.environ.get("DQ_TEST_REDIS_URI")
+        self.sock = os.environ.get("DQ_TEST_REDIS_SOCKET")
+        if not self.uri or not self.sock:
+            raise RuntimeError(
+                "DQ_TEST_REDIS_URI / DQ_TEST_REDIS_SOCKET not set: run this "
+                "suite under tests/support/with_redis (meson test does)")
 
     def command(self, *args):
         """Sends one command (RESP) and returns the raw reply bytes."""
@@ -68,15 +43,7 @@ class RedisServer:
             return s.recv(65536)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Nothing to do: with_redis stops the server by its pid."""
 
 
 def setUpModule():
