@@ -301,7 +301,71 @@ START_TEST(push_keep_after_ack_done) {
 }
 END_TEST
 
+/* ---- a host name is resolved without blocking the loop ------------------ */
+
+/* redis://localhost:PORT: the async client resolves the name with evdns
+ * (the hosts file answers; nothing leaves the machine) and works as with
+ * an address, and a watch (consumer wake-ups) resolves the same way. */
+START_TEST(host_name_resolved) {
+    th_redis srv;
+    ck_assert_int_eq(th_redis_start(&srv, 1, NULL), 0);
+    char uri[64];
+    snprintf(uri, sizeof(uri), "redis://localhost:%d", srv.port);
+    states st = {0};
+    dq_async *a = aopen_uri(uri, NULL, &st);
+    res p = {0}, pl = {0}, ak = {0};
+    ck_assert_int_eq(dq_async_push(a, Q, "h", 1, 0, "h1", 0, push_rec, &p), 0);
+    WAIT_CB(p, 0);
+    ck_assert_int_eq(p.outcome, DQ_PUSHED);
+    ck_assert_int_eq(dq_async_poll(a, Q, 1, 5000, jobs_rec, &pl), 0);
+    WAIT_CB(pl, 1);
+    ck_assert_int_eq(dq_async_ack(a, Q, "h1", dq_job_token(kept(&pl, 0)),
+                                  st_rec, &ak),
+                     0);
+    WAIT_CB(ak, 0);
+    ck_assert_int_ge(st.connected, 1);
+    dq_async_free(a);
+    th_redis_stop(&srv);
+}
+END_TEST
+
+/* A job delivered again right away (nack with no delay, a dead requeue, a
+ * replace) gets a token above its previous one, never the same: tokens
+ * come from the server clock, and the job's meta remembers the last. */
+START_TEST(token_above_previous) {
+    dq_client *c = open_client();
+    push_text(c, Q, "t", 0, "t1", 0, NULL);
+    char prev[DQ_TOKEN_BUF] = "";
+    for (int round = 0; round < 60; round++) {
+        dq_jobs *j = poll_one(c, Q, 60000);
+        const char *tok = dq_job_token(dq_jobs_at(j, 0));
+        ck_assert_msg(strlen(tok) > strlen(prev) ||
+                          (strlen(tok) == strlen(prev) && strcmp(tok, prev) > 0),
+                      "round %d: token %s not above %s", round, tok, prev);
+        snprintf(prev, sizeof(prev), "%s", tok);
+        if (round % 3 == 0) {
+            ck_assert_int_eq(dq_nack(c, Q, "t1", tok, 0, 0), 0);
+        } else if (round % 3 == 1) {
+            ck_assert_int_eq(dq_nack(c, Q, "t1", tok, 0, DQ_NACK_DEAD), 1);
+            ck_assert_int_eq(dq_dead_requeue(c, Q, "t1", 0), 1);
+        } else {
+            int oc = 0;
+            ck_assert_int_eq(dq_push(c, Q, "t", 1, 0, "t1", DQ_PUSH_REPLACE,
+                                     NULL, 0, &oc),
+                             0);
+            ck_assert_int_eq(oc, DQ_REPLACED);
+        }
+        /* the old holder's token is stale now */
+        ck_assert_int_eq(dq_extend(c, Q, "t1", prev, 1000, NULL), DQ_ESTALE);
+        dq_jobs_free(j);
+    }
+    dq_close(c);
+}
+END_TEST
+
 TEST_SUITE("async_contract", TU_SRV_UNIX,
+    {"host_name_resolved", host_name_resolved, 30, &async_fixture},
+    {"token_above_previous", token_above_previous, 30, &async_fixture},
     {"ack_batch_5000", ack_batch_5000, 30, &async_fixture},
     {"push_ack_batch_9000", push_ack_batch_9000, 30, &async_fixture},
     {"push_batch_100_mib", push_batch_100_mib, 60, &async_fixture},
