@@ -69,8 +69,37 @@ static void poll_all(dq_client *c, const char *q, size_t n, const char **ids,
 
 /* ---- 6. ack batches larger than one unpack() --------------------------- */
 
+/* Leases all n due jobs of queue q (sync polls), acks them with ONE async
+ * ack_batch call and checks every result and that nothing is left. */
+static void lease_then_async_ack(dq_client *c, dq_async *a, const char *q,
+                                 size_t n) {
+    size_t nl = (n + 999) / 1000;
+    const char **ids = calloc(n, sizeof(*ids));
+    const char **toks = calloc(n, sizeof(*toks));
+    dq_jobs **lists = calloc(nl, sizeof(*lists));
+    ck_assert(ids && toks && lists);
+    poll_all(c, q, n, ids, toks, lists, nl);
+    ck_stats(c, q, 0, 0, (int64_t)n, 0);
+    bigres r = {0};
+    ck_assert_int_eq(dq_async_ack_batch(a, q, n, ids, toks,
+                                        big_results_rec, &r),
+                     0);
+    WAIT_BIG(r, (int)n, 15000);
+    ck_assert_uint_eq(r.n, n);
+    ck_assert_ptr_nonnull(r.vals);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(r.vals[i] == 0, "result %zu: %d", i, r.vals[i]);
+    ck_stats(c, q, 0, 0, 0, 0);
+    bigres_clear(&r);
+    for (size_t i = 0; i < nl; i++)
+        dq_jobs_free(lists[i]);
+    free(lists);
+    free(ids);
+    free(toks);
+}
+
 START_TEST(ack_batch_5000) {
-    enum { N = 5000, L = N / 1000 };
+    enum { N = 5000 };
     dq_client *c = open_client();
     dq_async *a = aopen();
     const void **pl = calloc(N, sizeof(*pl));
@@ -79,37 +108,16 @@ START_TEST(ack_batch_5000) {
     ck_assert_int_eq(dq_push_batch(c, Q, N, pl, lens, NULL, NULL, 0, NULL,
                                    NULL),
                      N);
-    const char **ids = calloc(N, sizeof(*ids));
-    const char **toks = calloc(N, sizeof(*toks));
-    ck_assert(ids && toks);
-    dq_jobs *lists[L] = {NULL};
-    poll_all(c, Q, N, ids, toks, lists, L);
-    ck_stats(c, Q, 0, 0, N, 0);
-
-    bigres r = {0};
-    ck_assert_int_eq(dq_async_ack_batch(a, Q, N, ids, toks, big_results_rec,
-                                        &r),
-                     0);
-    WAIT_BIG(r, N, 15000);
-    ck_assert_uint_eq(r.n, N);
-    ck_assert_ptr_nonnull(r.vals);
-    for (size_t i = 0; i < N; i++)
-        ck_assert_msg(r.vals[i] == 0, "result %zu: %d", i, r.vals[i]);
-    ck_stats(c, Q, 0, 0, 0, 0);
-    bigres_clear(&r);
-    for (int i = 0; i < L; i++)
-        dq_jobs_free(lists[i]);
+    lease_then_async_ack(c, a, Q, N);
     free(pl);
     free(lens);
-    free(ids);
-    free(toks);
     dq_async_free(a);
     dq_close(c);
 }
 END_TEST
 
 START_TEST(push_ack_batch_9000) {
-    enum { N = 9000, L = N / 1000 };
+    enum { N = 9000 };
     dq_client *c = open_client();
     dq_async *a = aopen();
     const void **pl = calloc(N, sizeof(*pl));
@@ -129,32 +137,10 @@ START_TEST(push_ack_batch_9000) {
     for (size_t i = 0; i < N; i++)
         ck_assert_int_eq(b.vals[i], DQ_PUSHED);
     ck_stats(c, Q, 0, N, 0, 0);
-
-    const char **ids = calloc(N, sizeof(*ids));
-    const char **toks = calloc(N, sizeof(*toks));
-    ck_assert(ids && toks);
-    dq_jobs *lists[L] = {NULL};
-    poll_all(c, Q, N, ids, toks, lists, L);
-    ck_stats(c, Q, 0, 0, N, 0);
-
-    bigres r = {0};
-    ck_assert_int_eq(dq_async_ack_batch(a, Q, N, ids, toks, big_results_rec,
-                                        &r),
-                     0);
-    WAIT_BIG(r, N, 15000);
-    ck_assert_uint_eq(r.n, N);
-    ck_assert_ptr_nonnull(r.vals);
-    for (size_t i = 0; i < N; i++)
-        ck_assert_msg(r.vals[i] == 0, "result %zu: %d", i, r.vals[i]);
-    ck_stats(c, Q, 0, 0, 0, 0);
+    lease_then_async_ack(c, a, Q, N);
     bigres_clear(&b);
-    bigres_clear(&r);
-    for (int i = 0; i < L; i++)
-        dq_jobs_free(lists[i]);
     free(pl);
     free(lens);
-    free(ids);
-    free(toks);
     dq_async_free(a);
     dq_close(c);
 }
@@ -324,6 +310,7 @@ START_TEST(host_name_resolved) {
                      0);
     WAIT_CB(ak, 0);
     ck_assert_int_ge(st.connected, 1);
+    res_clear(&pl);
     dq_async_free(a);
     th_redis_stop(&srv);
 }
