@@ -557,10 +557,13 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
     op->outstanding--;
     if (tag < op->op.ncmds)
         op->bytes_out -= op->op.cmds[tag].resp_len;
-    if (dq__op_feed(&op->op, tag, r) == DQ_FEED_RESEND) {
+    int act = dq__op_feed(&op->op, tag, r);
+    if (act == DQ_FEED_RESEND) {
         dq__cmd *c = &op->op.cmds[tag];
         if (op_send_one(a, op, tag, c->resp, c->resp_len) == DQ_OK)
             op->bytes_out += c->resp_len;
+    } else if (act == DQ_FEED_REDIRECT) {
+        dq__op_unroutable(&op->op); /* one node: nowhere to follow it */
     }
     op_send_more(a, op);
     const char *wait;

@@ -144,7 +144,10 @@ static int run_op_io(dq_client *c, dq__op *op) {
         dq__reply *r;
         if ((rc = dq__conn_read(c->conn, &r, &c->err)) != DQ_OK)
             break;
-        resend += dq__op_feed(op, i, r) == DQ_FEED_RESEND;
+        int act = dq__op_feed(op, i, r);
+        resend += act == DQ_FEED_RESEND;
+        if (act == DQ_FEED_REDIRECT)
+            dq__op_unroutable(op); /* one node: nowhere to follow it */
         dq__reply_free(r);
     }
     for (size_t i = 0; rc == DQ_OK && resend > 0 && i < op->ncmds; i++) {
@@ -156,7 +159,8 @@ static int run_op_io(dq_client *c, dq__op *op) {
         if (rc == DQ_OK)
             rc = dq__conn_read(c->conn, &r, &c->err);
         if (rc == DQ_OK) {
-            dq__op_feed(op, i, r);
+            if (dq__op_feed(op, i, r) == DQ_FEED_REDIRECT)
+                dq__op_unroutable(op);
             dq__reply_free(r);
         }
     }

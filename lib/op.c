@@ -204,6 +204,48 @@ static int int_result(dq__op *op, const dq__reply *r, dq__err *e) {
     return rc;
 }
 
+/* Parses "MOVED <slot> <host>:<port>" or "ASK ..." into op->redir; 1 if
+ * the reply is one of them. */
+static int parse_redirect(dq__op *op, const dq__reply *r) {
+    int ask = dq__reply_is_error(r, "ASK ");
+    if (!ask && !dq__reply_is_error(r, "MOVED "))
+        return 0;
+    size_t len;
+    const char *s = dq__reply_str(r, &len);
+    char buf[300];
+    if (len >= sizeof(buf))
+        return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *sp = strchr(buf, ' ');
+    char *addr = sp ? strchr(sp + 1, ' ') : NULL;
+    char *colon = addr ? strrchr(addr + 1, ':') : NULL;
+    if (colon == NULL)
+        return 0;
+    long slot = strtol(sp + 1, NULL, 10);
+    long port = strtol(colon + 1, NULL, 10);
+    if (slot < 0 || slot > 16383 || port <= 0 || port > 65535)
+        return 0;
+    *colon = '\0';
+    dq__redirect *d = &op->redir;
+    d->ask = ask;
+    d->slot = (int)slot;
+    d->port = (int)port;
+    snprintf(d->host, sizeof(d->host), "%s", addr + 1);
+    return 1;
+}
+
+void dq__op_unroutable(dq__op *op) {
+    dq__err e;
+    const dq__redirect *d = &op->redir;
+    dq__err_set(&e, DQ_EREDIS,
+               "%s: Redis answered %s %d %s:%d: the server is a Redis Cluster "
+               "node and the queue's slot lives on another node; this client "
+               "talks to one node",
+               op->what, d->ask ? "ASK" : "MOVED", d->slot, d->host, d->port);
+    op_error(op, DQ_EREDIS, &e);
+}
+
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     if (tag == op->ncmds) {
         feed_wait(op, r);
@@ -211,6 +253,8 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     }
     dq__cmd *cmd = &op->cmds[tag];
     dq__err e;
+    if (parse_redirect(op, r))
+        return DQ_FEED_REDIRECT;
     if (dq__reply_is_error(r, "NOSCRIPT") && !dq__cmd_is_eval(cmd)) {
         /* Not run (SCRIPT FLUSH, a restarted or failed-over server): the
          * same call again as EVAL, which also reloads the script. */

@@ -11,7 +11,11 @@
  *   dq__op_feed(&op, tag, reply)      for each reply; DQ_FEED_RESEND: the
  *                                    script was not loaded (NOSCRIPT), the
  *                                    engine switched cmds[tag] to EVAL:
- *                                    send it again with the same tag
+ *                                    send it again with the same tag;
+ *                                    DQ_FEED_REDIRECT: a cluster node sent
+ *                                    the call to op->redir (a route
+ *                                    follows it; one node cannot:
+ *                                    dq__op_unroutable)
  *   dq__op_wait_cmd(&op, ...)        once all replies are in: a WAIT for
  *                                    replicas to send (tag op->ncmds), or 0
  *   dq__op_status(&op)                exactly what the sync call returns;
@@ -33,7 +37,21 @@ enum dq__op_kind {
     DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS
 };
 
-enum { DQ_FEED_OK = 0, DQ_FEED_RESEND = 1 };
+/* What a driver does after dq__op_feed. */
+enum {
+    DQ_FEED_OK = 0,       /* reply taken */
+    DQ_FEED_RESEND = 1,   /* send cmds[tag] again (switched to EVAL) */
+    DQ_FEED_REDIRECT = 2  /* a cluster node sent it elsewhere: op->redir
+                             (MOVED, or ASK: send ASKING first) */
+};
+
+/* Where a Redis Cluster node redirected one call. */
+typedef struct dq__redirect {
+    int ask;        /* 1 for ASK (once, after ASKING), 0 for MOVED */
+    int slot;       /* hash slot, 0..16383 */
+    int port;
+    char host[256]; /* as the node wrote it (IPv6 without brackets) */
+} dq__redirect;
 
 typedef struct dq__op {
     int kind;             /* DQ_OPK_* */
@@ -47,6 +65,7 @@ typedef struct dq__op {
     int64_t wait_ms;      /* WAIT timeout */
     int wait_sent;        /* dq__op_wait_cmd handed out the WAIT */
     char wait_resp[80];   /* the WAIT command, formatted */
+    dq__redirect redir;   /* the last DQ_FEED_REDIRECT */
     int64_t lease_ms;     /* poll: for the lease deadline of jobs */
     int which;            /* list: DQ_LIST_* */
     size_t n;             /* ack: number of jobs */
@@ -90,6 +109,10 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
 
 /* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);
+/* A driver with no route to other nodes (one Redis, no cluster map) calls
+ * this after DQ_FEED_REDIRECT: the op fails with DQ_EREDIS and a message
+ * that names the redirection. */
+void dq__op_unroutable(dq__op *op);
 /* Records a transport error (I/O, timeout) for the whole op. */
 void dq__op_fail(dq__op *op, int code, const dq__err *e);
 /* After the last script reply: 1 and the WAIT command's RESP bytes (they

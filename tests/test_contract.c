@@ -1141,7 +1141,70 @@ START_TEST(batch_9000) {
 }
 END_TEST
 
+/* ---- a Redis Cluster node that redirects -------------------------------- */
+
+/* Starts a cluster node on 127.0.0.1.  Its bus listens on port + 10000,
+ * so a free port above 55535 (or a bus port in use) makes Redis refuse to
+ * start: take another free port, a bounded number of times. */
+static int start_cluster_node(th_redis *r, const char *conf) {
+    for (int i = 0; i < 30; i++)
+        if (th_redis_start(r, 1, conf) == 0)
+            return 1;
+    return 0;
+}
+
+/* Two cluster nodes on 127.0.0.1: A serves every slot, B knows it.  A
+ * client of B (one node: it has no route) gets MOVED for the queue's slot:
+ * the call fails with DQ_EREDIS and a message naming the redirection, and
+ * nothing is written anywhere. */
+START_TEST(cluster_redirect_reported) {
+    static const char conf[] = "cluster-enabled yes\n"
+                               "cluster-config-file nodes.conf\n"
+                               "cluster-node-timeout 5000\n";
+    th_redis na, nb;
+    ck_assert(start_cluster_node(&na, conf) && start_cluster_node(&nb, conf));
+    redisContext *ra = th_redis_connect(&na), *rb = th_redis_connect(&nb);
+    ck_assert(ra != NULL && rb != NULL);
+    rdo(ra, "CLUSTER ADDSLOTSRANGE 0 16383");
+    rdo(rb, "CLUSTER MEET 127.0.0.1 %d", na.port);
+    /* B learns A's slots through the cluster bus. */
+    int64_t end = th_mono_ms() + 10000;
+    int known = 0;
+    while (!known && th_mono_ms() < end) {
+        redisReply *x = redisCommand(rb, "CLUSTER COUNTKEYSINSLOT 0");
+        freeReplyObject(x);
+        x = redisCommand(rb, "CLUSTER INFO");
+        known = x != NULL && x->type == REDIS_REPLY_STRING &&
+                strstr(x->str, "cluster_state:ok") != NULL;
+        freeReplyObject(x);
+        if (!known)
+            th_sleep_ms(50);
+    }
+    ck_assert_msg(known, "node B never saw the slots of node A");
+
+    char uri[64];
+    snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", nb.port);
+    dq_client *c = open_uri(uri, NULL);
+    int rc = dq_push(c, Q, "x", 1, 0, "r1", 0, NULL, 0, NULL);
+    ck_assert_int_eq(rc, DQ_EREDIS);
+    ck_assert_msg(strstr(dq_errmsg(c), "MOVED") != NULL &&
+                      strstr(dq_errmsg(c), "Cluster") != NULL,
+                  "%s", dq_errmsg(c));
+    dq_jobs *j = NULL;
+    ck_assert_int_eq(dq_poll(c, Q, 1, 1000, &j, NULL), DQ_EREDIS);
+    ck_assert_msg(strstr(dq_errmsg(c), "MOVED") != NULL, "%s", dq_errmsg(c));
+    ck_assert_int_eq(th_redis_int(ra, 1, (const char *[]){"DBSIZE"}), 0);
+    ck_assert_int_eq(th_redis_int(rb, 1, (const char *[]){"DBSIZE"}), 0);
+    dq_close(c);
+    redisFree(ra);
+    redisFree(rb);
+    th_redis_stop(&nb);
+    th_redis_stop(&na);
+}
+END_TEST
+
 TEST_SUITE("contract", TU_SRV_UNIX,
+    {"cluster_redirect_reported", cluster_redirect_reported, 30, NULL},
     {"failure_atomicity", failure_atomicity, 60, NULL},
     {"late_ack_after_max_attempts", late_ack_after_max_attempts, 20, NULL},
     {"extend_after_max_attempts", extend_after_max_attempts, 20, NULL},
