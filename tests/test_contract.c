@@ -509,16 +509,24 @@ END_TEST
 
 /* ---- 2. late ack of a job a poll dead-lettered ---------------------------- */
 
+/* Job "j" of q held by a (DQ_OPT_MAX_ATTEMPTS 1, token in tok, 20 ms
+ * lease) whose lease ran out, then dead-lettered by b's poll: nobody else
+ * claimed it, so a's token is still the job's. */
+static void held_then_dead_lettered(dq_client *a, dq_client *b,
+                                    const char *q, char tok[DQ_TOKEN_BUF]) {
+    push_text(a, q, "late", 0, "j", 0, NULL);
+    take(a, q, "j", 20, tok);
+    th_sleep_ms(50);
+    dq_jobs *jobs = NULL;
+    ck_assert_int_eq(poll_n(b, q, 10, 5000, &jobs, NULL), 0);
+    ck_stats(b, q, 0, 0, 0, 1);
+}
+
 START_TEST(late_ack_after_max_attempts) {
     dq_client *a = open_client_opt(DQ_OPT_MAX_ATTEMPTS, 1);
     dq_client *b = open_client_opt(DQ_OPT_MAX_ATTEMPTS, 1);
-    push_text(a, Q, "late", 0, "j", 0, NULL);
     char tok[DQ_TOKEN_BUF];
-    take(a, Q, "j", 20, tok);
-    th_sleep_ms(50);
-    dq_jobs *jobs = NULL;
-    ck_assert_int_eq(poll_n(b, Q, 10, 5000, &jobs, NULL), 0);
-    ck_stats(b, Q, 0, 0, 0, 1); /* dead-lettered: nobody claimed it */
+    held_then_dead_lettered(a, b, Q, tok);
     int rc = dq_ack(a, Q, "j", tok);
     ck_assert_msg(rc == 0, "late ack of the dead-lettered job: %d (%s) %s", rc,
                   dq_errname(rc), dq_errmsg(a));
@@ -534,13 +542,8 @@ END_TEST
 START_TEST(extend_after_max_attempts) {
     dq_client *a = open_client_opt(DQ_OPT_MAX_ATTEMPTS, 1);
     dq_client *b = open_client_opt(DQ_OPT_MAX_ATTEMPTS, 1);
-    push_text(a, Q, "late", 0, "j", 0, NULL);
     char tok[DQ_TOKEN_BUF];
-    take(a, Q, "j", 20, tok);
-    th_sleep_ms(50);
-    dq_jobs *jobs = NULL;
-    ck_assert_int_eq(poll_n(b, Q, 10, 5000, &jobs, NULL), 0);
-    ck_stats(b, Q, 0, 0, 0, 1);
+    held_then_dead_lettered(a, b, Q, tok);
     int64_t dl = 0;
     int rc = dq_extend(a, Q, "j", tok, 60000, &dl);
     ck_assert_msg(rc == 0, "extend of the dead-lettered job: %d (%s) %s", rc,
