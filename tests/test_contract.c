@@ -550,6 +550,7 @@ START_TEST(extend_after_max_attempts) {
                   dq_errname(rc), dq_errmsg(a));
     ck_assert_int_gt(dl, 0);
     ck_stats(a, Q, 0, 0, 1, 0);
+    dq_jobs *jobs = NULL;
     ck_assert_int_eq(poll_n(b, Q, 10, 5000, &jobs, NULL), 0);
     ck_assert_int_eq(dq_ack(a, Q, "j", tok), 0);
     ck_stats(a, Q, 0, 0, 0, 0);
