@@ -272,8 +272,9 @@ DQ_EXTERN void dq_job_free(dq_job *job);
  * payload:  len bytes (len 0 allowed; payload may be NULL only if len is 0),
  *           at most DQ_OPT_MAX_PAYLOAD bytes.
  * delay_ms: 0..DQ_DELAY_MAX.
- * id:       NULL to let the library generate a unique id (22 characters of
- *           [0-9A-Za-z]), or 1..DQ_ID_MAX bytes chosen by the caller.
+ * id:       NULL to let the library generate a unique id (14 characters of
+ *           [0-9A-Za-z], ~83 random bits), or 1..DQ_ID_MAX bytes chosen by
+ *           the caller.
  * flags:    DQ_PUSH_KEEP or DQ_PUSH_REPLACE.
  * id_out:   NULL, or a buffer of id_out_size bytes (DQ_ID_BUF always fits)
  *           that receives the job id, NUL-terminated.

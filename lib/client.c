@@ -230,7 +230,7 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
     if (id != NULL && (rc = dq__check_id(id, "id", &c->err)) != DQ_OK)
         return rc;
     if (id_out != NULL) {
-        size_t need = id ? strlen(id) + 1 : 23;
+        size_t need = id ? strlen(id) + 1 : DQ_GEN_ID_LEN + 1;
         if (id_out_size < need)
             return dq__err_set(&c->err, DQ_EINVAL,
                               "id_out_size is %zu; the id needs %zu bytes "

@@ -50,15 +50,16 @@ int dq__core_init(dq__core *core, const dq_options *opts) {
 
 void dq__core_clear(dq__core *core) { dq__options_clear(&core->opts); }
 
-/* Writes a new 22-character id ([0-9A-Za-z], ~131 random bits) to out. */
+/* Writes a new DQ_GEN_ID_LEN-character id ([0-9A-Za-z], ~5.95 random bits
+ * a character: ~83 for 14) to out. */
 static void gen_id(dq__core *core, char *out) {
     static const char abc[] =
         "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     if (core->rng_pid != (uint64_t)getpid())
         rng_seed(core);
-    for (int i = 0; i < 22; i++)
+    for (int i = 0; i < DQ_GEN_ID_LEN; i++)
         out[i] = abc[xs_next(core->rng) % 62];
-    out[22] = '\0';
+    out[DQ_GEN_ID_LEN] = '\0';
 }
 
 /* ---- Keys ---- */

@@ -12,6 +12,10 @@
 
 #define DQ_NKEYS 5          /* keys every script gets (see lua/common.lua) */
 #define DQ_CHUNK 1000       /* jobs per script call of a batch */
+/* Generated ids: 14 characters of [0-9A-Za-z], ~83 random bits.  Short on
+ * purpose: an id is stored twice per job (ZSET member and HASH field), and
+ * up to 14 bytes it stays in a smaller allocator class. */
+#define DQ_GEN_ID_LEN 14
 /* Bytes of payloads and ids per push script call: far below Redis's query
  * buffer limit (1 GiB), so a batch of big payloads is many short calls
  * instead of one that Redis may refuse half-read.  A single bigger job

@@ -164,7 +164,7 @@ END_TEST
 
 START_TEST(push_id_out_size) {
     char buf[DQ_ID_BUF];
-    BAD(dq_push(C, "q", "x", 1, 0, NULL, 0, buf, 22, NULL), DQ_EINVAL,
+    BAD(dq_push(C, "q", "x", 1, 0, NULL, 0, buf, 14, NULL), DQ_EINVAL,
         "id_out_size");
     BAD(dq_push(C, "q", "x", 1, 0, "abc", 0, buf, 3, NULL), DQ_EINVAL,
         "id_out_size");

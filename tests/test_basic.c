@@ -140,8 +140,8 @@ START_TEST(generated_ids_unique) {
         push_text(c, Q, "x", 60000, NULL, 0, ids + i * DQ_ID_BUF);
     for (size_t i = 0; i < N; i++) {
         const char *id = ids + i * DQ_ID_BUF;
-        ck_assert_uint_eq(strlen(id), 22);
-        for (int k = 0; k < 22; k++)
+        ck_assert_uint_eq(strlen(id), 14);
+        for (int k = 0; k < 14; k++)
             ck_assert_msg(isalnum((unsigned char)id[k]), "id %s", id);
     }
     qsort(ids, N, DQ_ID_BUF, cmp_str);
@@ -176,8 +176,8 @@ START_TEST(generated_ids_after_fork) {
             char id[DQ_ID_BUF];
             if (dq_push(c, Q, "c", 1, 60000, NULL, 0, id, sizeof(id), NULL) != 0)
                 _exit(2);
-            id[22] = '\n';
-            if (write(fds[1], id, 23) != 23)
+            id[14] = '\n';
+            if (write(fds[1], id, 15) != 15)
                 _exit(3);
         }
         _exit(0);
@@ -186,7 +186,7 @@ START_TEST(generated_ids_after_fork) {
     static char child_ids[N][DQ_ID_BUF];
     FILE *f = fdopen(fds[0], "r");
     int n = 0;
-    while (n < N && fscanf(f, "%22s", child_ids[n]) == 1)
+    while (n < N && fscanf(f, "%14s", child_ids[n]) == 1)
         n++;
     fclose(f);
     int status = 0;
@@ -322,11 +322,13 @@ END_TEST
 
 START_TEST(id_out_forms) {
     dq_client *c = open_client();
-    char small[23];
-    /* A generated id needs 23 bytes; a caller id strlen+1. */
+    char small[15];
+    /* A generated id needs 15 bytes; a caller id strlen+1. */
     ck_assert_int_eq(dq_push(c, Q, "a", 1, 0, NULL, 0, small, sizeof(small), NULL),
                      0);
-    ck_assert_uint_eq(strlen(small), 22);
+    ck_assert_int_eq(dq_push(c, Q, "a", 1, 0, NULL, 0, small, 14, NULL),
+                     DQ_EINVAL);
+    ck_assert_uint_eq(strlen(small), 14);
     ck_assert_int_eq(dq_push(c, Q, "a", 1, 0, "abc", 0, small, 4, NULL), 0);
     ck_assert_str_eq(small, "abc");
     /* NULL id_out and NULL outcome are fine. */

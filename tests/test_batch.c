@@ -27,7 +27,7 @@ START_TEST(push_batch_crosses_chunks) {
         dq_push_batch(c, Q, N, pl, lens, delays, NULL, 0, ids, outcomes), N);
     for (int i = 0; i < N; i++) {
         ck_assert_int_eq(outcomes[i], DQ_PUSHED);
-        ck_assert_uint_eq(strlen(ids + (size_t)i * DQ_ID_BUF), 22);
+        ck_assert_uint_eq(strlen(ids + (size_t)i * DQ_ID_BUF), 14);
     }
     ck_stats(c, Q, 500, 2000, 0, 0);
 
@@ -79,7 +79,7 @@ START_TEST(push_batch_keep_replace) {
     ck_assert_str_eq(out, "a");
     ck_assert_str_eq(out + DQ_ID_BUF, "c");
     ck_assert_str_eq(out + 2 * DQ_ID_BUF, "b");
-    ck_assert_uint_eq(strlen(out + 3 * DQ_ID_BUF), 22);
+    ck_assert_uint_eq(strlen(out + 3 * DQ_ID_BUF), 14);
     ck_stats(c, Q, 2, 2, 0, 0);
 
     /* Replace: existing ones rescheduled to now, a new one pushed. */

@@ -175,7 +175,7 @@ class TestPushPoll(Base):
     def test_push_poll_ack(self):
         jid, outcome = self.c.push(self.q, b"hello")
         self.assertEqual(outcome, delayq.PUSHED)
-        self.assertRegex(jid, r"^[0-9A-Za-z]{22}$")
+        self.assertRegex(jid, r"^[0-9A-Za-z]{14}$")
         jobs = self.c.poll(self.q, max=10, lease_ms=5000)
         self.assertEqual(len(jobs), 1)
         j = jobs[0]

@@ -27,7 +27,7 @@ START_TEST(push_poll_ack) {
                      0);
     WAIT_CB(p, 0);
     ck_assert_int_eq(p.outcome, DQ_PUSHED);
-    ck_assert_uint_eq(strlen(p.id), 22);
+    ck_assert_uint_eq(strlen(p.id), 14);
     ck_assert_int_eq(dq_async_push(a, Q, "x", 1, 0, p.id, DQ_PUSH_KEEP,
                                    push_rec, &k),
                      0);
@@ -122,7 +122,7 @@ START_TEST(batch_ops) {
     WAIT_CB(b, N);
     ck_assert_uint_eq(b.n, N);
     ck_assert_int_eq(b.results[0], DQ_PUSHED);
-    ck_assert_uint_eq(strlen(b.id), 22);
+    ck_assert_uint_eq(strlen(b.id), 14);
 
     res pl = {0};
     ck_assert_int_eq(dq_async_poll(a, Q, 1000, 5000, jobs_rec, &pl), 0);

@@ -243,7 +243,7 @@ class TestPush(CliCase):
         q = new_queue("pushjson")
         out = json.loads(self.ok(["push", "x", "--json"], q))
         self.assertEqual(out["outcome"], "pushed")
-        self.assertRegex(out["id"], r"^[0-9A-Za-z]{22}$")
+        self.assertRegex(out["id"], r"^[0-9A-Za-z]{14}$")
         self.assertEqual(self.poll_one(q)["id"], out["id"])
 
     def test_payload_from_stdin_is_binary_safe(self):

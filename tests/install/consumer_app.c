@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     EXPECT(dq_push(c, Q, payload, sizeof(payload), 0, NULL, DQ_PUSH_KEEP, id,
                    sizeof(id), &outcome) == 0);
     EXPECT(outcome == DQ_PUSHED);
-    EXPECT(strlen(id) == 22);
+    EXPECT(strlen(id) == 14);
     dq_jobs *jobs = take_one(5000);
     const dq_job *j = dq_jobs_at(jobs, 0);
     size_t len = 0;
@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     char ids_out[3 * DQ_ID_BUF];
     int outcomes[3];
     EXPECT(dq_push_batch(c, Q, 3, pls, lens, NULL, ids, 0, ids_out, outcomes) == 3);
-    EXPECT(strcmp(ids_out, "b1") == 0 && strlen(ids_out + DQ_ID_BUF) == 22);
+    EXPECT(strcmp(ids_out, "b1") == 0 && strlen(ids_out + DQ_ID_BUF) == 14);
     EXPECT(dq_poll(c, Q, 10, 5000, &jobs, NULL) == 3);
     const char *aids[4], *toks[4];
     for (size_t i = 0; i < 3; i++) {
