@@ -131,6 +131,27 @@ static int reply_ok(dq_client *c, const dq__reply *r, const char *what) {
     return DQ_OK;
 }
 
+/* Hands reply r of call tag to the engine and frees it; returns the
+ * engine's answer.  One node has nowhere to follow a cluster redirection,
+ * so a DQ_FEED_REDIRECT fails the op here. */
+static int feed(dq__op *op, size_t tag, dq__reply *r) {
+    int act = dq__op_feed(op, tag, r);
+    if (act == DQ_FEED_REDIRECT)
+        dq__op_unroutable(op);
+    dq__reply_free(r);
+    return act;
+}
+
+/* Sends one formatted command of op (tag) on its own and feeds its reply. */
+static int call_one(dq_client *c, dq__op *op, size_t tag, const char *resp,
+                    size_t len) {
+    dq__reply *r;
+    int rc = dq__conn_append_raw(c->conn, resp, len, &c->err);
+    if (rc == DQ_OK && (rc = dq__conn_read(c->conn, &r, &c->err)) == DQ_OK)
+        feed(op, tag, r);
+    return rc;
+}
+
 /* Runs op over the main connection: every script call in one pipeline,
  * then the calls the engine wants again as EVAL (NOSCRIPT), then its WAIT.
  * Returns what the public call returns; c->err has the op's message. */
@@ -142,39 +163,16 @@ static int run_op_io(dq_client *c, dq__op *op) {
     size_t resend = 0;
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
         dq__reply *r;
-        if ((rc = dq__conn_read(c->conn, &r, &c->err)) != DQ_OK)
-            break;
-        int act = dq__op_feed(op, i, r);
-        resend += act == DQ_FEED_RESEND;
-        if (act == DQ_FEED_REDIRECT)
-            dq__op_unroutable(op); /* one node: nowhere to follow it */
-        dq__reply_free(r);
+        if ((rc = dq__conn_read(c->conn, &r, &c->err)) == DQ_OK)
+            resend += feed(op, i, r) == DQ_FEED_RESEND;
     }
-    for (size_t i = 0; rc == DQ_OK && resend > 0 && i < op->ncmds; i++) {
-        if (!dq__cmd_is_eval(&op->cmds[i]))
-            continue;
-        dq__reply *r;
-        rc = dq__conn_append_raw(c->conn, op->cmds[i].resp,
-                                 op->cmds[i].resp_len, &c->err);
-        if (rc == DQ_OK)
-            rc = dq__conn_read(c->conn, &r, &c->err);
-        if (rc == DQ_OK) {
-            if (dq__op_feed(op, i, r) == DQ_FEED_REDIRECT)
-                dq__op_unroutable(op);
-            dq__reply_free(r);
-        }
-    }
+    for (size_t i = 0; rc == DQ_OK && resend > 0 && i < op->ncmds; i++)
+        if (dq__cmd_is_eval(&op->cmds[i]))
+            rc = call_one(c, op, i, op->cmds[i].resp, op->cmds[i].resp_len);
     const char *wait;
     size_t wlen;
-    if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen)) {
-        dq__reply *r;
-        rc = dq__conn_append_raw(c->conn, wait, wlen, &c->err);
-        if (rc == DQ_OK && (rc = dq__conn_read(c->conn, &r, &c->err)) ==
-                               DQ_OK) {
-            dq__op_feed(op, op->ncmds, r);
-            dq__reply_free(r);
-        }
-    }
+    if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen))
+        rc = call_one(c, op, op->ncmds, wait, wlen);
     if (rc != DQ_OK)
         dq__op_fail(op, rc, &c->err);
     if (op->failed)
