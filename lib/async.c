@@ -562,8 +562,6 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
         dq__cmd *c = &op->op.cmds[tag];
         if (op_send_one(a, op, tag, c->resp, c->resp_len) == DQ_OK)
             op->bytes_out += c->resp_len;
-    } else if (act == DQ_FEED_REDIRECT) {
-        dq__op_unroutable(&op->op); /* one node: nowhere to follow it */
     }
     op_send_more(a, op);
     const char *wait;

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
+#include "links.h"
 #include "op.h"
 #include "sigpipe.h"
 #include "uri.h"
@@ -15,9 +17,12 @@
 struct dq_client {
     dq__core core;          /* options, key cache, id generator */
     dq__uri uri;            /* where to (re)connect */
-    dq__conn *conn;         /* main connection; NULL while disconnected */
+    dq__links *links;       /* the node(s): one, a cluster, a primary */
+    dq__conn *conn;         /* link of the last command (owned by links) */
     dq__conn *sub;          /* subscriber for poll_wait; NULL until used */
     char sub_channel[DQ_KEY_MAX]; /* channel sub listens on, "" if none */
+    int sub_lost;           /* the server dropped sub's subscription (its
+                               slot moved): subscribe again */
     dq__err err;            /* last error */
     char warnings[256];    /* findings at connect time */
 };
@@ -45,23 +50,10 @@ const char *dq_warnings(const dq_client *c) {
         dq__err_clear(&(c)->err);  \
     } while (0)
 
-/* Opens a connection to the client's URI, with SIGPIPE blocked. */
-static int open_conn(dq_client *c, dq__conn **out) {
-    dq__conn_cfg cfg = {&c->uri, &c->core.opts, NULL};
-    dq__sigpipe g;
-    dq__sigpipe_block(&g);
-    int rc = dq__conn_open(&cfg, out, &c->err);
-    dq__sigpipe_restore(&g);
-    return rc;
-}
-
-/* Makes sure the main connection is up, reconnecting after a break. */
-static int ensure_conn(dq_client *c) {
-    if (c->conn != NULL && !dq__conn_broken(c->conn))
-        return DQ_OK;
-    dq__conn_free(c->conn);
-    c->conn = NULL;
-    return open_conn(c, &c->conn);
+/* Makes c->conn the link to the node that owns slot (connecting, or
+ * learning where the slot lives, first). */
+static int ensure_conn(dq_client *c, int slot) {
+    return dq__links_get(c->links, slot, &c->conn, &c->err);
 }
 
 /* Reads the server's eviction policy: a policy that can evict keys without
@@ -105,11 +97,14 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
     if (rc != DQ_OK)
         return rc;
     c->core.db = c->uri.db;
-    if ((rc = ensure_conn(c)) != DQ_OK)
+    c->core.sharded = c->uri.kind == DQ_URI_CLUSTER;
+    if ((rc = dq__links_new(&c->uri, &c->core.opts, &c->links, &c->err)))
         return rc;
     dq__sigpipe g;
     dq__sigpipe_block(&g);
-    rc = check_server(c);
+    rc = ensure_conn(c, 0);
+    if (rc == DQ_OK)
+        rc = check_server(c);
     dq__sigpipe_restore(&g);
     return rc;
 }
@@ -117,7 +112,7 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
 void dq_close(dq_client *c) {
     if (c == NULL)
         return;
-    dq__conn_free(c->conn);
+    dq__links_free(c->links);
     dq__conn_free(c->sub);
     dq__uri_clear(&c->uri);
     dq__core_clear(&c->core);
@@ -132,12 +127,9 @@ static int reply_ok(dq_client *c, const dq__reply *r, const char *what) {
 }
 
 /* Hands reply r of call tag to the engine and frees it; returns the
- * engine's answer.  One node has nowhere to follow a cluster redirection,
- * so a DQ_FEED_REDIRECT fails the op here. */
+ * engine's answer. */
 static int feed(dq__op *op, size_t tag, dq__reply *r) {
     int act = dq__op_feed(op, tag, r);
-    if (act == DQ_FEED_REDIRECT)
-        dq__op_unroutable(op);
     dq__reply_free(r);
     return act;
 }
@@ -152,23 +144,142 @@ static int call_one(dq_client *c, dq__op *op, size_t tag, const char *resp,
     return rc;
 }
 
-/* Runs op over the main connection: every script call in one pipeline,
- * then the calls the engine wants again as EVAL (NOSCRIPT), then its WAIT.
+/* What is left to do for each call of an op. */
+enum { T_DONE = 0, T_SEND = 1, T_ASK = 2 };
+
+/* Sends the calls of op whose todo is want to conn in one pipeline (each
+ * after an ASKING when want is T_ASK), then reads and feeds their replies:
+ * each call becomes done, or is to be sent again (NOSCRIPT: as EVAL;
+ * MOVED: to the slot's new owner, recorded in links; ASK: to *ask once
+ * with ASKING).  *retry is set when a node said "not now" (TRYAGAIN,
+ * CLUSTERDOWN, READONLY...).  A failed read leaves the op's fate unknown:
+ * the error is returned. */
+static int send_round(dq_client *c, dq__op *op, unsigned char *todo,
+                      unsigned char want, dq__conn *conn, int *retry,
+                      dq__redirect *ask) {
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+    size_t n = 0;
+    int rc = DQ_OK;
+    for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
+        if (todo[i] != want)
+            continue;
+        if (want == T_ASK)
+            rc = dq__conn_append_raw(conn, asking, sizeof(asking) - 1,
+                                     &c->err);
+        if (rc == DQ_OK)
+            rc = dq__conn_append_raw(conn, op->cmds[i].resp,
+                                     op->cmds[i].resp_len, &c->err);
+        todo[i] = (unsigned char)(want | 0x80); /* in this round */
+        n++;
+    }
+    for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
+        if (todo[i] != (want | 0x80))
+            continue;
+        dq__reply *r;
+        if (want == T_ASK) {
+            if ((rc = dq__conn_read(conn, &r, &c->err)) != DQ_OK)
+                break;
+            dq__reply_free(r); /* +OK */
+        }
+        if ((rc = dq__conn_read(conn, &r, &c->err)) != DQ_OK)
+            break;
+        int act = feed(op, i, r);
+        todo[i] = act == DQ_FEED_OK ? T_DONE : T_SEND;
+        if (act == DQ_FEED_REDIRECT && op->redir.ask && want != T_ASK) {
+            todo[i] = T_ASK;
+            *ask = op->redir;
+        } else if (act == DQ_FEED_REDIRECT) {
+            dq__links_moved(c->links, op->redir.slot, op->redir.host,
+                            op->redir.port);
+        } else if (act == DQ_FEED_RETRY) {
+            *retry = 1;
+            if (strncmp(op->retry_why, "TRYAGAIN", 8) != 0)
+                dq__links_stale(c->links); /* failover: ask again */
+        }
+    }
+    return rc;
+}
+
+/* Sleeps us microseconds. */
+static void pause_us(int64_t us) {
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Runs op: every script call in one pipeline to the node that owns the
+ * queue's slot, then again the calls the engine wants again (as EVAL after
+ * NOSCRIPT, to a new owner after MOVED, with ASKING after ASK, after a
+ * pause after TRYAGAIN / CLUSTERDOWN / a failover), then its WAIT.  A
+ * cluster or Sentinel route keeps trying to reach a node (nothing was sent
+ * yet) and to get past "not now" answers for up to the command timeout.
  * Returns what the public call returns; c->err has the op's message. */
 static int run_op_io(dq_client *c, dq__op *op) {
-    int rc = ensure_conn(c);
-    for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++)
-        rc = dq__conn_append_raw(c->conn, op->cmds[i].resp,
-                                 op->cmds[i].resp_len, &c->err);
-    size_t resend = 0;
-    for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
-        dq__reply *r;
-        if ((rc = dq__conn_read(c->conn, &r, &c->err)) == DQ_OK)
-            resend += feed(op, i, r) == DQ_FEED_RESEND;
+    op->routed = dq__links_routed(c->links);
+    unsigned char small[16];
+    unsigned char *todo = op->ncmds <= sizeof(small) ? small
+                                                     : malloc(op->ncmds);
+    if (todo == NULL) {
+        dq__err_set(&c->err, DQ_ENOMEM, "%s: out of memory", op->what);
+        dq__op_fail(op, DQ_ENOMEM, &c->err);
+        c->err = op->err;
+        return dq__op_status(op);
     }
-    for (size_t i = 0; rc == DQ_OK && resend > 0 && i < op->ncmds; i++)
-        if (dq__cmd_is_eval(&op->cmds[i]))
-            rc = call_one(c, op, i, op->cmds[i].resp, op->cmds[i].resp_len);
+    memset(todo, T_SEND, op->ncmds);
+    int64_t limit_ms = c->core.opts.command_timeout_ms > 0
+                           ? c->core.opts.command_timeout_ms
+                           : 5000;
+    int64_t deadline = dq__mono_us() + limit_ms * 1000, pause = 1000;
+    int rc = DQ_OK;
+    for (int round = 0;; round++) {
+        int retry = 0;
+        dq__redirect ask;
+        memset(&ask, 0, sizeof(ask));
+        rc = ensure_conn(c, op->slot);
+        if (rc != DQ_OK) {
+            /* Nothing sent: a route may wait for a failover to end. */
+            if (!op->routed || rc == DQ_EAUTH || rc == DQ_ENOMEM ||
+                dq__mono_us() + pause > deadline)
+                break;
+            dq__links_stale(c->links);
+            pause_us(pause);
+            pause = pause * 2 > 100000 ? 100000 : pause * 2;
+            continue;
+        }
+        rc = send_round(c, op, todo, T_SEND, c->conn, &retry, &ask);
+        if (rc == DQ_OK && ask.port != 0) {
+            dq__conn *to;
+            rc = dq__links_at(c->links, ask.host, ask.port, &to, &c->err);
+            if (rc == DQ_OK) {
+                c->conn = to;
+                rc = send_round(c, op, todo, T_ASK, to, &retry, &ask);
+            }
+        }
+        if (rc != DQ_OK) {
+            if (op->routed)
+                dq__links_stale(c->links);
+            break;
+        }
+        if (memchr(todo, T_SEND, op->ncmds) == NULL &&
+            memchr(todo, T_ASK, op->ncmds) == NULL)
+            break;
+        if ((!retry && round >= 64) ||
+            (retry && dq__mono_us() + pause > deadline)) {
+            rc = dq__err_set(&c->err, DQ_ETIMEDOUT,
+                            "%s: the cluster kept answering '%s' for %" PRId64
+                            " ms (not run)",
+                            op->what, op->retry_why[0] ? op->retry_why
+                                                      : "MOVED",
+                            limit_ms);
+            break;
+        }
+        if (retry) {
+            pause_us(pause);
+            pause = pause * 2 > 100000 ? 100000 : pause * 2;
+        }
+    }
+    if (todo != small)
+        free(todo);
     const char *wait;
     size_t wlen;
     if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen))
@@ -320,6 +431,24 @@ int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
 
 /* ---- Blocking wait ---- */
 
+/* What a reply on the subscriber is: 1 a wake-up ("message", or
+ * "smessage" in a cluster), 2 the server dropping a sharded subscription
+ * ("sunsubscribe": the slot moved to another node), 0 anything else. */
+static int sub_kind(const dq__reply *r) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) < 1)
+        return 0;
+    size_t len;
+    const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
+    if (kind == NULL)
+        return 0;
+    if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
+        (len == 8 && memcmp(kind, "smessage", 8) == 0))
+        return 1;
+    if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0)
+        return 2;
+    return 0;
+}
+
 /* Reads replies until one that is not a pub/sub message (the answer to a
  * command we sent); messages only mean "poll again" and are dropped. */
 static int sub_read_answer(dq_client *c, dq__reply **r) {
@@ -327,36 +456,37 @@ static int sub_read_answer(dq_client *c, dq__reply **r) {
         int rc = dq__conn_read(c->sub, r, &c->err);
         if (rc != DQ_OK)
             return rc;
-        if (dq__reply_type(*r) == DQ_R_ARRAY && dq__reply_len(*r) >= 1) {
-            size_t len;
-            const char *kind = dq__reply_str(dq__reply_at(*r, 0), &len);
-            if (len == 7 && memcmp(kind, "message", 7) == 0) {
-                dq__reply_free(*r);
-                continue;
-            }
-        }
-        return DQ_OK;
+        int k = sub_kind(*r);
+        if (k == 0)
+            return DQ_OK;
+        c->sub_lost |= k == 2;
+        dq__reply_free(*r);
     }
 }
 
-/* Makes sure sub is connected and subscribed to channel. */
-static int ensure_sub(dq_client *c, const char *channel) {
-    if (c->sub != NULL && !dq__conn_broken(c->sub) &&
+/* Makes sure sub is connected and subscribed to channel (of a queue in
+ * slot): SSUBSCRIBE on the slot's owner in a cluster, SUBSCRIBE else. */
+static int ensure_sub(dq_client *c, const char *channel, int slot) {
+    if (c->sub != NULL && !dq__conn_broken(c->sub) && !c->sub_lost &&
         strcmp(c->sub_channel, channel) == 0)
         return DQ_OK;
-    /* A new queue or a broken link: a fresh connection is simplest and
-     * leaves no stale subscription behind. */
+    /* A new queue, a broken link or a moved slot: a fresh connection is
+     * simplest and leaves no stale subscription behind. */
     dq__conn_free(c->sub);
     c->sub = NULL;
     c->sub_channel[0] = '\0';
-    int rc = open_conn(c, &c->sub);
+    c->sub_lost = 0;
+    int rc = dq__links_open_new(c->links, slot, &c->sub, &c->err);
     if (rc != DQ_OK)
         return rc;
-    const char *argv[2] = {"SUBSCRIBE", channel};
+    const char *cmd = c->core.sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+    const char *argv[2] = {cmd, channel};
     dq__reply *r;
     if ((rc = dq__conn_call(c->sub, 2, argv, NULL, &r, &c->err)) != DQ_OK)
         return rc;
-    rc = reply_ok(c, r, "SUBSCRIBE");
+    rc = reply_ok(c, r, cmd);
+    if (rc != DQ_OK && dq__links_routed(c->links))
+        dq__links_stale(c->links); /* MOVED: the map is out of date */
     dq__reply_free(r);
     if (rc == DQ_OK)
         snprintf(c->sub_channel, sizeof(c->sub_channel), "%s", channel);
@@ -368,6 +498,7 @@ static int sub_drain(dq_client *c) {
     int n = 0;
     dq__reply *r;
     while (dq__conn_buffered(c->sub, &r, &c->err) == 1) {
+        c->sub_lost |= sub_kind(r) == 2;
         dq__reply_free(r);
         n++;
     }
@@ -402,13 +533,16 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
     char channel[sizeof(c->core.keys.chan)];
     dq__core_keys(&c->core, queue);
     snprintf(channel, sizeof(channel), "%s", c->core.keys.chan);
+    int slot = c->core.keys.slot;
     /* Subscribe before the first poll: a push that lands between that poll
      * and the wait below still wakes us. */
-    if ((rc = ensure_sub(c, channel)) != DQ_OK)
+    if ((rc = ensure_sub(c, channel, slot)) != DQ_OK)
         return rc;
     sub_drain(c);
     for (;;) {
         int64_t next_us = 0;
+        if (c->sub_lost && (rc = ensure_sub(c, channel, slot)) != DQ_OK)
+            return rc;
         rc = poll_once(c, queue, max, lease_ms, out, &next_us);
         if (rc != 0)
             return rc;
@@ -431,12 +565,12 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
         rc = dq__conn_wait_readable(c->sub, sleep_us, &c->err);
         if (rc < 0) {
             /* The wake-up link broke: reconnect it and poll again. */
-            if ((rc = ensure_sub(c, channel)) != DQ_OK)
+            if ((rc = ensure_sub(c, channel, slot)) != DQ_OK)
                 return rc;
             continue;
         }
         if (rc == 0 && capped && (rc = sub_ping(c)) != DQ_OK &&
-            (rc = ensure_sub(c, channel)) != DQ_OK)
+            (rc = ensure_sub(c, channel, slot)) != DQ_OK)
             return rc;
         sub_drain(c);
     }

@@ -38,6 +38,7 @@ static int built(dq__op *op, int rc, dq__err *err) {
 /* One script call on queue, built by the caller into op->one. */
 static void single(dq__op *op, dq__core *core, const char *queue) {
     dq__core_keys(core, queue);
+    op->slot = core->keys.slot;
     op->cmds = &op->one;
     op->ncmds = 1;
 }
@@ -62,6 +63,7 @@ int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
         return built(op, rc, err);
     op->cmds = op->plan.cmds;
     op->ncmds = op->plan.nchunks;
+    op->slot = core->keys.slot;
     op->wait_n = core->opts.wait_replicas;
     op->wait_ms = core->opts.wait_replicas_timeout_ms;
     return DQ_OK;
@@ -97,6 +99,7 @@ int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
     if (rc != DQ_OK)
         return built(op, rc, err);
     dq__core_keys(core, queue);
+    op->slot = core->keys.slot;
     op->n = n;
     op->ncmds = (n + DQ_CHUNK - 1) / DQ_CHUNK;
     op->results = calloc(n, sizeof(int));
@@ -235,7 +238,9 @@ static int parse_redirect(dq__op *op, const dq__reply *r) {
     return 1;
 }
 
-void dq__op_unroutable(dq__op *op) {
+/* A redirection that no driver follows (one node): the op fails with a
+ * message that names it. */
+static void unroutable(dq__op *op) {
     dq__err e;
     const dq__redirect *d = &op->redir;
     dq__err_set(&e, DQ_EREDIS,
@@ -246,6 +251,19 @@ void dq__op_unroutable(dq__op *op) {
     op_error(op, DQ_EREDIS, &e);
 }
 
+/* Errors a node answers without running the call, that a later try (once
+ * the cluster or the Sentinels settled, or the slot finished moving) can
+ * get past. */
+static int is_transient(const dq__reply *r) {
+    static const char *const prefixes[] = {"TRYAGAIN", "CLUSTERDOWN",
+                                           "READONLY", "LOADING",
+                                           "MASTERDOWN"};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (dq__reply_is_error(r, prefixes[i]))
+            return 1;
+    return 0;
+}
+
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     if (tag == op->ncmds) {
         feed_wait(op, r);
@@ -253,8 +271,19 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     }
     dq__cmd *cmd = &op->cmds[tag];
     dq__err e;
-    if (parse_redirect(op, r))
-        return DQ_FEED_REDIRECT;
+    if (parse_redirect(op, r)) {
+        if (op->routed)
+            return DQ_FEED_REDIRECT;
+        unroutable(op);
+        return DQ_FEED_OK;
+    }
+    if (op->routed && is_transient(r)) {
+        size_t len;
+        const char *s = dq__reply_str(r, &len);
+        snprintf(op->retry_why, sizeof(op->retry_why), "%.*s",
+                 (int)(len > 120 ? 120 : len), s);
+        return DQ_FEED_RETRY;
+    }
     if (dq__reply_is_error(r, "NOSCRIPT") && !dq__cmd_is_eval(cmd)) {
         /* Not run (SCRIPT FLUSH, a restarted or failed-over server): the
          * same call again as EVAL, which also reloads the script. */

@@ -12,10 +12,17 @@
  *                                    script was not loaded (NOSCRIPT), the
  *                                    engine switched cmds[tag] to EVAL:
  *                                    send it again with the same tag;
- *                                    DQ_FEED_REDIRECT: a cluster node sent
- *                                    the call to op->redir (a route
- *                                    follows it; one node cannot:
- *                                    dq__op_unroutable)
+ *                                    only when the driver set op->routed
+ *                                    (it can reach other nodes):
+ *                                    DQ_FEED_REDIRECT, a cluster node sent
+ *                                    the call to op->redir (MOVED / ASK);
+ *                                    DQ_FEED_RETRY, the node did not run
+ *                                    it and may later (TRYAGAIN,
+ *                                    CLUSTERDOWN, READONLY, LOADING,
+ *                                    MASTERDOWN): send it again after a
+ *                                    pause, to the owner the route knows
+ *                                    by then.  Without op->routed these
+ *                                    replies fail the op.
  *   dq__op_wait_cmd(&op, ...)        once all replies are in: a WAIT for
  *                                    replicas to send (tag op->ncmds), or 0
  *   dq__op_status(&op)                exactly what the sync call returns;
@@ -41,8 +48,9 @@ enum dq__op_kind {
 enum {
     DQ_FEED_OK = 0,       /* reply taken */
     DQ_FEED_RESEND = 1,   /* send cmds[tag] again (switched to EVAL) */
-    DQ_FEED_REDIRECT = 2  /* a cluster node sent it elsewhere: op->redir
+    DQ_FEED_REDIRECT = 2, /* a cluster node sent it elsewhere: op->redir
                              (MOVED, or ASK: send ASKING first) */
+    DQ_FEED_RETRY = 3     /* not run; send again later (op->retry_why) */
 };
 
 /* Where a Redis Cluster node redirected one call. */
@@ -66,6 +74,10 @@ typedef struct dq__op {
     int wait_sent;        /* dq__op_wait_cmd handed out the WAIT */
     char wait_resp[80];   /* the WAIT command, formatted */
     dq__redirect redir;   /* the last DQ_FEED_REDIRECT */
+    int routed;           /* set by a driver that follows redirections
+                             and retries (cluster, Sentinel) */
+    int slot;             /* the queue's cluster hash slot */
+    char retry_why[128];  /* the last DQ_FEED_RETRY's error text */
     int64_t lease_ms;     /* poll: for the lease deadline of jobs */
     int which;            /* list: DQ_LIST_* */
     size_t n;             /* ack: number of jobs */
@@ -109,10 +121,6 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
 
 /* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);
-/* A driver with no route to other nodes (one Redis, no cluster map) calls
- * this after DQ_FEED_REDIRECT: the op fails with DQ_EREDIS and a message
- * that names the redirection. */
-void dq__op_unroutable(dq__op *op);
 /* Records a transport error (I/O, timeout) for the whole op. */
 void dq__op_fail(dq__op *op, int code, const dq__err *e);
 /* After the last script reply: 1 and the WAIT command's RESP bytes (they

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ops.h"
+#include "route.h"
 #include "resp.h"
 
 /* ---- Core ---- */
@@ -92,7 +93,7 @@ void dq__core_keys(dq__core *core, const char *queue) {
     dq__keys *k = &core->keys;
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
     if (k->len[0] != 0 && k->db == core->db && strcmp(k->queue, queue) == 0 &&
-        strcmp(k->ns, ns) == 0)
+        strcmp(k->ns, ns) == 0 && (k->chanarg[0] == '!') == core->sharded)
         return;
     char enc[DQ_ENC_QUEUE_MAX + 1];
     encode_queue(queue, enc);
@@ -108,6 +109,9 @@ void dq__core_keys(dq__core *core, const char *queue) {
     k->db = core->db;
     k->chanlen = (size_t)snprintf(k->chan, sizeof(k->chan), "%s:{%s}:wake:%d",
                                   ns, enc, core->db);
+    k->chanarglen = (size_t)snprintf(k->chanarg, sizeof(k->chanarg), "%s%s",
+                                     core->sharded ? "!" : "", k->chan);
+    k->slot = dq__key_slot(k->key[0], k->len[0]);
 }
 
 /* ---- Commands ---- */
@@ -147,8 +151,8 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
         c->argv[3 + i] = k->key[i];
         c->lens[3 + i] = k->len[i];
     }
-    c->argv[3 + DQ_NKEYS] = k->chan; /* ARGV[1] of every script */
-    c->lens[3 + DQ_NKEYS] = k->chanlen;
+    c->argv[3 + DQ_NKEYS] = k->chanarg; /* ARGV[1] of every script */
+    c->lens[3 + DQ_NKEYS] = k->chanarglen;
     c->argc = 4 + DQ_NKEYS;
     return DQ_OK;
 }

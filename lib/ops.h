@@ -33,6 +33,10 @@ typedef struct dq__keys {
     int db;                       /* database the channel was built for */
     char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
     size_t chanlen;
+    char chanarg[DQ_KEY_MAX + 17]; /* ARGV[1]: chan, '!'-prefixed when
+                                      sharded (lua/common.lua) */
+    size_t chanarglen;
+    int slot;                     /* the queue's cluster hash slot */
 } dq__keys;
 
 /* What both clients share: options, key cache, id generator. */
@@ -42,6 +46,7 @@ typedef struct dq__core {
     uint64_t rng[2];   /* id generator state (xorshift128+) */
     uint64_t rng_pid;  /* pid the generator was seeded in */
     int db;            /* database selected by the URI (wake channel) */
+    int sharded;       /* wake-ups over sharded pub/sub (a cluster) */
 } dq__core;
 
 /* Initializes core from opts (copied); DQ_OK or DQ_ENOMEM. */

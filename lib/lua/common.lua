@@ -18,7 +18,10 @@
 --                        "yours landed" (see ack.lua)
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
 -- number: pub/sub is server-wide, databases are not); the operation's own
--- arguments start at ARGV[2].
+-- arguments start at ARGV[2].  A leading '!' (never in a namespace) asks
+-- for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
+-- every node, SPUBLISH reaches only the subscribers on the owner of the
+-- channel's slot, which is the queue's own slot (same hash tag).
 -- A job id is in at most one of due, lease and dead.  A queue without jobs
 -- leaves no key behind: Redis deletes empty sets and hashes, and done
 -- expires a window after the last ack.
@@ -42,7 +45,10 @@
 
 local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE =
     KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local CHANNEL = ARGV[1]
+local CHANNEL, PUBLISH = ARGV[1], 'PUBLISH'
+if string.byte(CHANNEL, 1) == 33 then
+    CHANNEL, PUBLISH = string.sub(CHANNEL, 2), 'SPUBLISH'
+end
 
 -- The field of a job's meta ("attempts:token") in the jobs hash.
 local function mf(id) return id .. '\0' end
@@ -122,7 +128,7 @@ end
 -- earliest pending job (`before` = earliest due time before the change).
 local function wake(at, before)
     if at and (not before or at < before) then
-        redis.call('PUBLISH', CHANNEL, string.format('%d', at))
+        redis.call(PUBLISH, CHANNEL, string.format('%d', at))
     end
 end
 

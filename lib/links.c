@@ -1,0 +1,343 @@
+/*
+ * links.c - the blocking client's links to one node, a cluster or a
+ * Sentinel-named primary (see links.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "links.h"
+#include "uri.h"
+
+struct dq__links {
+    const dq__uri *uri;
+    const dq_options *opts;
+    dq__conn *one;        /* the one node, or the primary Sentinels named */
+    dq__slotmap map;      /* cluster: slot -> node */
+    dq__conn **conns;     /* cluster: links by node index (NULL: none) */
+    int nconns;
+    char phost[256];      /* Sentinel: the primary's address */
+    int pport;
+    int stale;            /* learn the topology before the next get */
+    char where[300];
+};
+
+int dq__links_new(const dq__uri *uri, const dq_options *opts,
+                  dq__links **out, dq__err *err) {
+    dq__links *L = calloc(1, sizeof(*L));
+    *out = L;
+    if (L == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    L->uri = uri;
+    L->opts = opts;
+    dq__slotmap_init(&L->map, uri->tls);
+    L->stale = 1;
+    return DQ_OK;
+}
+
+void dq__links_free(dq__links *L) {
+    if (L == NULL)
+        return;
+    dq__conn_free(L->one);
+    for (int i = 0; i < L->nconns; i++)
+        dq__conn_free(L->conns[i]);
+    free(L->conns);
+    dq__slotmap_clear(&L->map);
+    free(L);
+}
+
+int dq__links_routed(const dq__links *L) {
+    return L->uri->kind == DQ_URI_CLUSTER || L->uri->kind == DQ_URI_SENTINEL;
+}
+
+int dq__links_cluster(const dq__links *L) {
+    return L->uri->kind == DQ_URI_CLUSTER;
+}
+
+/* Connects to host:port with the URI's TLS, database and credentials
+ * (creds = 0: none and database 0, for a Sentinel). */
+static int open_at(dq__links *L, const char *host, int port, int creds,
+                   dq__conn **out, dq__err *err) {
+    dq__uri node;
+    dq__uri_node(L->uri, host, port, &node);
+    dq_options o = *L->opts;
+    if (!creds) {
+        node.user = node.password = NULL;
+        node.db = 0;
+        o.user = o.password = NULL;
+    }
+    dq__conn_cfg cfg = {&node, &o, NULL};
+    return dq__conn_open(&cfg, out, err);
+}
+
+/* ---- Sentinel ---- */
+
+/* Asks the Sentinel at seed for the primary's address, into host/port. */
+static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
+                        size_t hsize, int *port, dq__err *err) {
+    dq__conn *s;
+    int rc = open_at(L, seed->host, seed->port, 0, &s, err);
+    if (rc != DQ_OK)
+        return rc;
+    const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                           L->uri->master};
+    dq__reply *r = NULL;
+    rc = dq__conn_call(s, 3, argv, NULL, &r, err);
+    if (rc == DQ_OK) {
+        size_t hl = 0, pl = 0;
+        const char *h = NULL, *p = NULL;
+        if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
+            h = dq__reply_str(dq__reply_at(r, 0), &hl);
+            p = dq__reply_str(dq__reply_at(r, 1), &pl);
+        }
+        if (h == NULL || p == NULL || hl == 0 || hl >= hsize || pl == 0 ||
+            pl > 5) {
+            rc = dq__err_set(err, DQ_EREDIS,
+                            "Sentinel %s:%d knows no primary named '%s'",
+                            seed->host, seed->port, L->uri->master);
+        } else {
+            memcpy(host, h, hl);
+            host[hl] = '\0';
+            char pb[8];
+            memcpy(pb, p, pl);
+            pb[pl] = '\0';
+            *port = atoi(pb);
+        }
+    }
+    dq__reply_free(r);
+    dq__conn_free(s);
+    return rc;
+}
+
+/* 1 if the node behind c says ROLE master. */
+static int is_primary(dq__conn *c, dq__err *err) {
+    const char *argv[1] = {"ROLE"};
+    dq__reply *r = NULL;
+    int yes = 0;
+    if (dq__conn_call(c, 1, argv, NULL, &r, err) == DQ_OK &&
+        dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1) {
+        size_t len;
+        const char *role = dq__reply_str(dq__reply_at(r, 0), &len);
+        yes = role != NULL && len == 6 && memcmp(role, "master", 6) == 0;
+    }
+    dq__reply_free(r);
+    return yes;
+}
+
+/* Asks each Sentinel in turn for the primary and connects to the first
+ * address that answers ROLE master. */
+static int find_primary(dq__links *L, dq__err *err) {
+    dq__conn_free(L->one);
+    L->one = NULL;
+    int rc = DQ_EIO;
+    for (int i = 0; i < L->uri->nseeds; i++) {
+        char host[256];
+        int port = 0;
+        if ((rc = ask_sentinel(L, &L->uri->seeds[i], host, sizeof(host),
+                               &port, err)) != DQ_OK)
+            continue;
+        dq__conn *c;
+        if ((rc = open_at(L, host, port, 1, &c, err)) != DQ_OK) {
+            if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
+                return rc;
+            continue;
+        }
+        if (!is_primary(c, err)) {
+            dq__conn_free(c);
+            rc = dq__err_set(err, DQ_EIO,
+                            "Sentinel named %s:%d as primary '%s', but it "
+                            "is not (yet) a primary",
+                            host, port, L->uri->master);
+            continue;
+        }
+        L->one = c;
+        snprintf(L->phost, sizeof(L->phost), "%s", host);
+        L->pport = port;
+        snprintf(L->where, sizeof(L->where), "%s:%d", host, port);
+        L->stale = 0;
+        return DQ_OK;
+    }
+    if (err != NULL && err->code == DQ_OK)
+        dq__err_set(err, DQ_EIO, "no Sentinel answered");
+    return rc == DQ_OK ? DQ_EIO : rc;
+}
+
+/* ---- Cluster ---- */
+
+/* Drops links that broke (their node may be gone for good). */
+static void drop_broken(dq__links *L) {
+    for (int i = 0; i < L->nconns; i++)
+        if (L->conns[i] != NULL && dq__conn_broken(L->conns[i])) {
+            dq__conn_free(L->conns[i]);
+            L->conns[i] = NULL;
+        }
+}
+
+/* The link to node i of the map, opened if needed. */
+static int node_link(dq__links *L, int i, dq__conn **out, dq__err *err) {
+    if (i >= L->nconns) {
+        int n = L->map.nnodes;
+        dq__conn **c = realloc(L->conns, sizeof(*c) * (size_t)n);
+        if (c == NULL)
+            return dq__err_set(err, DQ_ENOMEM, "out of memory");
+        memset(c + L->nconns, 0, sizeof(*c) * (size_t)(n - L->nconns));
+        L->conns = c;
+        L->nconns = n;
+    }
+    if (L->conns[i] != NULL && dq__conn_broken(L->conns[i])) {
+        dq__conn_free(L->conns[i]);
+        L->conns[i] = NULL;
+    }
+    if (L->conns[i] == NULL) {
+        const dq__node_addr *a = &L->map.nodes[i];
+        int rc = open_at(L, a->host, a->port, 1, &L->conns[i], err);
+        if (rc != DQ_OK)
+            return rc;
+    }
+    *out = L->conns[i];
+    return DQ_OK;
+}
+
+/* Loads the slot map from the node at link c (host: its address). */
+static int load_map(dq__links *L, dq__conn *c, const char *host,
+                    dq__err *err) {
+    static const char *const shards[2] = {"CLUSTER", "SHARDS"};
+    static const char *const slots[2] = {"CLUSTER", "SLOTS"};
+    dq__reply *r = NULL;
+    int rc = dq__conn_call(c, 2, (const char **)shards, NULL, &r, err);
+    int use_shards = 1;
+    if (rc == DQ_OK && dq__reply_is_error(r, "ERR")) {
+        /* Before Redis 7: no CLUSTER SHARDS. */
+        dq__reply_free(r);
+        r = NULL;
+        use_shards = 0;
+        rc = dq__conn_call(c, 2, (const char **)slots, NULL, &r, err);
+    }
+    if (rc == DQ_OK)
+        rc = dq__slotmap_load(&L->map, r, use_shards, host, err);
+    dq__reply_free(r);
+    if (rc == DQ_OK && dq__slotmap_covered(&L->map) == 0)
+        rc = dq__err_set(err, DQ_EREDIS,
+                        "%s: the cluster has no slots assigned yet", host);
+    return rc;
+}
+
+/* Learns the slot map from the first node that answers: the ones already
+ * known, then the seeds of the URI. */
+static int refresh_map(dq__links *L, dq__err *err) {
+    drop_broken(L);
+    int rc = DQ_EIO;
+    for (int i = 0; i < L->map.nnodes; i++) {
+        dq__conn *c;
+        char host[256];
+        snprintf(host, sizeof(host), "%s", L->map.nodes[i].host);
+        if ((rc = node_link(L, i, &c, err)) == DQ_OK &&
+            (rc = load_map(L, c, host, err)) == DQ_OK)
+            goto loaded;
+        if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
+            return rc;
+    }
+    for (int i = 0; i < L->uri->nseeds; i++) {
+        const dq__seed *s = &L->uri->seeds[i];
+        int n = dq__slotmap_node(&L->map, s->host, s->port);
+        dq__conn *c;
+        if (n < 0)
+            return dq__err_set(err, DQ_ENOMEM, "out of memory");
+        if ((rc = node_link(L, n, &c, err)) == DQ_OK &&
+            (rc = load_map(L, c, s->host, err)) == DQ_OK)
+            goto loaded;
+        if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
+            return rc;
+    }
+    return rc;
+loaded:
+    L->stale = 0;
+    return DQ_OK;
+}
+
+/* ---- Entry points ---- */
+
+int dq__links_get(dq__links *L, int slot, dq__conn **out, dq__err *err) {
+    int kind = L->uri->kind;
+    if (kind == DQ_URI_SENTINEL) {
+        if (L->one != NULL && (dq__conn_broken(L->one) || L->stale)) {
+            dq__conn_free(L->one);
+            L->one = NULL;
+        }
+        int rc = L->one ? DQ_OK : find_primary(L, err);
+        *out = L->one;
+        return rc;
+    }
+    if (kind != DQ_URI_CLUSTER) {
+        if (L->one != NULL && dq__conn_broken(L->one)) {
+            dq__conn_free(L->one);
+            L->one = NULL;
+        }
+        if (L->one == NULL) {
+            dq__conn_cfg cfg = {L->uri, L->opts, NULL};
+            int rc = dq__conn_open(&cfg, &L->one, err);
+            if (rc != DQ_OK)
+                return rc;
+        }
+        *out = L->one;
+        return DQ_OK;
+    }
+    int rc;
+    if (L->stale && (rc = refresh_map(L, err)) != DQ_OK)
+        return rc;
+    int i = L->map.owner[slot];
+    if (i < 0) {
+        L->stale = 1;
+        return dq__err_set(err, DQ_EIO,
+                          "cluster: no node serves hash slot %d (the "
+                          "cluster is not fully covered)",
+                          slot);
+    }
+    if ((rc = node_link(L, i, out, err)) != DQ_OK)
+        L->stale = 1; /* its node may have failed over */
+    return rc;
+}
+
+int dq__links_at(dq__links *L, const char *host, int port, dq__conn **out,
+                 dq__err *err) {
+    int i = dq__slotmap_node(&L->map, host, port);
+    if (i < 0)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    return node_link(L, i, out, err);
+}
+
+void dq__links_moved(dq__links *L, int slot, const char *host, int port) {
+    if (dq__slotmap_moved(&L->map, slot, host, port) != DQ_OK)
+        L->stale = 1;
+    /* One slot moved usually means a resharding or failover moved more. */
+    L->stale = 1;
+}
+
+void dq__links_stale(dq__links *L) { L->stale = 1; }
+
+int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
+                       dq__err *err) {
+    dq__conn *c;
+    int rc = dq__links_get(L, slot, &c, err);
+    if (rc != DQ_OK)
+        return rc;
+    if (L->uri->kind == DQ_URI_CLUSTER) {
+        const dq__node_addr *a = &L->map.nodes[L->map.owner[slot]];
+        return open_at(L, a->host, a->port, 1, out, err);
+    }
+    if (L->uri->kind == DQ_URI_SENTINEL)
+        return open_at(L, L->phost, L->pport, 1, out, err);
+    dq__conn_cfg cfg = {L->uri, L->opts, NULL};
+    return dq__conn_open(&cfg, out, err);
+}
+
+const char *dq__links_where(dq__links *L, int slot) {
+    if (L->uri->kind == DQ_URI_CLUSTER) {
+        int i = slot >= 0 && slot < DQ_SLOTS ? L->map.owner[slot] : -1;
+        if (i < 0)
+            return "?";
+        snprintf(L->where, sizeof(L->where), "%s:%d", L->map.nodes[i].host,
+                 L->map.nodes[i].port);
+    }
+    return L->where;
+}

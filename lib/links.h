@@ -1,0 +1,48 @@
+/*
+ * links.h - the blocking client's links to what its URI names: one node, a
+ * Redis Cluster (one link per node, opened on demand, chosen by the slot
+ * map of route.h) or the primary that Sentinels name.  client.c asks for
+ * "the link to the owner of slot S" and reports what it learns (MOVED, a
+ * broken link, READONLY); this unit keeps the topology up to date.
+ */
+#ifndef DQ_LINKS_H
+#define DQ_LINKS_H
+
+#include "conn.h"
+#include "route.h"
+
+typedef struct dq__links dq__links;
+
+/* No I/O yet.  uri and opts must outlive the links. */
+int dq__links_new(const dq__uri *uri, const dq_options *opts,
+                  dq__links **out, dq__err *err);
+void dq__links_free(dq__links *L); /* NULL is a no-op */
+
+/* 1 for a cluster or Sentinel (commands may be redirected or retried). */
+int dq__links_routed(const dq__links *L);
+/* 1 for a cluster (sharded pub/sub, database 0 only). */
+int dq__links_cluster(const dq__links *L);
+
+/* The link to the node that owns slot (the one node, or the primary),
+ * connected first if needed: for a cluster the slot map is learnt (or
+ * learnt again after dq__links_stale) from known nodes and the seeds; for
+ * Sentinel the primary is asked for and checked with ROLE.  The link stays
+ * owned by L.  DQ_OK, or DQ_EIO / DQ_ETIMEDOUT / DQ_EAUTH / DQ_EREDIS /
+ * DQ_ENOMEM with err set (nothing was sent then). */
+int dq__links_get(dq__links *L, int slot, dq__conn **out, dq__err *err);
+/* The link to the cluster node host:port (an ASK target). */
+int dq__links_at(dq__links *L, const char *host, int port, dq__conn **out,
+                 dq__err *err);
+/* A MOVED redirection: slot lives at host:port from now on. */
+void dq__links_moved(dq__links *L, int slot, const char *host, int port);
+/* Learn the topology again before the next dq__links_get (a broken link,
+ * READONLY, CLUSTERDOWN); broken links are dropped then. */
+void dq__links_stale(dq__links *L);
+/* A new connection, not kept by L, to the node that owns slot (a
+ * subscriber's). */
+int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
+                       dq__err *err);
+/* "host:port" of the node that owns slot, or "?" (for messages). */
+const char *dq__links_where(dq__links *L, int slot);
+
+#endif
