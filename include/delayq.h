@@ -151,6 +151,18 @@ enum dq_option {
                                       they are kept).  Costs one ZSET entry
                                       of Redis memory per job acked within
                                       the window (bench/RESULTS.md). */
+    DQ_OPT_PARTITIONS = 9,         /* int, 1..1024, default 0 = as the URI's
+                                      ?partitions=N says, else 1: every
+                                      queue is spread over this many
+                                      partitions (own keys and hash tag
+                                      "{queue#i}", so over every primary
+                                      of a Redis Cluster); a job lives in
+                                      the partition its id hashes to.  The
+                                      count is recorded in Redis the first
+                                      time a partitioned client uses a
+                                      queue; a partitioned client whose
+                                      count differs gets DQ_EINVAL.
+                                      See README "Partitioned queues". */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */

@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "links.h"
+#include "wake.h"
 #include "op.h"
 #include "sigpipe.h"
 #include "uri.h"
@@ -19,10 +20,7 @@ struct dq_client {
     dq__uri uri;            /* where to (re)connect */
     dq__links *links;       /* the node(s): one, a cluster, a primary */
     dq__conn *conn;         /* link of the last command (owned by links) */
-    dq__conn *sub;          /* subscriber for poll_wait; NULL until used */
-    char sub_channel[DQ_KEY_MAX]; /* channel sub listens on, "" if none */
-    int sub_lost;           /* the server dropped sub's subscription (its
-                               slot moved): subscribe again */
+    dq__wake wake;          /* poll_wait's wake-up subscribers */
     dq__err err;            /* last error */
     char warnings[256];    /* findings at connect time */
 };
@@ -98,6 +96,9 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
         return rc;
     c->core.db = c->uri.db;
     c->core.sharded = c->uri.kind == DQ_URI_CLUSTER;
+    dq__core_set_partitions(&c->core, c->core.opts.partitions > 0
+                                         ? (int)c->core.opts.partitions
+                                         : c->uri.partitions);
     if ((rc = dq__links_new(&c->uri, &c->core.opts, &c->links, &c->err)))
         return rc;
     dq__sigpipe g;
@@ -113,17 +114,10 @@ void dq_close(dq_client *c) {
     if (c == NULL)
         return;
     dq__links_free(c->links);
-    dq__conn_free(c->sub);
+    dq__wake_clear(&c->wake);
     dq__uri_clear(&c->uri);
     dq__core_clear(&c->core);
     free(c);
-}
-
-/* Checks a reply: an error reply becomes a code with Redis's text. */
-static int reply_ok(dq_client *c, const dq__reply *r, const char *what) {
-    if (dq__reply_type(r) == DQ_R_ERROR)
-        return dq__reply_error(r, what, &c->err);
-    return DQ_OK;
 }
 
 /* Hands reply r of call tag to the engine and frees it; returns the
@@ -144,60 +138,106 @@ static int call_one(dq_client *c, dq__op *op, size_t tag, const char *resp,
     return rc;
 }
 
-/* What is left to do for each call of an op. */
-enum { T_DONE = 0, T_SEND = 1, T_ASK = 2 };
+/* What is left to do for each call of an op: T_SEND, T_ASK (once, with
+ * ASKING, to the node an ASK named), T_DONE; T_MARK flags the calls of the
+ * node a round is sending to. */
+enum { T_DONE = 0, T_SEND = 1, T_ASK = 2, T_MARK = 0x80 };
 
-/* Sends the calls of op whose todo is want to conn in one pipeline (each
- * after an ASKING when want is T_ASK), then reads and feeds their replies:
- * each call becomes done, or is to be sent again (NOSCRIPT: as EVAL;
- * MOVED: to the slot's new owner, recorded in links; ASK: to *ask once
- * with ASKING).  *retry is set when a node said "not now" (TRYAGAIN,
- * CLUSTERDOWN, READONLY...).  A failed read leaves the op's fate unknown:
- * the error is returned. */
-static int send_round(dq_client *c, dq__op *op, unsigned char *todo,
-                      unsigned char want, dq__conn *conn, int *retry,
-                      dq__redirect *ask) {
+/* The calls of a round: one node's share of what is left. */
+typedef struct round {
+    dq__conn *conn;      /* where they go */
+    unsigned char want;  /* T_SEND, or T_ASK */
+    int retry;           /* a node said "not now" (TRYAGAIN, ...) */
+    int connect_failed;  /* nothing was sent: the node was unreachable */
+    dq__redirect ask;    /* the ASK target, port 0 if none */
+} round;
+
+/* Sends the calls of op marked want|T_MARK to rd->conn in one pipeline
+ * (each after an ASKING when want is T_ASK), then reads and feeds their
+ * replies: each call becomes done, or is to be sent again (NOSCRIPT: as
+ * EVAL; MOVED: to the slot's new owner, recorded in links; ASK: once to
+ * rd->ask with ASKING; "not now": after a pause, rd->retry).  A failed
+ * read leaves the op's fate unknown: the error is returned. */
+static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
+                       round *rd) {
     static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
-    size_t n = 0;
+    unsigned char mark = (unsigned char)(rd->want | T_MARK);
     int rc = DQ_OK;
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
-        if (todo[i] != want)
+        if (todo[i] != mark)
             continue;
-        if (want == T_ASK)
-            rc = dq__conn_append_raw(conn, asking, sizeof(asking) - 1,
+        if (rd->want == T_ASK)
+            rc = dq__conn_append_raw(rd->conn, asking, sizeof(asking) - 1,
                                      &c->err);
         if (rc == DQ_OK)
-            rc = dq__conn_append_raw(conn, op->cmds[i].resp,
+            rc = dq__conn_append_raw(rd->conn, op->cmds[i].resp,
                                      op->cmds[i].resp_len, &c->err);
-        todo[i] = (unsigned char)(want | 0x80); /* in this round */
-        n++;
     }
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
-        if (todo[i] != (want | 0x80))
+        if (todo[i] != mark)
             continue;
         dq__reply *r;
-        if (want == T_ASK) {
-            if ((rc = dq__conn_read(conn, &r, &c->err)) != DQ_OK)
+        if (rd->want == T_ASK) {
+            if ((rc = dq__conn_read(rd->conn, &r, &c->err)) != DQ_OK)
                 break;
             dq__reply_free(r); /* +OK */
         }
-        if ((rc = dq__conn_read(conn, &r, &c->err)) != DQ_OK)
+        if ((rc = dq__conn_read(rd->conn, &r, &c->err)) != DQ_OK)
             break;
         int act = feed(op, i, r);
         todo[i] = act == DQ_FEED_OK ? T_DONE : T_SEND;
-        if (act == DQ_FEED_REDIRECT && op->redir.ask && want != T_ASK) {
+        if (act == DQ_FEED_REDIRECT && op->redir.ask && rd->want != T_ASK) {
             todo[i] = T_ASK;
-            *ask = op->redir;
+            rd->ask = op->redir;
         } else if (act == DQ_FEED_REDIRECT) {
             dq__links_moved(c->links, op->redir.slot, op->redir.host,
                             op->redir.port);
         } else if (act == DQ_FEED_RETRY) {
-            *retry = 1;
+            rd->retry = 1;
             if (strncmp(op->retry_why, "TRYAGAIN", 8) != 0)
                 dq__links_stale(c->links); /* failover: ask again */
         }
     }
+    for (size_t i = 0; i < op->ncmds; i++)
+        if (todo[i] == mark)
+            todo[i] = rd->want; /* not reached: a read failed */
     return rc;
+}
+
+/* One round: the calls left for the node that owns the first of them (or
+ * the ASK target), sent and answered.  Nothing is sent when the node
+ * cannot be reached (rd->connect_failed). */
+static int run_round(dq_client *c, dq__op *op, unsigned char *todo,
+                     round *rd) {
+    size_t first = 0;
+    while (first < op->ncmds && todo[first] != rd->want)
+        first++;
+    if (first == op->ncmds)
+        return DQ_OK;
+    int rc;
+    if (rd->want == T_ASK)
+        rc = dq__links_at(c->links, rd->ask.host, rd->ask.port, &rd->conn,
+                          &c->err);
+    else
+        rc = dq__links_get(c->links, op->cmds[first].slot, &rd->conn,
+                           &c->err);
+    if (rc != DQ_OK) {
+        rd->connect_failed = 1;
+        return rc;
+    }
+    for (size_t i = first; i < op->ncmds; i++) {
+        if (todo[i] != rd->want)
+            continue;
+        dq__conn *to = rd->conn;
+        if (rd->want == T_SEND && i != first &&
+            op->cmds[i].slot != op->cmds[first].slot &&
+            dq__links_get(c->links, op->cmds[i].slot, &to, &c->err) != DQ_OK)
+            to = NULL;
+        if (to == rd->conn)
+            todo[i] = (unsigned char)(rd->want | T_MARK);
+    }
+    c->conn = rd->conn;
+    return send_marked(c, op, todo, rd);
 }
 
 /* Sleeps us microseconds. */
@@ -207,79 +247,80 @@ static void pause_us(int64_t us) {
         ;
 }
 
-/* Runs op: every script call in one pipeline to the node that owns the
- * queue's slot, then again the calls the engine wants again (as EVAL after
- * NOSCRIPT, to a new owner after MOVED, with ASKING after ASK, after a
- * pause after TRYAGAIN / CLUSTERDOWN / a failover), then its WAIT.  A
+/* Runs the calls op->cmds: each to the node that owns its slot, those of
+ * one node in one pipeline; then again the calls the engine wants again
+ * (as EVAL after NOSCRIPT, to a new owner after MOVED, with ASKING after
+ * ASK, after a pause after TRYAGAIN / CLUSTERDOWN / a failover).  A
  * cluster or Sentinel route keeps trying to reach a node (nothing was sent
- * yet) and to get past "not now" answers for up to the command timeout.
- * Returns what the public call returns; c->err has the op's message. */
-static int run_op_io(dq_client *c, dq__op *op) {
-    op->routed = dq__links_routed(c->links);
-    unsigned char small[16];
-    unsigned char *todo = op->ncmds <= sizeof(small) ? small
-                                                     : malloc(op->ncmds);
-    if (todo == NULL) {
-        dq__err_set(&c->err, DQ_ENOMEM, "%s: out of memory", op->what);
-        dq__op_fail(op, DQ_ENOMEM, &c->err);
-        c->err = op->err;
-        return dq__op_status(op);
-    }
+ * yet) and to get past "not now" answers for up to the command timeout. */
+static int run_calls(dq_client *c, dq__op *op, unsigned char *todo) {
     memset(todo, T_SEND, op->ncmds);
     int64_t limit_ms = c->core.opts.command_timeout_ms > 0
                            ? c->core.opts.command_timeout_ms
                            : 5000;
     int64_t deadline = dq__mono_us() + limit_ms * 1000, pause = 1000;
-    int rc = DQ_OK;
-    for (int round = 0;; round++) {
-        int retry = 0;
-        dq__redirect ask;
-        memset(&ask, 0, sizeof(ask));
-        rc = ensure_conn(c, op->slot);
-        if (rc != DQ_OK) {
-            /* Nothing sent: a route may wait for a failover to end. */
-            if (!op->routed || rc == DQ_EAUTH || rc == DQ_ENOMEM ||
-                dq__mono_us() + pause > deadline)
-                break;
-            dq__links_stale(c->links);
-            pause_us(pause);
-            pause = pause * 2 > 100000 ? 100000 : pause * 2;
-            continue;
+    for (int rounds = 0;; rounds++) {
+        round rd;
+        memset(&rd, 0, sizeof(rd));
+        rd.want = memchr(todo, T_ASK, op->ncmds) ? T_ASK : T_SEND;
+        if (rd.want == T_ASK) {
+            rd.ask = op->redir;
+            if (!rd.ask.ask)
+                rd.want = T_SEND;
         }
-        rc = send_round(c, op, todo, T_SEND, c->conn, &retry, &ask);
-        if (rc == DQ_OK && ask.port != 0) {
-            dq__conn *to;
-            rc = dq__links_at(c->links, ask.host, ask.port, &to, &c->err);
-            if (rc == DQ_OK) {
-                c->conn = to;
-                rc = send_round(c, op, todo, T_ASK, to, &retry, &ask);
-            }
+        int rc = run_round(c, op, todo, &rd);
+        if (rc != DQ_OK && rd.connect_failed && op->routed &&
+            rc != DQ_EAUTH && rc != DQ_ENOMEM &&
+            dq__mono_us() + pause < deadline) {
+            /* Nothing sent: the route may be waiting for a failover. */
+            dq__links_stale(c->links);
+            rd.retry = 1;
+            rc = DQ_OK;
         }
         if (rc != DQ_OK) {
             if (op->routed)
                 dq__links_stale(c->links);
-            break;
+            return rc;
         }
         if (memchr(todo, T_SEND, op->ncmds) == NULL &&
             memchr(todo, T_ASK, op->ncmds) == NULL)
-            break;
-        if ((!retry && round >= 64) ||
-            (retry && dq__mono_us() + pause > deadline)) {
-            rc = dq__err_set(&c->err, DQ_ETIMEDOUT,
-                            "%s: the cluster kept answering '%s' for %" PRId64
-                            " ms (not run)",
-                            op->what, op->retry_why[0] ? op->retry_why
-                                                      : "MOVED",
-                            limit_ms);
-            break;
-        }
-        if (retry) {
+            return DQ_OK;
+        if (rd.retry && dq__mono_us() + pause > deadline)
+            return dq__err_set(&c->err, DQ_ETIMEDOUT,
+                              "%s: still '%s' after %" PRId64
+                              " ms (not run)",
+                              op->what, op->retry_why[0] ? op->retry_why
+                                                        : c->err.msg,
+                              limit_ms);
+        if (!rd.retry && rounds > 64 + (int)op->ncmds)
+            return dq__err_set(&c->err, DQ_EREDIS,
+                              "%s: redirected more than 64 times", op->what);
+        if (rd.retry) {
             pause_us(pause);
             pause = pause * 2 > 100000 ? 100000 : pause * 2;
         }
     }
-    if (todo != small)
-        free(todo);
+}
+
+/* Runs op: its calls (run_calls), more calls while the engine has more,
+ * then its WAIT.  Returns what the public call returns; c->err has the
+ * op's message. */
+static int run_op_io(dq_client *c, dq__op *op) {
+    op->routed = dq__links_routed(c->links);
+    int rc = DQ_OK;
+    do {
+        unsigned char small[16];
+        unsigned char *todo = op->ncmds <= sizeof(small) ? small
+                                                         : malloc(op->ncmds);
+        if (todo == NULL) {
+            rc = dq__err_set(&c->err, DQ_ENOMEM, "%s: out of memory",
+                            op->what);
+            break;
+        }
+        rc = run_calls(c, op, todo);
+        if (todo != small)
+            free(todo);
+    } while (rc == DQ_OK && !op->failed && dq__op_next(op));
     const char *wait;
     size_t wlen;
     if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen))
@@ -395,10 +436,14 @@ int dq_cancel(dq_client *c, const char *queue, const char *id, int flags) {
 
 /* One poll; *next_us as the script returned it. */
 static int poll_once(dq_client *c, const char *queue, int max,
-                     int64_t lease_ms, dq_jobs **out, int64_t *next_us) {
+                     int64_t lease_ms, int known, dq_jobs **out,
+                     int64_t *next_us) {
     dq__op op;
     int rc = run_op(c, &op,
-                    dq__op_poll(&op, &c->core, queue, max, lease_ms, &c->err));
+                    known ? dq__op_poll_known(&op, &c->core, queue, max,
+                                             lease_ms, &c->err)
+                          : dq__op_poll(&op, &c->core, queue, max, lease_ms,
+                                       &c->err));
     if (rc >= 0) {
         *out = op.jobs;
         op.jobs = NULL;
@@ -423,99 +468,13 @@ int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
     if (rc != DQ_OK)
         return rc;
     int64_t next_us = 0;
-    rc = poll_once(c, queue, max, lease_ms, out, &next_us);
+    rc = poll_once(c, queue, max, lease_ms, 0, out, &next_us);
     if (next_due_ms != NULL)
         *next_due_ms = rc != 0 ? 0 : next_us < 0 ? -1 : (next_us + 999) / 1000;
     return rc;
 }
 
 /* ---- Blocking wait ---- */
-
-/* What a reply on the subscriber is: 1 a wake-up ("message", or
- * "smessage" in a cluster), 2 the server dropping a sharded subscription
- * ("sunsubscribe": the slot moved to another node), 0 anything else. */
-static int sub_kind(const dq__reply *r) {
-    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) < 1)
-        return 0;
-    size_t len;
-    const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
-    if (kind == NULL)
-        return 0;
-    if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
-        (len == 8 && memcmp(kind, "smessage", 8) == 0))
-        return 1;
-    if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0)
-        return 2;
-    return 0;
-}
-
-/* Reads replies until one that is not a pub/sub message (the answer to a
- * command we sent); messages only mean "poll again" and are dropped. */
-static int sub_read_answer(dq_client *c, dq__reply **r) {
-    for (;;) {
-        int rc = dq__conn_read(c->sub, r, &c->err);
-        if (rc != DQ_OK)
-            return rc;
-        int k = sub_kind(*r);
-        if (k == 0)
-            return DQ_OK;
-        c->sub_lost |= k == 2;
-        dq__reply_free(*r);
-    }
-}
-
-/* Makes sure sub is connected and subscribed to channel (of a queue in
- * slot): SSUBSCRIBE on the slot's owner in a cluster, SUBSCRIBE else. */
-static int ensure_sub(dq_client *c, const char *channel, int slot) {
-    if (c->sub != NULL && !dq__conn_broken(c->sub) && !c->sub_lost &&
-        strcmp(c->sub_channel, channel) == 0)
-        return DQ_OK;
-    /* A new queue, a broken link or a moved slot: a fresh connection is
-     * simplest and leaves no stale subscription behind. */
-    dq__conn_free(c->sub);
-    c->sub = NULL;
-    c->sub_channel[0] = '\0';
-    c->sub_lost = 0;
-    int rc = dq__links_open_new(c->links, slot, &c->sub, &c->err);
-    if (rc != DQ_OK)
-        return rc;
-    const char *cmd = c->core.sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
-    const char *argv[2] = {cmd, channel};
-    dq__reply *r;
-    if ((rc = dq__conn_call(c->sub, 2, argv, NULL, &r, &c->err)) != DQ_OK)
-        return rc;
-    rc = reply_ok(c, r, cmd);
-    if (rc != DQ_OK && dq__links_routed(c->links))
-        dq__links_stale(c->links); /* MOVED: the map is out of date */
-    dq__reply_free(r);
-    if (rc == DQ_OK)
-        snprintf(c->sub_channel, sizeof(c->sub_channel), "%s", channel);
-    return rc;
-}
-
-/* Drops wake-up messages already buffered on sub.  Returns how many. */
-static int sub_drain(dq_client *c) {
-    int n = 0;
-    dq__reply *r;
-    while (dq__conn_buffered(c->sub, &r, &c->err) == 1) {
-        c->sub_lost |= sub_kind(r) == 2;
-        dq__reply_free(r);
-        n++;
-    }
-    return n;
-}
-
-/* Checks that sub is alive with a PING (answered as a pub/sub "pong"). */
-static int sub_ping(dq_client *c) {
-    const char *argv[1] = {"PING"};
-    dq__reply *r;
-    int rc = dq__conn_append(c->sub, 1, argv, NULL, &c->err);
-    if (rc == DQ_OK)
-        rc = sub_read_answer(c, &r);
-    if (rc == DQ_OK)
-        dq__reply_free(r);
-    return rc;
-}
 
 /* dq_poll_wait's work: polls, then sleeps on the wake channel until the next
  * due time, a wake-up, the deadline or the cap (which pings the subscriber);
@@ -530,20 +489,18 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
     if (rc != DQ_OK)
         return rc;
     int64_t deadline = dq__mono_us() + timeout_ms * 1000;
-    char channel[sizeof(c->core.keys.chan)];
-    dq__core_keys(&c->core, queue);
-    snprintf(channel, sizeof(channel), "%s", c->core.keys.chan);
-    int slot = c->core.keys.slot;
     /* Subscribe before the first poll: a push that lands between that poll
      * and the wait below still wakes us. */
-    if ((rc = ensure_sub(c, channel, slot)) != DQ_OK)
+    dq__wake *w = &c->wake;
+    if ((rc = dq__wake_ensure(w, c->links, &c->core, queue, &c->err)))
         return rc;
-    sub_drain(c);
+    dq__wake_drain(w, &c->core);
     for (;;) {
         int64_t next_us = 0;
-        if (c->sub_lost && (rc = ensure_sub(c, channel, slot)) != DQ_OK)
+        if (w->lost &&
+            (rc = dq__wake_ensure(w, c->links, &c->core, queue, &c->err)))
             return rc;
-        rc = poll_once(c, queue, max, lease_ms, out, &next_us);
+        rc = poll_once(c, queue, max, lease_ms, 1, out, &next_us);
         if (rc != 0)
             return rc;
         int64_t left_us = deadline - dq__mono_us();
@@ -560,19 +517,19 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
             sleep_us = left_us;
             capped = 0;
         }
-        if (sub_drain(c) > 0)
+        if (dq__wake_drain(w, &c->core) > 0)
             continue;
-        rc = dq__conn_wait_readable(c->sub, sleep_us, &c->err);
-        if (rc < 0) {
-            /* The wake-up link broke: reconnect it and poll again. */
-            if ((rc = ensure_sub(c, channel, slot)) != DQ_OK)
-                return rc;
-            continue;
+        rc = dq__wake_wait(w, sleep_us, &c->err);
+        if (rc < 0)
+            continue; /* a wake-up link broke: subscribe again, poll */
+        if (rc == 0 && capped) {
+            /* Nothing for a while: check the links, and let a partitioned
+             * poll visit every partition once (a wake-up lost with a
+             * broken link is then made up for). */
+            dq__wake_ping(w, &c->core, &c->err);
+            dq__core_woken_all(&c->core, queue);
         }
-        if (rc == 0 && capped && (rc = sub_ping(c)) != DQ_OK &&
-            (rc = ensure_sub(c, channel, slot)) != DQ_OK)
-            return rc;
-        sub_drain(c);
+        dq__wake_drain(w, &c->core);
     }
 }
 

@@ -308,32 +308,55 @@ int dq__conn_buffered(dq__conn *c, dq__reply **reply, dq__err *err) {
     return 1;
 }
 
-int dq__conn_wait_readable(dq__conn *c, int64_t timeout_us, dq__err *err) {
-    struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN, .revents = 0};
+int dq__conn_wait_any(dq__conn *const *cs, int n, int64_t timeout_us,
+                      int *which, dq__err *err) {
+    struct pollfd small[8];
+    struct pollfd *p = n <= 8 ? small : malloc(sizeof(*p) * (size_t)n);
+    if (p == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        p[i].fd = cs[i]->ctx->fd;
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+    }
     if (timeout_us > INT64_C(86400000000))
         timeout_us = INT64_C(86400000000);
     /* ppoll sleeps in nanoseconds: a wait for a job due in 2.3 ms is not
      * rounded up to 3 ms as poll()'s milliseconds would. */
     int64_t deadline = dq__mono_us() + timeout_us;
-    int n;
+    int got;
     for (;;) {
         int64_t left = deadline - dq__mono_us();
         if (left < 0)
             left = 0;
         struct timespec ts = {(time_t)(left / 1000000),
                               (long)(left % 1000000) * 1000};
-        n = ppoll(&p, 1, &ts, NULL);
-        if (n >= 0 || errno != EINTR)
+        got = ppoll(p, (nfds_t)n, &ts, NULL);
+        if (got >= 0 || errno != EINTR)
             break;
     }
-    if (n < 0) {
-        c->broken = 1;
-        return dq__err_set(err, DQ_EIO, "poll: %s", strerror(errno));
+    int rc = 0;
+    if (got < 0) {
+        *which = 0;
+        cs[0]->broken = 1;
+        rc = dq__err_set(err, DQ_EIO, "poll: %s", strerror(errno));
     }
-    if (n == 0)
-        return 0;
-    if (redisBufferRead(c->ctx) != REDIS_OK)
-        return conn_fail(c, errno, "read", err);
-    return 1;
+    for (int i = 0; got > 0 && i < n; i++) {
+        if (p[i].revents == 0)
+            continue;
+        *which = i;
+        rc = redisBufferRead(cs[i]->ctx) != REDIS_OK
+                 ? conn_fail(cs[i], errno, "read", err)
+                 : 1;
+        break;
+    }
+    if (p != small)
+        free(p);
+    return rc;
+}
+
+int dq__conn_wait_readable(dq__conn *c, int64_t timeout_us, dq__err *err) {
+    int which;
+    return dq__conn_wait_any(&c, 1, timeout_us, &which, err);
 }
 

@@ -53,6 +53,10 @@ int dq__conn_buffered(dq__conn *c, dq__reply **reply, dq__err *err);
  * readable and reads what arrived into the buffer.  Returns 1 if data
  * arrived, 0 on timeout, a negative code if the connection failed. */
 int dq__conn_wait_readable(dq__conn *c, int64_t timeout_us, dq__err *err);
+/* The same over n connections: 1 with *which set to one that got data,
+ * 0 on timeout, a negative code (*which: the link that failed). */
+int dq__conn_wait_any(dq__conn *const *cs, int n, int64_t timeout_us,
+                      int *which, dq__err *err);
 /* 1 once an I/O error or timeout left the connection unusable. */
 int dq__conn_broken(const dq__conn *c);
 

@@ -37,6 +37,7 @@ struct dq_options {
     int64_t wait_replicas;            /* WAIT after push when > 0 */
     int64_t wait_replicas_timeout_ms; /* WAIT timeout */
     int64_t done_ttl_ms;              /* how long acks are remembered */
+    int64_t partitions;               /* 0 = as the URI says (else 1) */
     char *ns;                         /* key namespace, NULL = "dq" */
     char *user;                       /* ACL user override */
     char *password;                   /* password override */
@@ -76,6 +77,12 @@ dq_jobs *dq__jobs_new(size_t n);
 /* Appends a job with copies of id/payload; returns it, NULL on ENOMEM. */
 dq_job *dq__jobs_add(dq_jobs *list, const char *id, size_t idlen,
                     const char *payload, size_t len);
+
+/* Moves src's jobs to the end of *dst (creating it when NULL) and frees
+ * src; DQ_OK or DQ_ENOMEM (then src is freed, *dst unchanged). */
+int dq__jobs_append(dq_jobs **dst, dq_jobs *src);
+/* Sorts l by due_ms (ties by id), then keeps jobs [offset, offset+count). */
+void dq__jobs_slice(dq_jobs *l, size_t offset, size_t count);
 
 /* Monotonic clock in microseconds. */
 int64_t dq__mono_us(void);

@@ -101,3 +101,47 @@ void dq_job_free(dq_job *j) {
     free(j->buf);
     free(j);
 }
+
+int dq__jobs_append(dq_jobs **dst, dq_jobs *src) {
+    if (src == NULL || src->count == 0) {
+        dq_jobs_free(src);
+        return DQ_OK;
+    }
+    if (*dst == NULL) {
+        *dst = src;
+        return DQ_OK;
+    }
+    dq_jobs *d = *dst;
+    dq_job *j = realloc(d->jobs, sizeof(dq_job) * (d->count + src->count));
+    if (j == NULL) {
+        dq_jobs_free(src);
+        return DQ_ENOMEM;
+    }
+    memcpy(j + d->count, src->jobs, sizeof(dq_job) * src->count);
+    d->jobs = j;
+    d->count += src->count;
+    free(src->jobs); /* the jobs' buffers moved to d */
+    free(src);
+    return DQ_OK;
+}
+
+static int by_due(const void *pa, const void *pb) {
+    const dq_job *a = pa, *b = pb;
+    if (a->due_ms != b->due_ms)
+        return a->due_ms < b->due_ms ? -1 : 1;
+    return strcmp(a->id, b->id);
+}
+
+void dq__jobs_slice(dq_jobs *l, size_t offset, size_t count) {
+    if (l == NULL)
+        return;
+    qsort(l->jobs, l->count, sizeof(dq_job), by_due);
+    size_t lo = offset < l->count ? offset : l->count;
+    size_t hi = count < l->count - lo ? lo + count : l->count;
+    for (size_t i = 0; i < lo; i++)
+        free(l->jobs[i].buf);
+    for (size_t i = hi; i < l->count; i++)
+        free(l->jobs[i].buf);
+    memmove(l->jobs, l->jobs + lo, sizeof(dq_job) * (hi - lo));
+    l->count = hi - lo;
+}

@@ -38,7 +38,6 @@ static int built(dq__op *op, int rc, dq__err *err) {
 /* One script call on queue, built by the caller into op->one. */
 static void single(dq__op *op, dq__core *core, const char *queue) {
     dq__core_keys(core, queue);
-    op->slot = core->keys.slot;
     op->cmds = &op->one;
     op->ncmds = 1;
 }
@@ -52,6 +51,60 @@ static int oom(dq__op *op, int rc, dq__err *err) {
     return built(op, DQ_ENOMEM, err);
 }
 
+/* ---- Partitioned queues ---- */
+
+/* Notes the queue of op; 1 when it is partitioned (core->partitions > 1). */
+static int parted(dq__op *op, dq__core *core, const char *queue) {
+    op->core = core;
+    op->nparts = core->partitions > 1 ? core->partitions : 1;
+    snprintf(op->queue, sizeof(op->queue), "%s", queue);
+    return op->nparts > 1;
+}
+
+/* Puts the partition-count check before op's calls, the first time this
+ * client uses the partitioned queue. */
+static int with_check(dq__op *op, dq__err *err) {
+    if (op->nparts <= 1)
+        return DQ_OK;
+    dq__qparts *q = dq__core_qparts(op->core, op->queue);
+    if (q == NULL)
+        return oom(op, DQ_ENOMEM, err);
+    if (q->checked)
+        return DQ_OK;
+    dq__core_keys_part(op->core, op->queue, -1);
+    if (dq__build_parts(&op->check, op->core) != DQ_OK)
+        return oom(op, DQ_ENOMEM, err);
+    op->main_cmds = op->cmds;
+    op->main_n = op->ncmds;
+    op->cmds = &op->check;
+    op->ncmds = 1;
+    op->checking = 1;
+    return DQ_OK;
+}
+
+/* The keys of the partition that holds job id (or of the plain queue). */
+static void keys_of(dq__op *op, dq__core *core, const char *queue,
+                    const char *id) {
+    dq__core_keys_part(core, queue,
+                       op->nparts > 1 ? dq__part_of(id, op->nparts) : -1);
+}
+
+/* An array of nparts calls, built by fn for each partition. */
+static int each_part(dq__op *op, dq__core *core, const char *queue,
+                     int (*fn)(dq__op *, dq__cmd *, dq__core *),
+                     dq__err *err) {
+    op->cmds = calloc((size_t)op->nparts, sizeof(dq__cmd));
+    if (op->cmds == NULL)
+        return oom(op, DQ_ENOMEM, err);
+    for (int p = 0; p < op->nparts; p++) {
+        dq__core_keys_part(core, queue, p);
+        if (fn(op, &op->cmds[p], core) != DQ_OK)
+            return oom(op, DQ_ENOMEM, err); /* cmds are zeroed: freeable */
+        op->ncmds = (size_t)p + 1;
+    }
+    return with_check(op, err);
+}
+
 int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
                size_t n, const void *const *payloads, const size_t *lens,
                const int64_t *times, int absolute, const char *const *ids,
@@ -63,10 +116,10 @@ int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
         return built(op, rc, err);
     op->cmds = op->plan.cmds;
     op->ncmds = op->plan.nchunks;
-    op->slot = core->keys.slot;
     op->wait_n = core->opts.wait_replicas;
     op->wait_ms = core->opts.wait_replicas_timeout_ms;
-    return DQ_OK;
+    parted(op, core, queue);
+    return with_check(op, err);
 }
 
 int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
@@ -75,20 +128,68 @@ int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
     int rc = dq__check_cancel(queue, id, flags, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
+    parted(op, core, queue);
     single(op, core, queue);
+    keys_of(op, core, queue, id);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    return oom(op, dq__build_cancel(&op->one, core, id, flags), err);
+    rc = oom(op, dq__build_cancel(&op->one, core, id, flags), err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
 }
 
-int dq__op_poll(dq__op *op, dq__core *core, const char *queue, int max,
-               int64_t lease_ms, dq__err *err) {
+/* The next partition a poll visits (from the cursor on, each once; with
+ * op->known only those that may have due work), or -1. */
+static int next_part(dq__op *op, const dq__qparts *q) {
+    int64_t now = dq__mono_us();
+    while (op->visited < op->nparts) {
+        int p = (q->cursor + op->visited++) % op->nparts;
+        if (!op->known || q->due_us[p] <= now)
+            return p;
+    }
+    return -1;
+}
+
+/* Builds the poll of op->part (a partition, or -1: the plain queue). */
+static int build_poll(dq__op *op) {
+    dq__cmd_free(&op->one);
+    memset(&op->one, 0, sizeof(op->one));
+    dq__core_keys_part(op->core, op->queue, op->part);
+    return dq__build_poll(&op->one, op->core, op->max - op->status,
+                          op->lease_ms);
+}
+
+static int poll_common(dq__op *op, dq__core *core, const char *queue,
+                       int max, int64_t lease_ms, int known, dq__err *err) {
     op_init(op, DQ_OPK_POLL, "poll");
     int rc = dq__check_poll(queue, max, lease_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    single(op, core, queue);
     op->lease_ms = lease_ms;
-    return oom(op, dq__build_poll(&op->one, core, max, lease_ms), err);
+    op->max = max;
+    op->known = known;
+    op->part = -1;
+    op->next_us = -1;
+    single(op, core, queue);
+    if (parted(op, core, queue)) {
+        dq__qparts *q = dq__core_qparts(core, queue);
+        if (q == NULL)
+            return oom(op, DQ_ENOMEM, err);
+        q->cursor = (q->cursor + 1) % op->nparts; /* fair start */
+        if ((op->part = next_part(op, q)) < 0)
+            op->ncmds = 0; /* nothing known due: no call */
+    }
+    if (op->ncmds > 0 && (rc = oom(op, build_poll(op), err)) != DQ_OK)
+        return rc;
+    return with_check(op, err);
+}
+
+int dq__op_poll(dq__op *op, dq__core *core, const char *queue, int max,
+               int64_t lease_ms, dq__err *err) {
+    return poll_common(op, core, queue, max, lease_ms, 0, err);
+}
+
+int dq__op_poll_known(dq__op *op, dq__core *core, const char *queue, int max,
+                     int64_t lease_ms, dq__err *err) {
+    return poll_common(op, core, queue, max, lease_ms, 1, err);
 }
 
 int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
@@ -98,29 +199,69 @@ int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
     int rc = dq__check_ack(queue, n, ids, tokens, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    dq__core_keys(core, queue);
-    op->slot = core->keys.slot;
+    parted(op, core, queue);
     op->n = n;
-    op->ncmds = (n + DQ_CHUNK - 1) / DQ_CHUNK;
     op->results = calloc(n, sizeof(int));
-    op->cmds = op->ncmds == 1 ? &op->one : calloc(op->ncmds, sizeof(dq__cmd));
-    if (op->results == NULL || op->cmds == NULL) {
-        if (op->cmds == NULL)
-            op->ncmds = 0;
+    op->first = malloc((n + 1) * sizeof(size_t));
+    op->order = malloc(n * sizeof(size_t));
+    const char **pid = malloc(n * sizeof(char *) * 2);
+    int *part = malloc(n * sizeof(int));
+    if (op->results == NULL || op->first == NULL || op->order == NULL ||
+        pid == NULL || part == NULL) {
+        free(pid);
+        free(part);
+        return oom(op, DQ_ENOMEM, err);
+    }
+    /* Jobs grouped by partition (stable), chunks of at most DQ_CHUNK
+     * within one partition. */
+    for (size_t i = 0; i < n; i++) {
+        part[i] = op->nparts > 1 ? dq__part_of(ids[i], op->nparts) : 0;
+        op->order[i] = i;
+    }
+    if (op->nparts > 1) {
+        size_t pos = 0;
+        for (int p = 0; p < op->nparts; p++)
+            for (size_t i = 0; i < n; i++)
+                if (part[i] == p)
+                    op->order[pos++] = i;
+    }
+    const char **ptok = pid + n;
+    for (size_t k = 0; k < n; k++) {
+        pid[k] = ids[op->order[k]];
+        ptok[k] = tokens[op->order[k]];
+    }
+    op->first[0] = 0;
+    size_t nch = 0;
+    for (size_t k = 1; k < n; k++)
+        if (k - op->first[nch] == DQ_CHUNK ||
+            part[op->order[k]] != part[op->order[k - 1]])
+            op->first[++nch] = k;
+    op->first[++nch] = n;
+    op->ncmds = nch;
+    op->cmds = nch == 1 ? &op->one : calloc(nch, sizeof(dq__cmd));
+    if (op->cmds == NULL) {
+        op->ncmds = 0;
+        free(pid);
+        free(part);
         return oom(op, DQ_ENOMEM, err);
     }
     if (n == 1)
         snprintf(op->id, sizeof(op->id), "%s", ids[0]);
-    for (size_t i = 0; i < op->ncmds; i++) {
-        size_t lo = i * DQ_CHUNK;
-        size_t m = n - lo < DQ_CHUNK ? n - lo : DQ_CHUNK;
-        if ((rc = dq__build_ack(&op->cmds[i], core, m, ids + lo,
-                               tokens + lo)) != DQ_OK) {
+    for (size_t i = 0; i < nch; i++) {
+        size_t lo = op->first[i], m = op->first[i + 1] - lo;
+        dq__core_keys_part(core, queue,
+                           op->nparts > 1 ? part[op->order[lo]] : -1);
+        if ((rc = dq__build_ack(&op->cmds[i], core, m, pid + lo,
+                               ptok + lo)) != DQ_OK) {
             op->ncmds = i; /* the ones to free */
+            free(pid);
+            free(part);
             return oom(op, rc, err);
         }
     }
-    return DQ_OK;
+    free(pid);
+    free(part);
+    return with_check(op, err);
 }
 
 int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
@@ -129,10 +270,13 @@ int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
     int rc = dq__check_nack(queue, id, token, delay_ms, flags, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
+    parted(op, core, queue);
     single(op, core, queue);
+    keys_of(op, core, queue, id);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    return oom(op, dq__build_nack(&op->one, core, id, token, delay_ms, flags),
-               err);
+    rc = oom(op, dq__build_nack(&op->one, core, id, token, delay_ms, flags),
+             err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
 }
 
 int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
@@ -141,9 +285,21 @@ int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
     int rc = dq__check_extend(queue, id, token, lease_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
+    parted(op, core, queue);
     single(op, core, queue);
+    keys_of(op, core, queue, id);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    return oom(op, dq__build_extend(&op->one, core, id, token, lease_ms), err);
+    rc = oom(op, dq__build_extend(&op->one, core, id, token, lease_ms), err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
+}
+
+/* A partitioned listing asks every partition for its first offset+count
+ * jobs and keeps the page of the merge: bounded, but not for deep pages. */
+#define DQ_PART_LIST_DEPTH 100000
+
+static int build_list_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    return dq__build_list(c, core, op->which, 0,
+                          (int)(op->offset + op->count));
 }
 
 int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,
@@ -154,9 +310,25 @@ int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,
         rc = dq__check_page(which, offset, count, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    single(op, core, queue);
     op->which = which;
+    op->offset = offset;
+    op->count = count;
+    if (parted(op, core, queue)) {
+        if (offset + count > DQ_PART_LIST_DEPTH) {
+            dq__err_set(err, DQ_EINVAL,
+                       "%s: offset + count is %" PRId64 "; a partitioned "
+                       "queue lists at most %d deep",
+                       op->what, offset + count, DQ_PART_LIST_DEPTH);
+            return built(op, DQ_EINVAL, err);
+        }
+        return each_part(op, core, queue, build_list_part, err);
+    }
+    single(op, core, queue);
     return oom(op, dq__build_list(&op->one, core, which, offset, count), err);
+}
+
+static int build_dead_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    return dq__build_dead_change(c, core, op->what, NULL, op->lease_ms);
 }
 
 int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
@@ -166,10 +338,22 @@ int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
     int rc = dq__check_dead_change(queue, id, delay_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
+    if (parted(op, core, queue) && id == NULL) {
+        op->lease_ms = delay_ms; /* the delay, for build_dead_part */
+        return each_part(op, core, queue, build_dead_part, err);
+    }
     single(op, core, queue);
-    return oom(op, dq__build_dead_change(&op->one, core, op->what, id,
-                                        delay_ms),
-               err);
+    if (id != NULL)
+        keys_of(op, core, queue, id);
+    rc = oom(op, dq__build_dead_change(&op->one, core, op->what, id,
+                                       delay_ms),
+             err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
+}
+
+static int build_stats_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    (void)op;
+    return dq__build_stats(c, core);
 }
 
 int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err) {
@@ -177,6 +361,9 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err) {
     int rc = dq__check_queue(queue, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
+    op->stats[4] = -1;
+    if (parted(op, core, queue))
+        return each_part(op, core, queue, build_stats_part, err);
     single(op, core, queue);
     return oom(op, dq__build_stats(&op->one, core), err);
 }
@@ -264,6 +451,55 @@ static int is_transient(const dq__reply *r) {
     return 0;
 }
 
+/* The reply of the partition-count check. */
+static void feed_check(dq__op *op, const dq__reply *r) {
+    dq__err e;
+    long long v = 0;
+    int rc = dq__decode_int(r, &v, &e);
+    if (rc == DQ_OK && v != op->nparts) {
+        if (v == 1)
+            rc = dq__err_set(&e, DQ_EINVAL,
+                            "%s: queue '%s' holds jobs unpartitioned; this "
+                            "client uses %d partitions (DQ_OPT_PARTITIONS)",
+                            op->what, op->queue, op->nparts);
+        else
+            rc = dq__err_set(&e, DQ_EINVAL,
+                            "%s: queue '%s' has %lld partitions (recorded "
+                            "in Redis when it was first used); this client "
+                            "uses %d (DQ_OPT_PARTITIONS)",
+                            op->what, op->queue, v, op->nparts);
+    }
+    if (rc != DQ_OK) {
+        op_error(op, rc, &e);
+        return;
+    }
+    dq__qparts *q = dq__core_qparts(op->core, op->queue);
+    if (q != NULL)
+        q->checked = 1;
+}
+
+/* A poll's reply: its jobs join the op's; on a partitioned queue the
+ * client's view of that partition is updated. */
+static int feed_poll(dq__op *op, const dq__reply *r, dq__err *e) {
+    int asked = op->max - op->status;
+    dq_jobs *got = NULL;
+    int64_t next_us = -1;
+    int rc = dq__decode_poll(r, op->lease_ms, &got, &next_us, e);
+    if (rc < 0)
+        return rc;
+    if (dq__jobs_append(&op->jobs, got) != DQ_OK)
+        return dq__err_set(e, DQ_ENOMEM, "poll: out of memory");
+    op->status += rc;
+    op->next_us = next_us;
+    dq__qparts *q = op->part >= 0 ? dq__core_qparts(op->core, op->queue)
+                                  : NULL;
+    if (q != NULL)
+        q->due_us[op->part] = rc >= asked  ? 0
+                              : next_us < 0 ? INT64_MAX
+                                            : dq__mono_us() + next_us;
+    return rc;
+}
+
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     if (tag == op->ncmds) {
         feed_wait(op, r);
@@ -299,30 +535,40 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
         op_error(op, rc, &e);
         return DQ_FEED_OK;
     }
+    if (op->checking) {
+        feed_check(op, r);
+        return DQ_FEED_OK;
+    }
     switch (op->kind) {
     case DQ_OPK_PUSH:
     case DQ_OPK_PUSH_BATCH:
         rc = dq__push_plan_decode(&op->plan, tag, r, &e);
         break;
     case DQ_OPK_POLL:
-        dq_jobs_free(op->jobs);
-        op->jobs = NULL;
-        rc = dq__decode_poll(r, op->lease_ms, &op->jobs, &op->next_us, &e);
-        if (rc >= 0)
-            op->status = rc;
+        rc = feed_poll(op, r, &e);
         break;
-    case DQ_OPK_LIST:
-        dq_jobs_free(op->jobs);
-        op->jobs = NULL;
-        rc = dq__decode_list(r, op->which, &op->jobs, &op->now_ms, &e);
+    case DQ_OPK_LIST: {
+        dq_jobs *got = NULL;
+        rc = dq__decode_list(r, op->which, &got, &op->now_ms, &e);
+        if (rc >= 0 && dq__jobs_append(&op->jobs, got) != DQ_OK)
+            rc = dq__err_set(&e, DQ_ENOMEM, "%s: out of memory", op->what);
         if (rc >= 0)
-            op->status = rc;
+            op->status = (int)dq_jobs_count(op->jobs);
         break;
+    }
     case DQ_OPK_ACK:
     case DQ_OPK_ACK_BATCH: {
-        size_t lo = tag * DQ_CHUNK;
-        size_t m = op->n - lo < DQ_CHUNK ? op->n - lo : DQ_CHUNK;
-        rc = dq__decode_ack(r, m, op->results + lo, &e);
+        size_t lo = op->first[tag], m = op->first[tag + 1] - lo;
+        int small[16], *res = m <= 16 ? small : malloc(m * sizeof(int));
+        if (res == NULL) {
+            rc = dq__err_set(&e, DQ_ENOMEM, "ack: out of memory");
+            break;
+        }
+        rc = dq__decode_ack(r, m, res, &e);
+        for (size_t k = 0; rc >= 0 && k < m; k++)
+            op->results[op->order[lo + k]] = res[k];
+        if (res != small)
+            free(res);
         if (rc >= 0)
             op->acked += rc;
         if (rc >= 0 && op->kind == DQ_OPK_ACK && op->results[0] != 0)
@@ -335,12 +581,22 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
         break;
     case DQ_OPK_CANCEL:
     case DQ_OPK_DEAD_REQUEUE:
-    case DQ_OPK_DEAD_PURGE:
-        rc = dq__decode_int(r, &op->v, &e);
+    case DQ_OPK_DEAD_PURGE: {
+        long long v = 0;
+        rc = dq__decode_int(r, &v, &e);
+        if (rc >= 0)
+            op->v += v; /* summed over partitions */
         break;
-    case DQ_OPK_STATS:
-        rc = dq__decode_stats(r, op->stats, &e);
+    }
+    case DQ_OPK_STATS: {
+        int64_t st[5];
+        rc = dq__decode_stats(r, st, &e);
+        for (int i = 0; rc >= 0 && i < 4; i++)
+            op->stats[i] += st[i];
+        if (rc >= 0 && st[4] >= 0 && (op->stats[4] < 0 || st[4] < op->stats[4]))
+            op->stats[4] = st[4];
         break;
+    }
     }
     if (rc < 0)
         op_error(op, rc, &e);
@@ -348,6 +604,57 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
 }
 
 void dq__op_fail(dq__op *op, int code, const dq__err *e) { op_error(op, code, e); }
+
+/* A partitioned poll is over: the time until the earliest partition may
+ * have due work, as far as the client knows (-1: none pending). */
+static void poll_done(dq__op *op) {
+    dq__qparts *q = dq__core_qparts(op->core, op->queue);
+    if (q == NULL)
+        return;
+    int64_t now = dq__mono_us(), best = -1;
+    for (int p = 0; p < op->nparts; p++) {
+        if (q->due_us[p] == INT64_MAX)
+            continue;
+        int64_t d = q->due_us[p] > now ? q->due_us[p] - now : 0;
+        if (best < 0 || d < best)
+            best = d;
+    }
+    op->next_us = best;
+}
+
+int dq__op_next(dq__op *op) {
+    if (op->failed)
+        return 0;
+    if (op->checking) {
+        op->checking = 0;
+        op->cmds = op->main_cmds;
+        op->ncmds = op->main_n;
+        op->main_cmds = NULL;
+        if (op->ncmds > 0)
+            return 1;
+    }
+    if (op->kind == DQ_OPK_POLL && op->nparts > 1) {
+        dq__qparts *q = dq__core_qparts(op->core, op->queue);
+        if (q != NULL && op->status < op->max &&
+            (op->part = next_part(op, q)) >= 0) {
+            if (build_poll(op) != DQ_OK) {
+                dq__err e;
+                dq__err_set(&e, DQ_ENOMEM, "poll: out of memory");
+                op_error(op, DQ_ENOMEM, &e);
+                return 0;
+            }
+            op->cmds = &op->one;
+            op->ncmds = 1;
+            return 1;
+        }
+        poll_done(op);
+    }
+    if (op->kind == DQ_OPK_LIST && op->nparts > 1) {
+        dq__jobs_slice(op->jobs, (size_t)op->offset, (size_t)op->count);
+        op->status = (int)dq_jobs_count(op->jobs);
+    }
+    return 0;
+}
 
 int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len) {
     if (op->failed || op->wait_sent || op->wait_n <= 0)
@@ -386,6 +693,11 @@ int dq__op_status(const dq__op *op) {
 }
 
 void dq__op_clear(dq__op *op) {
+    if (op->checking) { /* cmds is the check; the op's own calls wait */
+        op->cmds = op->main_cmds;
+        op->ncmds = op->main_n;
+        op->checking = 0;
+    }
     if (op->kind == DQ_OPK_PUSH || op->kind == DQ_OPK_PUSH_BATCH) {
         dq__push_plan_free(&op->plan);
     } else if (op->cmds == &op->one) {
@@ -395,8 +707,12 @@ void dq__op_clear(dq__op *op) {
             dq__cmd_free(&op->cmds[i]);
         free(op->cmds);
     }
+    dq__cmd_free(&op->check);
     free(op->results);
+    free(op->order);
+    free(op->first);
     dq_jobs_free(op->jobs);
+    op->order = op->first = NULL;
     op->cmds = NULL;
     op->results = NULL;
     op->jobs = NULL;

@@ -7,7 +7,8 @@
  *
  *   dq__op_<name>(&op, core, ...)     check + build: op->cmds[0..ncmds-1]
  *   send every op->cmds[i].resp      (tag i; owned RESP bytes) in one
- *                                    pipeline, in any order
+ *                                    pipeline, in any order, each to the
+ *                                    node that owns cmds[i].slot
  *   dq__op_feed(&op, tag, reply)      for each reply; DQ_FEED_RESEND: the
  *                                    script was not loaded (NOSCRIPT), the
  *                                    engine switched cmds[tag] to EVAL:
@@ -23,6 +24,11 @@
  *                                    pause, to the owner the route knows
  *                                    by then.  Without op->routed these
  *                                    replies fail the op.
+ *   dq__op_next(&op)                 once all replies are in: 1 when the
+ *                                    op has more calls to make (they
+ *                                    depend on these replies); cmds and
+ *                                    ncmds now name them, tags start
+ *                                    at 0 again: send them the same way
  *   dq__op_wait_cmd(&op, ...)        once all replies are in: a WAIT for
  *                                    replicas to send (tag op->ncmds), or 0
  *   dq__op_status(&op)                exactly what the sync call returns;
@@ -76,7 +82,6 @@ typedef struct dq__op {
     dq__redirect redir;   /* the last DQ_FEED_REDIRECT */
     int routed;           /* set by a driver that follows redirections
                              and retries (cluster, Sentinel) */
-    int slot;             /* the queue's cluster hash slot */
     char retry_why[128];  /* the last DQ_FEED_RETRY's error text */
     int64_t lease_ms;     /* poll: for the lease deadline of jobs */
     int which;            /* list: DQ_LIST_* */
@@ -91,6 +96,22 @@ typedef struct dq__op {
     char id[DQ_ID_BUF];   /* job id, for messages */
     dq__cmd one;           /* single-call operations */
     dq__push_plan plan;    /* pushes */
+    /* A partitioned queue (core->partitions > 1): */
+    dq__core *core;        /* the client's (partition state) */
+    char queue[DQ_QUEUE_MAX + 1];
+    int nparts;           /* 1 for a plain queue */
+    int checking;         /* the calls are the partition-count check */
+    dq__cmd check;         /* that check (sent before anything else) */
+    dq__cmd *main_cmds;    /* the op's own calls, after the check */
+    size_t main_n;
+    int max;              /* poll: jobs wanted */
+    int known;            /* poll: visit only partitions known due */
+    int visited;          /* poll: partitions visited so far */
+    int part;             /* poll: the partition of the current call */
+    size_t *order;        /* ack: chunk positions -> the caller's index */
+    size_t *first;        /* ack: chunk i holds positions first[i].. */
+    int64_t offset;       /* list: the page wanted */
+    int count;
 } dq__op;
 
 /* Builders: check every argument, then build.  DQ_OK, or the code with
@@ -105,6 +126,14 @@ int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
                  int flags, dq__err *err);
 int dq__op_poll(dq__op *op, dq__core *core, const char *queue, int max,
                int64_t lease_ms, dq__err *err);
+/* A poll that, on a partitioned queue, visits only the partitions the
+ * client knows may have due work (from earlier polls and from wake-ups,
+ * dq__core_woken): for a caller that watches every partition's wake-ups.
+ * It may have no calls at all (ncmds 0): then its result is 0 jobs and the
+ * time until the earliest partition is due. */
+int dq__op_poll_known(dq__op *op, dq__core *core, const char *queue, int max,
+                     int64_t lease_ms, dq__err *err);
+
 int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
               size_t n, const char *const *ids, const char *const *tokens,
               dq__err *err);
@@ -123,6 +152,8 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);
 /* Records a transport error (I/O, timeout) for the whole op. */
 void dq__op_fail(dq__op *op, int code, const dq__err *e);
+/* After the replies of every call: 1 if there are more calls to make. */
+int dq__op_next(dq__op *op);
 /* After the last script reply: 1 and the WAIT command's RESP bytes (they
  * live in op) when one is due, else 0. */
 int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len);

@@ -49,7 +49,63 @@ int dq__core_init(dq__core *core, const dq_options *opts) {
     return DQ_OK;
 }
 
-void dq__core_clear(dq__core *core) { dq__options_clear(&core->opts); }
+void dq__core_clear(dq__core *core) {
+    dq__options_clear(&core->opts);
+    for (int i = 0; i < DQ_QPARTS_CACHE; i++)
+        free(core->qp[i].due_us);
+}
+
+void dq__core_set_partitions(dq__core *core, int n) {
+    core->partitions = n < 1 ? 1 : n > DQ_PARTS_MAX ? DQ_PARTS_MAX : n;
+}
+
+int dq__part_of(const char *id, int n) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return n > 1 ? (int)(h % (uint32_t)n) : 0;
+}
+
+static size_t encode_queue(const char *q, char *out);
+
+void dq__core_woken(dq__core *core, const char *channel, size_t len) {
+    const char *open = memchr(channel, '{', len);
+    const char *hash = open ? memchr(open, '#', len - (size_t)(open - channel))
+                            : NULL;
+    if (hash == NULL)
+        return; /* a plain queue: no partition state */
+    long part = strtol(hash + 1, NULL, 10);
+    char enc[DQ_ENC_QUEUE_MAX + 1];
+    for (int i = 0; i < DQ_QPARTS_CACHE; i++) {
+        dq__qparts *q = &core->qp[i];
+        if (q->due_us == NULL || part < 0 || part >= core->partitions)
+            continue;
+        size_t el = encode_queue(q->queue, enc);
+        if (el == (size_t)(hash - open - 1) && memcmp(enc, open + 1, el) == 0)
+            q->due_us[part] = 0;
+    }
+}
+
+void dq__core_woken_all(dq__core *core, const char *queue) {
+    for (int i = 0; i < DQ_QPARTS_CACHE; i++)
+        if (core->qp[i].due_us != NULL && strcmp(core->qp[i].queue, queue) == 0)
+            memset(core->qp[i].due_us, 0,
+                   sizeof(int64_t) * (size_t)core->partitions);
+}
+
+dq__qparts *dq__core_qparts(dq__core *core, const char *queue) {
+    for (int i = 0; i < DQ_QPARTS_CACHE; i++)
+        if (strcmp(core->qp[i].queue, queue) == 0 && core->qp[i].due_us)
+            return &core->qp[i];
+    dq__qparts *q = &core->qp[core->qp_next++ % DQ_QPARTS_CACHE];
+    free(q->due_us);
+    memset(q, 0, sizeof(*q));
+    q->due_us = calloc((size_t)core->partitions, sizeof(int64_t));
+    if (q->due_us == NULL)
+        return NULL;
+    snprintf(q->queue, sizeof(q->queue), "%s", queue);
+    return q;
+}
 
 /* Writes a new DQ_GEN_ID_LEN-character id ([0-9A-Za-z], ~5.95 random bits
  * a character: ~83 for 14) to out. */
@@ -90,13 +146,21 @@ static size_t encode_queue(const char *q, char *out) {
 }
 
 void dq__core_keys(dq__core *core, const char *queue) {
+    dq__core_keys_part(core, queue, -1);
+}
+
+void dq__core_keys_part(dq__core *core, const char *queue, int part) {
     dq__keys *k = &core->keys;
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
-    if (k->len[0] != 0 && k->db == core->db && strcmp(k->queue, queue) == 0 &&
-        strcmp(k->ns, ns) == 0 && (k->chanarg[0] == '!') == core->sharded)
+    if (k->len[0] != 0 && k->db == core->db && k->part == part &&
+        strcmp(k->queue, queue) == 0 && strcmp(k->ns, ns) == 0 &&
+        (k->chanarg[0] == '!') == core->sharded)
         return;
-    char enc[DQ_ENC_QUEUE_MAX + 1];
-    encode_queue(queue, enc);
+    char enc[DQ_ENC_QUEUE_MAX + 16];
+    size_t el = encode_queue(queue, enc);
+    if (part >= 0) /* '#' is never in an encoded name */
+        snprintf(enc + el, sizeof(enc) - el, "#%d", part);
+    k->part = part;
     snprintf(k->queue, sizeof(k->queue), "%s", queue);
     snprintf(k->ns, sizeof(k->ns), "%s", ns);
     for (int i = 0; i < DQ_NKEYS; i++) {
@@ -119,6 +183,7 @@ void dq__core_keys(dq__core *core, const char *queue) {
 int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     int cap = 4 + DQ_NKEYS + nargs;
     c->script = script;
+    c->slot = k->slot;
     c->argc = 0;
     c->nums_used = 0;
     c->resp = NULL;
@@ -409,6 +474,7 @@ void dq__push_plan_free(dq__push_plan *p) {
     free(p->first);
     free(p->ids);
     free(p->outcomes);
+    free(p->order);
     memset(p, 0, sizeof(*p));
 }
 
@@ -487,14 +553,41 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         else
             gen_id(core, id);
     }
-    /* Chunks: at most DQ_CHUNK jobs and DQ_CHUNK_BYTES bytes each. */
+    /* A partitioned queue: jobs grouped by the partition of their id
+     * (stable), so that each chunk goes to one partition. */
+    int np = core->partitions;
+    int *part = NULL;
+    if (np > 1) {
+        size_t *count = calloc((size_t)np + 1, sizeof(size_t));
+        part = malloc(n * sizeof(int));
+        p->order = malloc(n * sizeof(size_t));
+        if (count == NULL || part == NULL || p->order == NULL) {
+            free(count);
+            free(part);
+            goto oom;
+        }
+        for (size_t i = 0; i < n; i++) {
+            part[i] = dq__part_of(p->ids + i * DQ_ID_BUF, np);
+            count[part[i] + 1]++;
+        }
+        for (int k = 0; k < np; k++)
+            count[k + 1] += count[k];
+        for (size_t i = 0; i < n; i++)
+            p->order[count[part[i]]++] = i;
+        free(count);
+    }
+#define JOB(pos) (p->order ? p->order[pos] : (pos))
+    /* Chunks: at most DQ_CHUNK jobs and DQ_CHUNK_BYTES bytes each, one
+     * partition each. */
     size_t bytes = 0;
     p->first[0] = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t pos = 0; pos < n; pos++) {
+        size_t i = JOB(pos);
         size_t b = lens[i] + strlen(p->ids + i * DQ_ID_BUF) + 24;
-        size_t cnt = i - p->first[p->nchunks];
-        if (cnt > 0 && (cnt == DQ_CHUNK || bytes + b > DQ_CHUNK_BYTES)) {
-            p->first[++p->nchunks] = i;
+        size_t cnt = pos - p->first[p->nchunks];
+        if (cnt > 0 && (cnt == DQ_CHUNK || bytes + b > DQ_CHUNK_BYTES ||
+                        (part && part[i] != part[JOB(pos - 1)]))) {
+            p->first[++p->nchunks] = pos;
             bytes = 0;
         }
         bytes += b;
@@ -502,25 +595,31 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
     p->first[++p->nchunks] = n;
     p->cmds = calloc(p->nchunks, sizeof(dq__cmd));
     if (p->cmds == NULL)
-        goto oom;
+        goto oom_part;
     for (size_t ch = 0; ch < p->nchunks; ch++) {
         size_t lo = p->first[ch], hi = p->first[ch + 1];
         dq__cmd *c = &p->cmds[ch];
+        dq__core_keys_part(core, queue, part ? part[JOB(lo)] : -1);
         if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
                          3 + 3 * (int)(hi - lo)) != DQ_OK)
-            goto oom;
+            goto oom_part;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
         cmd_cstr(c, absolute ? "1" : "0");
         cmd_int(c, core->opts.done_ttl_ms);
-        for (size_t i = lo; i < hi; i++) {
+        for (size_t pos = lo; pos < hi; pos++) {
+            size_t i = JOB(pos);
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);
             cmd_int(c, times ? times[i] : 0);
             cmd_str(c, lens[i] ? (const char *)payloads[i] : "", lens[i]);
         }
         if (dq__cmd_seal(c) != DQ_OK)
-            goto oom;
+            goto oom_part;
     }
+#undef JOB
+    free(part);
     return DQ_OK;
+oom_part:
+    free(part);
 oom:
     dq__push_plan_free(p);
     return dq__err_set(err, DQ_ENOMEM, "out of memory building the push");
@@ -537,7 +636,8 @@ int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
         if (dq__reply_type(e) != DQ_R_INTEGER || dq__reply_int(e) < DQ_PUSHED ||
             dq__reply_int(e) > DQ_DONE)
             return dq__err_set(err, DQ_EPROTO, "push: unexpected reply");
-        p->outcomes[lo + j] = (int)dq__reply_int(e);
+        size_t pos = lo + j;
+        p->outcomes[p->order ? p->order[pos] : pos] = (int)dq__reply_int(e);
     }
     return DQ_OK;
 }
@@ -550,6 +650,14 @@ int dq__push_plan_count(const dq__push_plan *p) {
 }
 
 /* ---- Other builders ---- */
+
+int dq__build_parts(dq__cmd *c, dq__core *core) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_PARTS, &core->keys, 1);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_int(c, core->partitions);
+    return dq__cmd_seal(c);
+}
 
 int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms) {
     int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 3);

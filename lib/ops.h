@@ -22,11 +22,13 @@
  * still goes alone. */
 #define DQ_CHUNK_BYTES (8 * 1024 * 1024)
 #define DQ_ENC_QUEUE_MAX (DQ_QUEUE_MAX * 3) /* percent-encoded name */
-#define DQ_KEY_MAX (64 + 2 + DQ_ENC_QUEUE_MAX + 8)
+#define DQ_KEY_MAX (64 + 2 + DQ_ENC_QUEUE_MAX + 16) /* + "#part" */
 
-/* The keys of one queue, cached for the last queue used. */
+/* The keys of one queue (or one partition of it), cached for the last
+ * one used. */
 typedef struct dq__keys {
     char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
+    int part;                     /* partition, -1 for the plain queue */
     char ns[65];                  /* namespace they were built with */
     char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
@@ -39,6 +41,19 @@ typedef struct dq__keys {
     int slot;                     /* the queue's cluster hash slot */
 } dq__keys;
 
+/* A partitioned queue as one client knows it: whether the partition
+ * count recorded in Redis was checked, where the next poll starts, and
+ * when each partition may have due work (monotonic us; 0: now or unknown,
+ * INT64_MAX: nothing pending as far as the last poll saw). */
+#define DQ_PARTS_MAX 1024
+#define DQ_QPARTS_CACHE 8
+typedef struct dq__qparts {
+    char queue[DQ_QUEUE_MAX + 1]; /* "" when the entry is free */
+    int checked;
+    int cursor;
+    int64_t *due_us;              /* partitions entries */
+} dq__qparts;
+
 /* What both clients share: options, key cache, id generator. */
 typedef struct dq__core {
     dq_options opts;   /* private copy of the caller's options */
@@ -47,6 +62,9 @@ typedef struct dq__core {
     uint64_t rng_pid;  /* pid the generator was seeded in */
     int db;            /* database selected by the URI (wake channel) */
     int sharded;       /* wake-ups over sharded pub/sub (a cluster) */
+    int partitions;    /* of every queue this client uses; 1 = plain */
+    dq__qparts qp[DQ_QPARTS_CACHE]; /* partitioned queues last used */
+    unsigned qp_next;  /* entry to reuse next */
 } dq__core;
 
 /* Initializes core from opts (copied); DQ_OK or DQ_ENOMEM. */
@@ -72,6 +90,7 @@ typedef struct dq__cmd {
     size_t resp_len;
     size_t rest_off;     /* where the arguments after the sha start */
     int eval;            /* resp sends the body (EVAL), not the sha */
+    int slot;            /* cluster hash slot of its keys: where it goes */
     const char *inline_argv[DQ_CMD_INLINE];
     size_t inline_lens[DQ_CMD_INLINE];
     char inline_nums[DQ_CMD_INLINE * 21];
@@ -117,6 +136,23 @@ int dq__check_dead_change(const char *queue, const char *id, int64_t delay_ms,
 
 /* Builds (or reuses) the keys of queue under core's namespace. */
 void dq__core_keys(dq__core *core, const char *queue);
+/* The same for partition part (0..partitions-1) of queue, whose keys carry
+ * "{queue#part}" as their hash tag; part -1: the plain queue. */
+void dq__core_keys_part(dq__core *core, const char *queue, int part);
+/* Sets how many partitions the client's queues have (1..DQ_PARTS_MAX). */
+void dq__core_set_partitions(dq__core *core, int n);
+/* The partition of a job id: FNV-1a (32 bits) of its bytes modulo n. */
+int dq__part_of(const char *id, int n);
+/* The client's state of partitioned queue (created, or an old entry
+ * reused); NULL when out of memory. */
+dq__qparts *dq__core_qparts(dq__core *core, const char *queue);
+/* A wake-up arrived on channel (of a partition of a queue, or of a plain
+ * queue): that partition may have due work now. */
+void dq__core_woken(dq__core *core, const char *channel, size_t len);
+/* Every partition of queue may have due work (a periodic full visit). */
+void dq__core_woken_all(dq__core *core, const char *queue);
+/* The partition-count check: the plain queue's keys must be set. */
+int dq__build_parts(dq__cmd *c, dq__core *core);
 
 /* ---- Push ---- */
 
@@ -129,6 +165,9 @@ typedef struct dq__push_plan {
     size_t *first;   /* nchunks + 1: chunk i holds jobs first[i]..first[i+1]-1 */
     char *ids;       /* n * DQ_ID_BUF: the id of every job */
     int *outcomes;   /* n: DQ_PUSHED / DQ_KEPT / DQ_REPLACED */
+    size_t *order;   /* partitioned queue: the chunks hold jobs
+                        order[first[i]].. (grouped by partition); NULL:
+                        in the caller's order */
 } dq__push_plan;
 
 /* Checks every argument (nothing is sent when this fails), generates the

@@ -74,6 +74,9 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
     case DQ_OPT_DONE_TTL_MS:
         slot = &o->done_ttl_ms, hi = DQ_LEASE_MAX;
         break;
+    case DQ_OPT_PARTITIONS:
+        slot = &o->partitions, hi = 1024;
+        break;
     default:
         return DQ_EINVAL;
     }

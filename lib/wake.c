@@ -1,0 +1,181 @@
+/*
+ * wake.c - wake-up subscribers of the blocking client (see wake.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wake.h"
+
+void dq__wake_clear(dq__wake *w) {
+    for (int i = 0; i < w->n; i++)
+        dq__conn_free(w->conns[i]);
+    free(w->conns);
+    memset(w, 0, sizeof(*w));
+}
+
+/* What a reply on a subscriber is: 1 a wake-up ("message", or "smessage"
+ * in a cluster), 2 the server dropping a sharded subscription
+ * ("sunsubscribe": the slot moved to another node), 0 anything else. */
+static int kind_of(const dq__reply *r) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) < 1)
+        return 0;
+    size_t len;
+    const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
+    if (kind == NULL)
+        return 0;
+    if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
+        (len == 8 && memcmp(kind, "smessage", 8) == 0))
+        return 1;
+    if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0)
+        return 2;
+    return 0;
+}
+
+/* Notes what message r means for w and core. */
+static int take(dq__wake *w, dq__core *core, const dq__reply *r) {
+    int k = kind_of(r);
+    if (k == 1 && dq__reply_len(r) >= 2) {
+        size_t len;
+        const char *ch = dq__reply_str(dq__reply_at(r, 1), &len);
+        if (ch != NULL)
+            dq__core_woken(core, ch, len);
+    }
+    w->lost |= k == 2;
+    return k;
+}
+
+/* Reads replies of conn until one that is not a pub/sub message. */
+static int read_answer(dq__wake *w, dq__core *core, dq__conn *conn,
+                       dq__reply **r, dq__err *err) {
+    for (;;) {
+        int rc = dq__conn_read(conn, r, err);
+        if (rc != DQ_OK || take(w, core, *r) == 0)
+            return rc;
+        dq__reply_free(*r);
+    }
+}
+
+/* A new subscriber, to the node that owns slot. */
+static int conn_for(dq__wake *w, dq__links *links, int slot, dq__conn **out,
+                    dq__err *err) {
+    dq__conn *c;
+    int rc = dq__links_open_new(links, slot, &c, err);
+    if (rc != DQ_OK)
+        return rc;
+    dq__conn **a = realloc(w->conns, sizeof(*a) * (size_t)(w->n + 1));
+    if (a == NULL) {
+        dq__conn_free(c);
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    }
+    w->conns = a;
+    w->conns[w->n++] = c;
+    *out = c;
+    return DQ_OK;
+}
+
+int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
+                    const char *queue, dq__err *err) {
+    const char *ns = core->opts.ns ? core->opts.ns : "dq";
+    int ok = w->n > 0 && !w->lost && w->parts == core->partitions &&
+             strcmp(w->queue, queue) == 0 && strcmp(w->ns, ns) == 0;
+    for (int i = 0; ok && i < w->n; i++)
+        ok = !dq__conn_broken(w->conns[i]);
+    if (ok)
+        return DQ_OK;
+    /* A new queue, a broken link or a moved slot: fresh connections are
+     * simplest and leave no stale subscription behind. */
+    dq__wake_clear(w);
+    int parts = core->partitions > 1 ? core->partitions : 1;
+    const char *cmd = core->sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+    /* In a cluster each node's channels go to that node's subscriber; the
+     * node of each channel is looked up once per subscription. */
+    char (*where)[300] = calloc((size_t)parts, sizeof(*where));
+    int *conn_of = calloc((size_t)parts, sizeof(int));
+    int rc = where && conn_of ? DQ_OK
+                              : dq__err_set(err, DQ_ENOMEM, "out of memory");
+    for (int p = 0; rc == DQ_OK && p < parts; p++) {
+        dq__core_keys_part(core, queue, parts > 1 ? p : -1);
+        int slot = core->keys.slot;
+        snprintf(where[p], sizeof(where[p]), "%s",
+                 dq__links_where(links, slot));
+        int found = -1;
+        for (int q = 0; q < p && found < 0; q++)
+            if (strcmp(where[q], where[p]) == 0 || !dq__links_cluster(links))
+                found = conn_of[q];
+        dq__conn *c = NULL;
+        if (found >= 0) {
+            c = w->conns[found];
+            conn_of[p] = found;
+        } else if ((rc = conn_for(w, links, slot, &c, err)) == DQ_OK) {
+            conn_of[p] = w->n - 1;
+            /* the address may only be known once the map is loaded */
+            snprintf(where[p], sizeof(where[p]), "%s",
+                     dq__links_where(links, slot));
+        }
+        if (rc == DQ_OK) {
+            const char *argv[2] = {cmd, core->keys.chan};
+            rc = dq__conn_append(c, 2, argv, NULL, err);
+        }
+    }
+    /* One confirmation per channel, on the subscriber it went to. */
+    for (int p = 0; rc == DQ_OK && p < parts; p++) {
+        dq__reply *r;
+        rc = read_answer(w, core, w->conns[conn_of[p]], &r, err);
+        if (rc == DQ_OK && dq__reply_type(r) == DQ_R_ERROR) {
+            rc = dq__reply_error(r, cmd, err);
+            if (dq__links_routed(links))
+                dq__links_stale(links); /* MOVED: the map is out of date */
+        }
+        dq__reply_free(r);
+    }
+    free(where);
+    free(conn_of);
+    if (rc != DQ_OK) {
+        dq__wake_clear(w);
+        return rc;
+    }
+    snprintf(w->queue, sizeof(w->queue), "%s", queue);
+    snprintf(w->ns, sizeof(w->ns), "%s", ns);
+    w->parts = core->partitions;
+    w->lost = 0;
+    return DQ_OK;
+}
+
+int dq__wake_drain(dq__wake *w, dq__core *core) {
+    int n = 0;
+    dq__err e;
+    for (int i = 0; i < w->n; i++) {
+        dq__reply *r;
+        while (dq__conn_buffered(w->conns[i], &r, &e) == 1) {
+            take(w, core, r);
+            dq__reply_free(r);
+            n++;
+        }
+    }
+    return n;
+}
+
+int dq__wake_wait(dq__wake *w, int64_t timeout_us, dq__err *err) {
+    int which = 0;
+    int rc = dq__conn_wait_any(w->conns, w->n, timeout_us, &which, err);
+    if (rc < 0)
+        w->lost = 1;
+    return rc;
+}
+
+int dq__wake_ping(dq__wake *w, dq__core *core, dq__err *err) {
+    const char *argv[1] = {"PING"};
+    int rc = DQ_OK;
+    for (int i = 0; rc == DQ_OK && i < w->n; i++) {
+        dq__reply *r;
+        rc = dq__conn_append(w->conns[i], 1, argv, NULL, err);
+        if (rc == DQ_OK)
+            rc = read_answer(w, core, w->conns[i], &r, err);
+        if (rc == DQ_OK)
+            dq__reply_free(r);
+    }
+    if (rc != DQ_OK)
+        w->lost = 1;
+    return rc;
+}

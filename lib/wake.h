@@ -1,0 +1,37 @@
+/*
+ * wake.h - the blocking client's wake-up subscribers (dq_poll_wait): one
+ * connection subscribed to the wake channel of a queue, or to those of
+ * every partition of a partitioned queue - in a cluster one connection per
+ * node that owns some of them, with SSUBSCRIBE (sharded pub/sub).
+ */
+#ifndef DQ_WAKE_H
+#define DQ_WAKE_H
+
+#include "links.h"
+#include "ops.h"
+
+typedef struct dq__wake {
+    dq__conn **conns;              /* subscribers, one per node */
+    int n;
+    char queue[DQ_QUEUE_MAX + 1];  /* the queue they listen for */
+    char ns[65];
+    int parts;                     /* its partitions (1: plain) */
+    int lost;                      /* a subscription was dropped (its slot
+                                      moved): subscribe again */
+} dq__wake;
+
+/* Subscribes (again) when w does not listen for queue yet, a link broke or
+ * a subscription was dropped.  DQ_OK or the code with err set. */
+int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
+                    const char *queue, dq__err *err);
+/* Takes the messages already buffered: each marks its partition woken in
+ * core.  Returns how many. */
+int dq__wake_drain(dq__wake *w, dq__core *core);
+/* Waits up to timeout_us for a message: 1, 0 on timeout, < 0 when a link
+ * failed (w then subscribes again on the next ensure). */
+int dq__wake_wait(dq__wake *w, int64_t timeout_us, dq__err *err);
+/* Checks every link with a PING; DQ_OK or the code of the first failure. */
+int dq__wake_ping(dq__wake *w, dq__core *core, dq__err *err);
+void dq__wake_clear(dq__wake *w);
+
+#endif
