@@ -5,6 +5,10 @@
 #                                  build            system hiredis 0.14, -Dwerror=true
 #                                  build-asan       AddressSanitizer + UBSan
 #                                  build-hiredis12  hiredis 1.2 from Debian trixie (+ TLS)
+#                                then valkey: the core, async, fault (and
+#                                cluster) suites of build run again against
+#                                Valkey 8.0.1 from Debian bookworm-backports
+#                                (tools/valkey.sh, unpacked into .deps/valkey);
 #                                then build-fuzz: clang + libFuzzer, each fuzz
 #                                target of tests/fuzz run for a bounded time
 #   bash tools/test.sh --quick   only the first build (no deps step)
@@ -18,7 +22,8 @@ set -euo pipefail
 
 cd "$(dirname -- "$0")/.."
 
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+# The comment block above, up to its first non-comment line.
+usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
 
 QUICK=0
 for arg in "$@"; do
@@ -43,7 +48,7 @@ fi
 # ---- bookkeeping for the summary printed at exit ---------------------------
 declare -A RESULT=()
 BUILDS=(build)
-[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12)
+[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12 valkey)
 [[ $QUICK -eq 1 || $FUZZ_SECONDS -eq 0 ]] || BUILDS+=(build-fuzz)
 for b in "${BUILDS[@]}"; do RESULT[$b]="not run"; done
 PASSED=0 FAILED=0 SKIPPED=0
@@ -260,7 +265,34 @@ print_figures build-hiredis12
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[build-hiredis12]=ok
 
-# ---- e. build-fuzz: clang + libFuzzer (tests/fuzz), bounded runs ------------
+# ---- e. valkey: build's server-facing suites against Valkey 8.0.1 ----------
+# Reuses build (compiled above); the harnesses take the server and cli
+# binaries from DQ_REDIS_SERVER / DQ_REDIS_CLI.
+CURRENT=valkey
+RESULT[valkey]=running
+banner "valkey: fetch Valkey 8.0.1 (Debian bookworm-backports)"
+VK_BIN=$(bash tools/valkey.sh "$PWD/.deps/valkey" | tail -n 1)
+echo "$("$VK_BIN/valkey-server" --version) in $VK_BIN"
+VK_SUITES=(--suite core --suite async --suite fault)
+# Only a suite that has tests: meson may refuse one it does not know.
+VK_LIST=$(meson test -C build --list 2>/dev/null || true)
+if grep -Eq '^[^ ]*[:+]cluster[+ ]' <<<"$VK_LIST"; then
+    VK_SUITES+=(--suite cluster)
+else
+    echo "(build has no tests in suite cluster: not run on Valkey)"
+fi
+banner "valkey: test (${VK_SUITES[*]})"
+rc=0
+rm -f build/meson-logs/testlog.json
+DQ_REDIS_SERVER=$VK_BIN/valkey-server DQ_REDIS_CLI=$VK_BIN/valkey-cli \
+    meson test -C build --print-errorlogs --num-processes "$JOBS" \
+    "${VK_SUITES[@]}" || rc=$?
+count_results build
+print_figures build
+[[ $rc -eq 0 ]] || exit "$rc"
+RESULT[valkey]=ok
+
+# ---- f. build-fuzz: clang + libFuzzer (tests/fuzz), bounded runs ------------
 if [[ $FUZZ_SECONDS -eq 0 ]]; then
     exit 0
 fi
