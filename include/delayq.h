@@ -197,6 +197,17 @@ typedef struct dq_client dq_client;
  * uri:  redis://[[user][:password]@]host[:port][/db]
  *       rediss://...                (TLS; needs a build with TLS)
  *       unix:///path/to/socket[?db=N][&user=U][&password=P]
+ *       redis+cluster://[[user][:password]@]h1[:p1][,h2[:p2]...]
+ *           a Redis Cluster (or Valkey cluster) reached through any of
+ *           the listed nodes: each call goes to the node that owns its
+ *           queue's hash slot; MOVED, ASK, TRYAGAIN, CLUSTERDOWN and
+ *           failovers are followed within DQ_OPT_COMMAND_TIMEOUT_MS.
+ *       redis+sentinel://[[user][:password]@]s1[:p1][,...]/master[/db]
+ *           the primary that these Sentinels (default port 26379, asked
+ *           without credentials) name for master; found again after a
+ *           failover.
+ *       rediss+cluster://, rediss+sentinel://   the same over TLS.
+ *       Every form takes ?partitions=N (see DQ_OPT_PARTITIONS).
  *       User and password are percent-decoded.  Port defaults to 6379.
  * opts: may be NULL for defaults; copied.
  * out:  receives the client.  Even when the call fails, *out is set to a

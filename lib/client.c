@@ -143,6 +143,13 @@ static int call_one(dq_client *c, dq__op *op, size_t tag, const char *resp,
  * node a round is sending to. */
 enum { T_DONE = 0, T_SEND = 1, T_ASK = 2, T_MARK = 0x80 };
 
+/* The links an op wrote through: its WAIT goes to each of them. */
+#define DQ_USED_MAX 64
+typedef struct used_links {
+    dq__conn *conn[DQ_USED_MAX];
+    int n;
+} used_links;
+
 /* The calls of a round: one node's share of what is left. */
 typedef struct round {
     dq__conn *conn;      /* where they go */
@@ -240,6 +247,15 @@ static int run_round(dq_client *c, dq__op *op, unsigned char *todo,
     return send_marked(c, op, todo, rd);
 }
 
+/* Adds conn to the links op wrote through. */
+static void note_used(used_links *u, dq__conn *conn) {
+    for (int i = 0; i < u->n; i++)
+        if (u->conn[i] == conn)
+            return;
+    if (u->n < DQ_USED_MAX)
+        u->conn[u->n++] = conn;
+}
+
 /* Sleeps us microseconds. */
 static void pause_us(int64_t us) {
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
@@ -253,7 +269,8 @@ static void pause_us(int64_t us) {
  * ASK, after a pause after TRYAGAIN / CLUSTERDOWN / a failover).  A
  * cluster or Sentinel route keeps trying to reach a node (nothing was sent
  * yet) and to get past "not now" answers for up to the command timeout. */
-static int run_calls(dq_client *c, dq__op *op, unsigned char *todo) {
+static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
+                     used_links *used) {
     memset(todo, T_SEND, op->ncmds);
     int64_t limit_ms = c->core.opts.command_timeout_ms > 0
                            ? c->core.opts.command_timeout_ms
@@ -269,6 +286,8 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo) {
                 rd.want = T_SEND;
         }
         int rc = run_round(c, op, todo, &rd);
+        if (!rd.connect_failed && rd.conn != NULL)
+            note_used(used, rd.conn);
         if (rc != DQ_OK && rd.connect_failed && op->routed &&
             rc != DQ_EAUTH && rc != DQ_ENOMEM &&
             dq__mono_us() + pause < deadline) {
@@ -307,6 +326,8 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo) {
  * op's message. */
 static int run_op_io(dq_client *c, dq__op *op) {
     op->routed = dq__links_routed(c->links);
+    used_links used;
+    used.n = 0;
     int rc = DQ_OK;
     do {
         unsigned char small[16];
@@ -317,14 +338,21 @@ static int run_op_io(dq_client *c, dq__op *op) {
                             op->what);
             break;
         }
-        rc = run_calls(c, op, todo);
+        rc = run_calls(c, op, todo, &used);
         if (todo != small)
             free(todo);
     } while (rc == DQ_OK && !op->failed && dq__op_next(op));
+    /* WAIT on every node the op wrote to (a partitioned push may have
+     * written to several primaries). */
     const char *wait;
     size_t wlen;
     if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen))
-        rc = call_one(c, op, op->ncmds, wait, wlen);
+        for (int i = 0; rc == DQ_OK && i < used.n; i++) {
+            if (!dq__links_owns(c->links, used.conn[i]))
+                continue; /* replaced after a failure: nothing to wait on */
+            c->conn = used.conn[i];
+            rc = call_one(c, op, op->ncmds, wait, wlen);
+        }
     if (rc != DQ_OK)
         dq__op_fail(op, rc, &c->err);
     if (op->failed)

@@ -341,3 +341,12 @@ const char *dq__links_where(dq__links *L, int slot) {
     }
     return L->where;
 }
+
+int dq__links_owns(const dq__links *L, const dq__conn *c) {
+    if (c != NULL && c == L->one)
+        return 1;
+    for (int i = 0; c != NULL && i < L->nconns; i++)
+        if (L->conns[i] == c)
+            return 1;
+    return 0;
+}

@@ -42,6 +42,8 @@ void dq__links_stale(dq__links *L);
  * subscriber's). */
 int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
                        dq__err *err);
+/* 1 if c is still one of L's links (links are replaced after failures). */
+int dq__links_owns(const dq__links *L, const dq__conn *c);
 /* "host:port" of the node that owns slot, or "?" (for messages). */
 const char *dq__links_where(dq__links *L, int slot);
 

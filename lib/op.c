@@ -327,8 +327,14 @@ int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,
     return oom(op, dq__build_list(&op->one, core, which, offset, count), err);
 }
 
-static int build_dead_part(dq__op *op, dq__cmd *c, dq__core *core) {
-    return dq__build_dead_change(c, core, op->what, NULL, op->lease_ms);
+/* Builds the requeue/purge-all call of partition op->part: as many jobs as
+ * the batch has room left for. */
+static int build_dead_part(dq__op *op) {
+    dq__cmd_free(&op->one);
+    memset(&op->one, 0, sizeof(op->one));
+    dq__core_keys_part(op->core, op->queue, op->part);
+    return dq__build_dead_change(&op->one, op->core, op->what, NULL,
+                                 op->lease_ms, DQ_DEAD_BATCH - (int)op->v);
 }
 
 int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
@@ -338,15 +344,19 @@ int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
     int rc = dq__check_dead_change(queue, id, delay_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    if (parted(op, core, queue) && id == NULL) {
-        op->lease_ms = delay_ms; /* the delay, for build_dead_part */
-        return each_part(op, core, queue, build_dead_part, err);
-    }
     single(op, core, queue);
+    op->part = -1;
+    if (parted(op, core, queue) && id == NULL) {
+        /* Partition after partition, until the batch is full. */
+        op->lease_ms = delay_ms;
+        op->part = 0;
+        rc = oom(op, build_dead_part(op), err);
+        return rc == DQ_OK ? with_check(op, err) : rc;
+    }
     if (id != NULL)
         keys_of(op, core, queue, id);
     rc = oom(op, dq__build_dead_change(&op->one, core, op->what, id,
-                                       delay_ms),
+                                       delay_ms, DQ_DEAD_BATCH),
              err);
     return rc == DQ_OK ? with_check(op, err) : rc;
 }
@@ -648,6 +658,19 @@ int dq__op_next(dq__op *op) {
             return 1;
         }
         poll_done(op);
+    }
+    if ((op->kind == DQ_OPK_DEAD_REQUEUE || op->kind == DQ_OPK_DEAD_PURGE) &&
+        op->part >= 0 && op->part + 1 < op->nparts && op->v < DQ_DEAD_BATCH) {
+        op->part++;
+        if (build_dead_part(op) != DQ_OK) {
+            dq__err e;
+            dq__err_set(&e, DQ_ENOMEM, "%s: out of memory", op->what);
+            op_error(op, DQ_ENOMEM, &e);
+            return 0;
+        }
+        op->cmds = &op->one;
+        op->ncmds = 1;
+        return 1;
     }
     if (op->kind == DQ_OPK_LIST && op->nparts > 1) {
         dq__jobs_slice(op->jobs, (size_t)op->offset, (size_t)op->count);

@@ -732,14 +732,14 @@ int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
 }
 
 int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
-                         const char *id, int64_t delay_ms) {
+                         const char *id, int64_t delay_ms, int limit) {
     int rc = dq__cmd_begin(c, DQ_SCRIPT_DEAD, &core->keys, 4);
     if (rc != DQ_OK)
         return rc;
     cmd_cstr(c, action);
     cmd_cstr(c, id ? id : "");
     cmd_int(c, delay_ms);
-    cmd_int(c, 1000);
+    cmd_int(c, limit);
     return dq__cmd_seal(c);
 }
 

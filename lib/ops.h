@@ -198,9 +198,10 @@ int dq__build_stats(dq__cmd *c, dq__core *core);
 /* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
 int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count);
-/* action: "requeue" or "purge"; id NULL for a bounded batch. */
+/* action: "requeue" or "purge"; id NULL for the oldest limit jobs. */
+#define DQ_DEAD_BATCH 1000 /* dead jobs a requeue/purge-all call moves */
 int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
-                         const char *id, int64_t delay_ms);
+                         const char *id, int64_t delay_ms, int limit);
 
 /* ---- Decoders: r is a non-error reply of the matching script ---- */
 

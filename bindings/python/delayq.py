@@ -72,7 +72,7 @@ LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 _OPT_INT = {
     "connect_timeout_ms": 1, "command_timeout_ms": 2, "max_payload": 3,
     "max_attempts": 4, "wait_cap_ms": 5, "wait_replicas": 6,
-    "wait_replicas_timeout_ms": 7, "done_ttl_ms": 8,
+    "wait_replicas_timeout_ms": 7, "done_ttl_ms": 8, "partitions": 9,
 }
 _OPT_STR = {
     "namespace": 100, "username": 101, "password": 102, "tls_ca_file": 103,
@@ -441,7 +441,8 @@ class Client:
            max_attempts=None, connect_timeout_ms=None,
            command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
            wait_replicas=None, wait_replicas_timeout_ms=None,
-           done_ttl_ms=None, username=None, password=None, tls_ca_file=None,
+           done_ttl_ms=None, partitions=None, username=None, password=None,
+           tls_ca_file=None,
            tls_cert_file=None, tls_key_file=None, tls_server_name=None)
 
     Options left as None keep the library's defaults (see delayq.h)."""
