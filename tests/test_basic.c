@@ -52,9 +52,14 @@ START_TEST(roundtrip_binary) {
     char key[700];
     const char *kinds[] = {"due", "lease", "jobs", "meta", "dead"};
     for (int i = 0; i < 5; i++) {
-        queue_key("dq", Q, kinds[i], key, sizeof(key));
+        /* the key of the job's partition (the plain key on a plain run) */
+        tu_key(key, sizeof(key), "dq", Q, kinds[i], id);
         ck_assert_msg(rint_(r, "EXISTS", key, NULL) == 0, "%s left behind", key);
+        ck_assert_msg(tu_sum(r, "EXISTS", "dq", Q, kinds[i]) == 0,
+                      "%s keys left behind", kinds[i]);
     }
+    /* partitioned: the plain jobs hash keeps only the partition count */
+    tu_assert_plain_clean(r, "dq", Q);
     redisFree(r);
     dq_close(c);
 }
@@ -148,9 +153,7 @@ START_TEST(generated_ids_unique) {
     for (size_t i = 1; i < N; i++)
         ck_assert_str_ne(ids + (i - 1) * DQ_ID_BUF, ids + i * DQ_ID_BUF);
     redisContext *r = rconn();
-    char key[700];
-    queue_key("dq", Q, "jobs", key, sizeof(key));
-    ck_assert_int_eq(rint_(r, "HLEN", key, NULL), N);
+    ck_assert_int_eq(tu_sum(r, "HLEN", "dq", Q, "jobs"), N);
     redisFree(r);
     free(ids);
     free(pl);
@@ -357,11 +360,16 @@ START_TEST(push_at_past_is_due) {
     char id[DQ_ID_BUF];
     ck_assert_int_eq(dq_push_at(c, Q, "p", 1, 1000, NULL, 0, id, sizeof(id), NULL),
                      0);
-    ck_assert_int_eq(dq_push_at(c, Q, "z", 1, 0, "zero", 0, NULL, 0, NULL), 0);
+    /* Oldest due first holds within a partition (a poll visits partitions
+     * in turn): on a partitioned run "zero" goes where the generated id
+     * went. */
+    char zero[64];
+    tu_id_in(zero, sizeof(zero), "zero", tu_part_of(id, tu_parts()));
+    ck_assert_int_eq(dq_push_at(c, Q, "z", 1, 0, zero, 0, NULL, 0, NULL), 0);
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(poll_n(c, Q, 10, 5000, &jobs, NULL), 2);
     /* oldest due first: at 0, then at 1000 */
-    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), "zero");
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), zero);
     ck_assert_int_eq(dq_job_due_ms(dq_jobs_at(jobs, 0)), 0);
     ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 1)), id);
     ck_assert_int_eq(dq_job_due_ms(dq_jobs_at(jobs, 1)), 1000);
@@ -372,11 +380,19 @@ END_TEST
 
 START_TEST(poll_order_and_max) {
     dq_client *c = open_client();
-    /* Pushed out of order with absolute times in the past. */
+    /* Pushed out of order with absolute times in the past.  The order is
+     * the order of one partition (a poll visits partitions in turn): on a
+     * partitioned run ids t1..t5 all hash to partition 0, so the order is
+     * still checked. */
     const int64_t at[5] = {5000, 1000, 4000, 2000, 3000};
+    char t[6][32]; /* t[k]: the id of the job due at k s */
+    for (int k = 1; k <= 5; k++) {
+        char base[8];
+        snprintf(base, sizeof(base), "t%d", k);
+        tu_id_in(t[k], sizeof(t[k]), base, 0);
+    }
     for (int i = 0; i < 5; i++) {
-        char id[8];
-        snprintf(id, sizeof(id), "t%d", (int)(at[i] / 1000));
+        const char *id = t[at[i] / 1000];
         ck_assert_int_eq(dq_push_at(c, Q, id, strlen(id), at[i], id, 0, NULL, 0,
                                     NULL),
                          0);
@@ -385,13 +401,13 @@ START_TEST(poll_order_and_max) {
     int64_t next = -5;
     ck_assert_int_eq(poll_n(c, Q, 2, 5000, &jobs, &next), 2);
     ck_assert_int_eq(next, 0);
-    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), "t1");
-    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 1)), "t2");
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), t[1]);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 1)), t[2]);
     dq_jobs_free(jobs);
     ck_assert_int_eq(poll_n(c, Q, 1000, 5000, &jobs, &next), 3);
-    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), "t3");
-    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 1)), "t4");
-    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 2)), "t5");
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), t[3]);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 1)), t[4]);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 2)), t[5]);
     ck_assert_int_eq(next, 0);
     dq_jobs_free(jobs);
     dq_close(c);
@@ -445,9 +461,8 @@ START_TEST(cancel_pending) {
     ck_assert_int_eq(dq_cancel(c, Q, "d", DQ_CANCEL_INFLIGHT), DQ_CANCELED_PENDING);
     ck_assert_int_eq(poll_n(c, Q, 10, 1000, &jobs, &next), 0);
     redisContext *r = rconn();
-    char key[700];
-    queue_key("dq", Q, "jobs", key, sizeof(key));
-    ck_assert_int_eq(rint_(r, "EXISTS", key, NULL), 0);
+    ck_assert_int_eq(tu_sum(r, "EXISTS", "dq", Q, "jobs"), 0);
+    tu_assert_plain_clean(r, "dq", Q);
     redisFree(r);
     dq_close(c);
 }

@@ -124,6 +124,15 @@ START_TEST(push_batch_duplicate_ids) {
 }
 END_TEST
 
+/* The job with this id in a list (fails the test if there is none). */
+static const dq_job *job_by_id(const dq_jobs *jobs, const char *id) {
+    for (size_t i = 0; i < dq_jobs_count(jobs); i++)
+        if (strcmp(dq_job_id(dq_jobs_at(jobs, i)), id) == 0)
+            return dq_jobs_at(jobs, i);
+    ck_abort_msg("job %s not in the list", id);
+    return NULL;
+}
+
 START_TEST(ack_batch_mixed) {
     dq_client *c = open_client();
     for (int i = 0; i < 4; i++) {
@@ -133,13 +142,19 @@ START_TEST(ack_batch_mixed) {
     }
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(poll_n(c, Q, 10, 5000, &jobs, NULL), 4);
+    /* by id: a partitioned poll returns them partition by partition */
+    const dq_job *k[4];
+    for (int i = 0; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "k%d", i);
+        k[i] = job_by_id(jobs, id);
+    }
     /* k0 good, k1 stale token, nobody unknown, k2 good, k3 token "0" */
     const char *ids[5] = {"k0", "k1", "nobody", "k2", "k3"};
     char stale[DQ_TOKEN_BUF];
-    snprintf(stale, sizeof(stale), "%lld",
-             atoll(dq_job_token(dq_jobs_at(jobs, 1))) + 1000);
-    const char *toks[5] = {dq_job_token(dq_jobs_at(jobs, 0)), stale, "1",
-                           dq_job_token(dq_jobs_at(jobs, 2)), "0"};
+    snprintf(stale, sizeof(stale), "%lld", atoll(dq_job_token(k[1])) + 1000);
+    const char *toks[5] = {dq_job_token(k[0]), stale, "1", dq_job_token(k[2]),
+                           "0"};
     int results[5] = {9, 9, 9, 9, 9};
     ck_assert_int_eq(dq_ack_batch(c, Q, 5, ids, toks, results), 2);
     ck_assert_int_eq(results[0], 0);
@@ -152,9 +167,8 @@ START_TEST(ack_batch_mixed) {
     /* results may be NULL; acking k0 twice with its token: the second ack
      * finds its own done record and counts as landed */
     const char *ids2[3] = {"k1", "k3", "k0"};
-    const char *toks2[3] = {dq_job_token(dq_jobs_at(jobs, 1)),
-                            dq_job_token(dq_jobs_at(jobs, 3)),
-                            dq_job_token(dq_jobs_at(jobs, 0))};
+    const char *toks2[3] = {dq_job_token(k[1]), dq_job_token(k[3]),
+                            dq_job_token(k[0])};
     ck_assert_int_eq(dq_ack_batch(c, Q, 3, ids2, toks2, NULL), 3);
     ck_stats(c, Q, 0, 0, 0, 0);
     dq_jobs_free(jobs);

@@ -11,7 +11,7 @@ static void check_db(dq_client *c, const char *queue, int db) {
     push_text(c, queue, "x", 60000, "in-db", 0, NULL);
     redisContext *r = rconn();
     char key[700];
-    queue_key("dq", queue, "jobs", key, sizeof(key));
+    tu_key(key, sizeof(key), "dq", queue, "jobs", "in-db");
     if (db != 0)
         ck_assert_int_eq(rint_(r, "HEXISTS", key, "in-db"), 0);
     redisReply *rep = th_cmd(r, "SELECT %d", db);
@@ -21,11 +21,18 @@ static void check_db(dq_client *c, const char *queue, int db) {
     redisFree(r);
 }
 
+/* The TCP URIs: "redis://127.0.0.1:<port><path>", partitioned as g_srv.uri
+ * is (tu_uri). */
+static const char *tcp(char *uri, size_t n, const char *host, const char *path) {
+    char base[128];
+    snprintf(base, sizeof(base), "redis://%s:%d%s", host, g_srv.port, path);
+    return tu_uri(base, NULL, uri, n);
+}
+
 START_TEST(tcp_uri) {
     ck_assert_int_gt(g_srv.port, 0);
-    char uri[128];
-    snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", g_srv.port);
-    dq_client *c = open_uri(uri, NULL);
+    char uri[160];
+    dq_client *c = open_uri(tcp(uri, sizeof(uri), "127.0.0.1", ""), NULL);
     ck_assert_str_eq(dq_warnings(c), "");
     push_text(c, Q, "tcp", 0, "t", 0, NULL);
     dq_jobs *jobs = poll_one(c, Q, 5000);
@@ -35,22 +42,19 @@ START_TEST(tcp_uri) {
     check_db(c, "tcp-db0", 0);
     dq_close(c);
     /* with a database and a trailing slash form */
-    snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d/3", g_srv.port);
-    c = open_uri(uri, NULL);
+    c = open_uri(tcp(uri, sizeof(uri), "127.0.0.1", "/3"), NULL);
     check_db(c, "tcp-db3", 3);
     dq_close(c);
-    snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d/", g_srv.port);
-    c = open_uri(uri, NULL);
+    c = open_uri(tcp(uri, sizeof(uri), "127.0.0.1", "/"), NULL);
     dq_close(c);
-    snprintf(uri, sizeof(uri), "redis://localhost:%d", g_srv.port);
-    c = open_uri(uri, NULL);
+    c = open_uri(tcp(uri, sizeof(uri), "localhost", ""), NULL);
     dq_close(c);
 }
 END_TEST
 
 START_TEST(unix_uri_db) {
     char uri[500];
-    snprintf(uri, sizeof(uri), "%s?db=2", g_srv.uri);
+    uri_with("db=2", uri, sizeof(uri));
     dq_client *c = open_uri(uri, NULL);
     check_db(c, Q, 2);
     dq_jobs *jobs = NULL;
@@ -149,7 +153,7 @@ END_TEST
 /* A database the server does not have: SELECT is refused. */
 START_TEST(select_refused) {
     char uri[500];
-    snprintf(uri, sizeof(uri), "%s?db=999", g_srv.uri);
+    uri_with("db=999", uri, sizeof(uri));
     dq_client *c = NULL;
     int rc = dq_open(uri, NULL, &c);
     ck_assert_msg(rc == DQ_EREDIS, "SELECT 999: %d %s", rc, dq_errmsg(c));
@@ -163,20 +167,22 @@ START_TEST(auth_password) {
     ck_assert_int_eq(th_redis_start(&srv, 1, "requirepass s3cr@t:/x"), 0);
     char uri[600];
     dq_client *c = NULL;
+    char base[600];
     /* good, percent-encoded in a TCP URI */
-    snprintf(uri, sizeof(uri), "redis://:s3cr%%40t%%3A%%2Fx@127.0.0.1:%d",
+    snprintf(base, sizeof(base), "redis://:s3cr%%40t%%3A%%2Fx@127.0.0.1:%d",
              srv.port);
-    c = open_uri(uri, NULL);
+    c = open_uri(tu_uri(base, NULL, uri, sizeof(uri)), NULL);
     push_text(c, Q, "authed", 0, NULL, 0, NULL);
     dq_close(c);
     /* good, in a unix URI */
-    snprintf(uri, sizeof(uri), "%s?password=s3cr%%40t%%3A%%2Fx&db=1", srv.uri);
-    c = open_uri(uri, NULL);
+    c = open_uri(tu_uri(srv.uri, "password=s3cr%40t%3A%2Fx&db=1", uri,
+                        sizeof(uri)),
+                 NULL);
     push_text(c, Q, "authed", 0, NULL, 0, NULL);
     dq_close(c);
     /* bad password */
-    snprintf(uri, sizeof(uri), "redis://:wrong@127.0.0.1:%d", srv.port);
-    int rc = dq_open(uri, NULL, &c);
+    snprintf(base, sizeof(base), "redis://:wrong@127.0.0.1:%d", srv.port);
+    int rc = dq_open(tu_uri(base, NULL, uri, sizeof(uri)), NULL, &c);
     ck_assert_msg(rc == DQ_EAUTH, "bad password: %d %s", rc, dq_errmsg(c));
     ck_assert_ptr_nonnull(strstr(dq_errmsg(c), "AUTH"));
     dq_close(c);
@@ -187,15 +193,15 @@ START_TEST(auth_password) {
     push_text(c, Q, "override", 0, NULL, 0, NULL);
     dq_close(c);
     ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_PASSWORD, "nope"), 0);
-    snprintf(uri, sizeof(uri), "%s?password=s3cr%%40t%%3A%%2Fx", srv.uri);
-    rc = dq_open(uri, o, &c);
+    rc = dq_open(tu_uri(srv.uri, "password=s3cr%40t%3A%2Fx", uri, sizeof(uri)),
+                 o, &c);
     ck_assert_int_eq(rc, DQ_EAUTH);
     dq_close(c);
     dq_options_free(o);
     /* no password at all: refused with DQ_EAUTH, by dq_open or by the first
      * command (Redis answers an unauthenticated EVALSHA with "ERR Protocol
      * error: unauthenticated multibulk length" and closes the link) */
-    rc = dq_open(srv.uri, NULL, &c);
+    rc = dq_open(tu_uri(srv.uri, NULL, uri, sizeof(uri)), NULL, &c);
     if (rc == 0) {
         rc = dq_push(c, Q, "x", 1, 0, NULL, 0, NULL, 0, NULL);
         ck_assert_msg(rc == DQ_EAUTH, "push without AUTH: %d %s", rc,
@@ -216,33 +222,34 @@ START_TEST(auth_acl_user) {
                        "user alice on >wonder#land ~* &* +@all\n"
                        "user bob on >builder ~other:* &* +@all"),
         0);
-    char uri[600];
-    snprintf(uri, sizeof(uri), "redis://alice:wonder%%23land@127.0.0.1:%d/2",
+    char uri[600], base[600];
+    snprintf(base, sizeof(base), "redis://alice:wonder%%23land@127.0.0.1:%d/2",
              srv.port);
-    dq_client *c = open_uri(uri, NULL);
+    dq_client *c = open_uri(tu_uri(base, NULL, uri, sizeof(uri)), NULL);
     push_text(c, Q, "alice", 0, "a", 0, NULL);
     dq_jobs *jobs = poll_one(c, Q, 5000);
     ck_assert_int_eq(dq_ack(c, Q, "a", dq_job_token(dq_jobs_at(jobs, 0))), 0);
     dq_jobs_free(jobs);
     dq_close(c);
-    snprintf(uri, sizeof(uri), "%s?user=alice&password=wonder%%23land", srv.uri);
-    c = open_uri(uri, NULL);
+    c = open_uri(tu_uri(srv.uri, "user=alice&password=wonder%23land", uri,
+                        sizeof(uri)),
+                 NULL);
     dq_close(c);
     /* user from the options */
     dq_options *o = dq_options_new();
     ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_USERNAME, "alice"), 0);
     ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_PASSWORD, "wonder#land"), 0);
-    c = open_uri(srv.uri, o);
+    c = open_uri(tu_uri(srv.uri, NULL, uri, sizeof(uri)), o);
     dq_close(c);
     dq_options_free(o);
     /* wrong password for the user */
-    snprintf(uri, sizeof(uri), "redis://alice:rabbit@127.0.0.1:%d", srv.port);
-    int rc = dq_open(uri, NULL, &c);
+    snprintf(base, sizeof(base), "redis://alice:rabbit@127.0.0.1:%d", srv.port);
+    int rc = dq_open(tu_uri(base, NULL, uri, sizeof(uri)), NULL, &c);
     ck_assert_msg(rc == DQ_EAUTH, "bad ACL password: %d %s", rc, dq_errmsg(c));
     dq_close(c);
     /* a user without access to our keys: Redis's NOPERM text is carried */
-    snprintf(uri, sizeof(uri), "redis://bob:builder@127.0.0.1:%d", srv.port);
-    c = open_uri(uri, NULL);
+    snprintf(base, sizeof(base), "redis://bob:builder@127.0.0.1:%d", srv.port);
+    c = open_uri(tu_uri(base, NULL, uri, sizeof(uri)), NULL);
     rc = dq_push(c, Q, "x", 1, 0, NULL, 0, NULL, 0, NULL);
     ck_assert_msg(rc < 0, "push without key permission: %d", rc);
     ck_assert_msg(strstr(dq_errmsg(c), "NOPERM") != NULL ||
@@ -293,7 +300,7 @@ START_TEST(options_copied) {
     push_text(c, Q, "1234567890", 0, "k", 0, NULL);
     redisContext *r = rconn();
     char key[700];
-    queue_key("copied", Q, "jobs", key, sizeof(key));
+    tu_key(key, sizeof(key), "copied", Q, "jobs", "k");
     ck_assert_int_eq(rint_(r, "HEXISTS", key, "k"), 1);
     redisFree(r);
     dq_close(c);

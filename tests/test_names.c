@@ -62,25 +62,49 @@ static size_t all_keys(redisContext *r, char keys[][700], size_t max) {
     return n;
 }
 
+/* 1 if rest is the suffix of one of a queue's keys. */
+static int key_kind(const char *rest) {
+    return strcmp(rest, "due") == 0 || strcmp(rest, "lease") == 0 ||
+           strcmp(rest, "jobs") == 0 || strcmp(rest, "meta") == 0 ||
+           strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0;
+}
+
 /* Checks that every key of the db starts with the prefix of one of names
- * (under ns), and that the hash tag is exactly the encoded name. */
+ * (under ns), and that the hash tag is exactly the encoded name.  On a
+ * partitioned run the tag is "<encoded name>#<i>", i < tu_parts(), and
+ * under the bare name there is only the jobs hash (with the partition
+ * count: tu_assert_plain_clean), also under the default namespace "dq":
+ * a partitioned client records the count the first time it uses a queue,
+ * a poll of an empty queue included. */
 static void check_keys(redisContext *r, const char *ns, const char *const *names,
                        size_t nnames) {
     static char keys[4096][700];
     size_t n = all_keys(r, keys, 4096);
     ck_assert_uint_gt(n, 0);
+    for (size_t i = 0; i < nnames; i++)
+        tu_assert_plain_clean(r, ns, names[i]);
     for (size_t k = 0; k < n; k++) {
         int ok = 0;
         for (size_t i = 0; i < nnames && !ok; i++) {
             char enc[DQ_QUEUE_MAX * 3 + 1], prefix[800];
             pct_encode(names[i], enc);
             snprintf(prefix, sizeof(prefix), "%s:{%s}:", ns, enc);
-            if (strncmp(keys[k], prefix, strlen(prefix)) != 0)
+            if (strncmp(keys[k], prefix, strlen(prefix)) == 0) {
+                const char *rest = keys[k] + strlen(prefix);
+                ok = tu_parts() == 1 ? key_kind(rest) : strcmp(rest, "jobs") == 0;
                 continue;
-            const char *rest = keys[k] + strlen(prefix);
-            ok = strcmp(rest, "due") == 0 || strcmp(rest, "lease") == 0 ||
-                 strcmp(rest, "jobs") == 0 || strcmp(rest, "meta") == 0 ||
-                 strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0;
+            }
+            snprintf(prefix, sizeof(prefix), "dq:{%s}:jobs", enc);
+            if (tu_parts() > 1 && strcmp(keys[k], prefix) == 0) {
+                tu_assert_plain_clean(r, "dq", names[i]);
+                ok = 1;
+                continue;
+            }
+            for (int p = 0; p < tu_parts() && tu_parts() > 1 && !ok; p++) {
+                snprintf(prefix, sizeof(prefix), "%s:{%s#%d}:", ns, enc, p);
+                if (strncmp(keys[k], prefix, strlen(prefix)) == 0)
+                    ok = key_kind(keys[k] + strlen(prefix));
+            }
         }
         ck_assert_msg(ok, "key '%s' is not under any expected prefix", keys[k]);
         /* Redis hashes the text between the first '{' and the next '}':
@@ -99,7 +123,7 @@ START_TEST(hostile_names_isolated) {
     redisReply *rep = th_cmd(r, "SELECT 5"); /* a db of its own */
     freeReplyObject(rep);
     char uri[500];
-    snprintf(uri, sizeof(uri), "%s?db=5", g_srv.uri);
+    uri_with("db=5", uri, sizeof(uri));
     dq_client *c = open_uri(uri, NULL);
     /* one job per name, payload = the name; each gets a dead job too, so
      * every kind of key exists */
@@ -161,7 +185,7 @@ START_TEST(longest_name) {
     redisContext *r = rconn();
     freeReplyObject(th_cmd(r, "SELECT 6"));
     char uri[500];
-    snprintf(uri, sizeof(uri), "%s?db=6", g_srv.uri);
+    uri_with("db=6", uri, sizeof(uri));
     dq_client *c = open_uri(uri, NULL);
     push_text(c, name, "x", 0, NULL, 0, NULL);
     push_text(c, name2, "y", 0, NULL, 0, NULL);
@@ -215,7 +239,7 @@ START_TEST(namespace_prefix) {
     redisContext *r = rconn();
     freeReplyObject(th_cmd(r, "SELECT 7"));
     char uri[500];
-    snprintf(uri, sizeof(uri), "%s?db=7", g_srv.uri);
+    uri_with("db=7", uri, sizeof(uri));
     dq_options *o = dq_options_new();
     ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_NAMESPACE, "my-app:prod.v1_x"),
                      0);
@@ -236,9 +260,9 @@ START_TEST(namespace_prefix) {
     /* a default-namespace queue's keys are under "dq:" */
     push_text(plain, "orders", "plain", 0, "j", 0, NULL);
     char key[700];
-    queue_key("dq", "orders", "jobs", key, sizeof(key));
+    tu_key(key, sizeof(key), "dq", "orders", "jobs", "j");
     ck_assert_int_eq(rint_(r, "HEXISTS", key, "j"), 1);
-    queue_key("my-app:prod.v1_x", "orders", "jobs", key, sizeof(key));
+    tu_key(key, sizeof(key), "my-app:prod.v1_x", "orders", "jobs", "j");
     ck_assert_int_eq(rint_(r, "HEXISTS", key, "j"), 1); /* still in flight */
     dq_close(plain);
     dq_close(c);

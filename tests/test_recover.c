@@ -139,7 +139,8 @@ START_TEST(restart_reconnects) {
     th_redis srv;
     ck_assert_int_eq(th_redis_start(&srv, 0, "appendonly yes\nappendfsync always"),
                      0);
-    dq_client *c = open_uri(srv.uri, NULL);
+    char uri[500];
+    dq_client *c = open_uri(tu_uri(srv.uri, NULL, uri, sizeof(uri)), NULL);
     push_text(c, Q, "survives", 0, "s", 0, NULL);
     th_redis_kill(&srv);
     /* while Redis is down: a clean error, no crash */
@@ -168,7 +169,8 @@ END_TEST
 START_TEST(restart_between_calls) {
     th_redis srv;
     ck_assert_int_eq(th_redis_start(&srv, 0, NULL), 0);
-    dq_client *c = open_uri(srv.uri, NULL);
+    char uri[500];
+    dq_client *c = open_uri(tu_uri(srv.uri, NULL, uri, sizeof(uri)), NULL);
     push_text(c, Q, "x", 0, "x", 0, NULL);
     th_redis_kill(&srv);
     ck_assert_int_eq(th_redis_restart(&srv), 0);
@@ -196,7 +198,8 @@ START_TEST(restart_poll_wait) {
     ck_assert_int_eq(th_redis_start(&srv, 0, NULL), 0);
     dq_options *o = dq_options_new();
     ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 5000), 0);
-    dq_client *c = open_uri(srv.uri, o);
+    char uri[500];
+    dq_client *c = open_uri(tu_uri(srv.uri, NULL, uri, sizeof(uri)), o);
     dq_options_free(o);
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(dq_poll_wait(c, Q, 1, 1000, 50, &jobs), 0); /* subscribes */
@@ -209,12 +212,25 @@ START_TEST(restart_poll_wait) {
                       "poll_wait after restart: %d %s", rc, dq_errmsg(c));
     }
     ck_assert_int_eq(rc, 0);
+    /* A partitioned wait polls only the partitions it knows may have due
+     * work: with every partition empty the waits above may not have used
+     * the command connection at all.  The call that sees its break fails,
+     * the next one reconnects (as the waits do on a plain queue). */
+    for (int i = 0; i < 2 && tu_parts() > 1; i++) {
+        int64_t s[5];
+        rc = dq_stats(c, Q, &s[0], &s[1], &s[2], &s[3], &s[4]);
+        ck_assert_msg(rc == 0 || rc == DQ_EIO || rc == DQ_ETIMEDOUT,
+                      "stats after restart: %d %s", rc, dq_errmsg(c));
+        if (rc == 0)
+            break;
+    }
+    ck_assert_int_eq(rc, 0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         th_sleep_ms(300);
         dq_client *p = NULL;
-        if (dq_open(srv.uri, NULL, &p) != 0)
+        if (dq_open(uri, NULL, &p) != 0)
             _exit(2);
         _exit(dq_push(p, Q, "late", 4, 0, NULL, 0, NULL, 0, NULL) == 0 ? 0 : 3);
     }
@@ -233,9 +249,45 @@ START_TEST(restart_poll_wait) {
 }
 END_TEST
 
+/* A wake-up lost with the subscriber link (killed between two waits, the
+ * command connection intact): the job pushed meanwhile is due, so the next
+ * waits return it at once, well before the 5 s cap, although no wake-up
+ * came for it. */
+START_TEST(lost_wakeup_poll_wait) {
+    dq_client *c = open_client_opt(DQ_OPT_WAIT_CAP_MS, 5000);
+    dq_client *p = open_client();
+    dq_jobs *jobs = NULL;
+    ck_assert_int_eq(dq_poll_wait(c, Q, 1, 1000, 50, &jobs), 0); /* subscribes */
+    redisContext *r = rconn();
+    redisReply *rep = th_cmd(r, "CLIENT KILL TYPE pubsub");
+    ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
+    ck_assert_int_ge(rep->integer, 1);
+    freeReplyObject(rep);
+    redisFree(r);
+    push_text(p, Q, "lost wake-up", 0, "lost", 0, NULL);
+    int64_t t0 = th_mono_ms();
+    int n = 0;
+    for (int i = 0; i < 4 && n <= 0; i++) {
+        n = dq_poll_wait(c, Q, 1, 1000, 500, &jobs);
+        ck_assert_msg(n >= 0 || n == DQ_EIO || n == DQ_ETIMEDOUT,
+                      "poll_wait after the subscriber link was killed: %d %s",
+                      n, dq_errmsg(c));
+    }
+    int64_t took = th_mono_ms() - t0;
+    ck_assert_msg(n == 1, "a due job not returned by 4 waits of 500 ms "
+                  "(%" PRId64 " ms) after a lost wake-up: %d", took, n);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), "lost");
+    ck_assert_msg(took < 1500, "returned after %" PRId64 " ms", took);
+    dq_jobs_free(jobs);
+    dq_close(p);
+    dq_close(c);
+}
+END_TEST
+
 TEST_SUITE("recover", TU_SRV_UNIX,
     {"noscript", noscript_every_op, 30, NULL},
     {"noscript_batch", noscript_batch_push, 30, NULL},
     {"restart", restart_reconnects, 30, NULL},
     {"restart_between", restart_between_calls, 30, NULL},
-    {"restart_poll_wait", restart_poll_wait, 30, NULL})
+    {"restart_poll_wait", restart_poll_wait, 30, NULL},
+    {"lost_wakeup", lost_wakeup_poll_wait, 30, NULL})

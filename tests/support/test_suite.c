@@ -19,6 +19,16 @@ int tu_main(const char *suite, enum tu_server server, const tu_test *tests,
                         "run tools/deps.sh)\n", suite);
         return 1; /* a missing redis-server is a failure, never a skip */
     }
+    /* DQ_TEST_PARTITIONS=N runs the suite on partitioned queues: the same
+     * behaviour over N partitions of every queue (tests that read Redis's
+     * keys directly name them with tu_key / tu_sum of test_utils.h, tests
+     * that start their own server build its URI with tu_uri). */
+    const char *parts = getenv("DQ_TEST_PARTITIONS");
+    if (server != TU_SRV_NONE && parts != NULL && atoi(parts) > 1) {
+        size_t n = strlen(g_srv.uri);
+        snprintf(g_srv.uri + n, sizeof(g_srv.uri) - n, "?partitions=%d",
+                 atoi(parts));
+    }
     Suite *s = suite_create(suite);
     for (size_t i = 0; i < ntests; i++) {
         TCase *tc = tcase_create(tests[i].name);

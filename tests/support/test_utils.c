@@ -181,3 +181,110 @@ void queue_key(const char *ns, const char *q, const char *suffix, char *out,
     pct_encode(q, enc);
     snprintf(out, size, "%s:{%s}:%s", ns, enc, suffix);
 }
+
+/* ---- partitioned runs ---------------------------------------------------- */
+
+int tu_parts(void) {
+    const char *s = getenv("DQ_TEST_PARTITIONS");
+    int n = s != NULL ? atoi(s) : 0;
+    return n > 1 ? n : 1;
+}
+
+int tu_part_of(const char *id, int n) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return n > 1 ? (int)(h % (uint32_t)n) : 0;
+}
+
+const char *tu_id_in(char *buf, size_t n, const char *base, int part) {
+    int np = tu_parts();
+    ck_assert_uint_gt(n, strlen(base) + 11);
+    snprintf(buf, n, "%s", base);
+    for (int k = 1; np > 1 && tu_part_of(buf, np) != part % np; k++) {
+        ck_assert_int_lt(k, 100000);
+        snprintf(buf, n, "%s_%d", base, k);
+    }
+    return buf;
+}
+
+void tu_part_key(char *buf, size_t n, const char *ns, const char *queue,
+                 const char *suffix, int part) {
+    char enc[DQ_QUEUE_MAX * 3 + 1];
+    pct_encode(queue, enc);
+    int w = part >= 0
+                ? snprintf(buf, n, "%s:{%s#%d}:%s", ns, enc, part, suffix)
+                : snprintf(buf, n, "%s:{%s}:%s", ns, enc, suffix);
+    ck_assert_msg(w >= 0 && (size_t)w < n, "key of %s does not fit", queue);
+}
+
+void tu_key(char *buf, size_t n, const char *ns, const char *queue,
+            const char *suffix, const char *id) {
+    int np = tu_parts();
+    tu_part_key(buf, n, ns, queue, suffix,
+                np > 1 && id != NULL ? tu_part_of(id, np) : -1);
+}
+
+long long tu_sum(redisContext *r, const char *cmd, const char *ns,
+                 const char *queue, const char *suffix) {
+    int np = tu_parts();
+    long long sum = 0;
+    char key[800];
+    if (np == 1) {
+        tu_part_key(key, sizeof(key), ns, queue, suffix, -1);
+        return rint_(r, cmd, key, NULL);
+    }
+    for (int p = 0; p < np; p++) {
+        tu_part_key(key, sizeof(key), ns, queue, suffix, p);
+        sum += rint_(r, cmd, key, NULL);
+    }
+    return sum;
+}
+
+void tu_assert_plain_clean(redisContext *r, const char *ns,
+                           const char *queue) {
+    if (tu_parts() == 1)
+        return;
+    static const char *const others[] = {"due", "lease", "dead", "done",
+                                         "meta"};
+    char key[800];
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        tu_part_key(key, sizeof(key), ns, queue, others[i], -1);
+        ck_assert_msg(rint_(r, "EXISTS", key, NULL) == 0,
+                      "%s exists on a partitioned queue", key);
+    }
+    tu_part_key(key, sizeof(key), ns, queue, "jobs", -1);
+    long long n = rint_(r, "HLEN", key, NULL);
+    redisReply *rep = rcmd_try(r, "HEXISTS %s %b", key, "\0parts", (size_t)6);
+    ck_assert_msg(rep != NULL, "redis command failed: %s", r->errstr);
+    ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
+    long long has = rep->integer;
+    freeReplyObject(rep);
+    ck_assert_msg(n == 0 || (n == 1 && has == 1),
+                  "%s holds %lld fields (\\0parts %s): only the partition "
+                  "count belongs there",
+                  key, n, has ? "among them" : "missing");
+}
+
+const char *uri_with(const char *extra, char *buf, size_t n) {
+    int w = snprintf(buf, n, "%s%c%s", g_srv.uri,
+                     strchr(g_srv.uri, '?') ? '&' : '?', extra);
+    ck_assert_msg(w >= 0 && (size_t)w < n, "URI does not fit: %s", g_srv.uri);
+    return buf;
+}
+
+const char *tu_uri(const char *base, const char *extra, char *buf, size_t n) {
+    char parts[32] = "";
+    if (tu_parts() > 1)
+        snprintf(parts, sizeof(parts), "partitions=%d", tu_parts());
+    const char *sep1 = strchr(base, '?') ? "&" : "?";
+    int w;
+    if (parts[0] && extra)
+        w = snprintf(buf, n, "%s%s%s&%s", base, sep1, parts, extra);
+    else if (parts[0] || extra)
+        w = snprintf(buf, n, "%s%s%s", base, sep1, parts[0] ? parts : extra);
+    else
+        w = snprintf(buf, n, "%s", base);
+    ck_assert_msg(w >= 0 && (size_t)w < n, "URI does not fit: %s", base);
+    return buf;
+}

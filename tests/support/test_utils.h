@@ -116,4 +116,57 @@ void pct_encode(const char *q, char *out);
 void queue_key(const char *ns, const char *q, const char *suffix, char *out,
                size_t size);
 
+/* ---- partitioned runs (DQ_TEST_PARTITIONS) ------------------------------ */
+
+/* The suites run on plain queues, or, with DQ_TEST_PARTITIONS=N > 1, on
+ * queues of N partitions: tu_main appends "?partitions=N" to g_srv.uri, so
+ * every client opened on it (open_client, uri_with...) uses N partitions.
+ * A partitioned queue "q" keeps its jobs in N partitions, keys
+ * "<ns>:{<enc>#i}:<suffix>" (i = 0..N-1, wake channel
+ * "<ns>:{<enc>#i}:wake:<db>"); job X lives in partition tu_part_of(X, N).
+ * The plain jobs hash "<ns>:{<enc>}:jobs" then holds one field, "\0parts"
+ * (the recorded partition count), and nothing else of the queue is under
+ * the plain name. */
+
+/* N of DQ_TEST_PARTITIONS when it is > 1, else 1 (plain queues). */
+int tu_parts(void);
+/* The partition of job id on a queue of n partitions (FNV-1a 32-bit of the
+ * id, mod n); 0 when n <= 1. */
+int tu_part_of(const char *id, int n);
+/* An id for tests whose property needs their jobs in one partition: base
+ * itself on a plain run or when it already hashes to partition part, else
+ * "<base>_<k>" with the smallest k >= 1 that does.  Written to buf (n
+ * bytes, at least strlen(base) + 12); returns buf. */
+const char *tu_id_in(char *buf, size_t n, const char *base, int part);
+/* The key of a queue's suffix ("jobs", "due", "wake:0"...) where job id
+ * lives: the plain key "<ns>:{<enc>}:<suffix>" on a plain run or when id is
+ * NULL (on a partitioned run: the key holding the partition count; sum
+ * over the partitions with tu_sum), else "<ns>:{<enc>#i}:<suffix>" with
+ * i = tu_part_of(id, tu_parts()). */
+void tu_key(char *buf, size_t n, const char *ns, const char *queue,
+            const char *suffix, const char *id);
+/* The key of partition part (-1: the plain key), whatever the run. */
+void tu_part_key(char *buf, size_t n, const char *ns, const char *queue,
+                 const char *suffix, int part);
+/* The sum of the integer replies of "<cmd> <key>" (HLEN, ZCARD, EXISTS...)
+ * over the queue's keys of suffix: the plain key on a plain run, every
+ * partition's on a partitioned one (the plain key, which holds only the
+ * partition count, not included). */
+long long tu_sum(redisContext *r, const char *cmd, const char *ns,
+                 const char *queue, const char *suffix);
+/* Fails unless the plain keys of a partitioned queue hold nothing but the
+ * partition count: no due, lease, dead, done or meta key, and a jobs hash
+ * that is absent or has the one field "\0parts".  Nothing on a plain run
+ * (the plain keys are the queue's own). */
+void tu_assert_plain_clean(redisContext *r, const char *ns, const char *queue);
+
+/* g_srv.uri with the query parameters extra ("db=5", "db=3&user=u") added
+ * after '?' or, when the URI already has a query (a partitioned run),
+ * '&'.  Written to buf; returns buf.  Fails the test if it does not fit. */
+const char *uri_with(const char *extra, char *buf, size_t n);
+/* The URI of a server the test started itself (base: th_redis.uri, a
+ * redis:// URI...), partitioned as g_srv.uri is, with extra (may be NULL)
+ * added.  Written to buf; returns buf. */
+const char *tu_uri(const char *base, const char *extra, char *buf, size_t n);
+
 #endif
