@@ -1,7 +1,7 @@
 /*
  * tests/support/with_redis.c - runs a command next to a private redis-server.
  *
- * usage: with_redis [--tcp] [--] COMMAND [ARG...]
+ * usage: with_redis [--tcp | --cluster] [--] COMMAND [ARG...]
  *
  * Starts redis-server through the test harness (harness.h: a fresh temp dir,
  * a unix socket, no persistence; with --tcp also 127.0.0.1:<free port>),
@@ -10,6 +10,10 @@
  *   DQ_TEST_REDIS_URI     unix://<socket>, for dq_open and the CLI's --uri
  *   DQ_TEST_REDIS_SOCKET  the socket's path, for raw RESP
  *   DQ_TEST_REDIS_PORT    the TCP port (only with --tcp)
+ *
+ * With --cluster it starts a 3-primary Redis Cluster instead
+ * (cluster_harness.h) and exports only DQ_TEST_REDIS_URI, a
+ * redis+cluster:// URI of its primaries.
  *
  * then stops the server by pid, removes its dir and exits with COMMAND's exit
  * code (128 + the signal if a signal ended it).  SIGTERM, SIGINT and SIGHUP
@@ -27,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cluster_harness.h"
 #include "harness.h"
 
 /* The command's pid, for the signal handler. */
@@ -40,8 +45,55 @@ static void forward(int sig) {
 
 /* Prints the usage and returns the exit code of a usage error. */
 static int usage(void) {
-    fprintf(stderr, "usage: with_redis [--tcp] [--] COMMAND [ARG...]\n");
+    fprintf(stderr,
+            "usage: with_redis [--tcp | --cluster] [--] COMMAND [ARG...]\n");
     return 2;
+}
+
+/* The servers: one, or a cluster. */
+static th_redis g_srv;
+static thc_cluster g_cluster;
+static int g_is_cluster;
+
+static void stop_servers(void) {
+    if (g_is_cluster)
+        thc_cluster_stop(&g_cluster);
+    else
+        th_redis_stop(&g_srv);
+}
+
+/* Starts the servers and exports where they are; 0 or 125. */
+static int start_servers(int tcp) {
+    if (g_is_cluster) {
+        char uri[1024];
+        if (thc_cluster_start(&g_cluster, 3, 0, NULL) != 0) {
+            fprintf(stderr, "with_redis: cannot start a cluster (is "
+                            "redis-server installed? run tools/deps.sh)\n");
+            return 125;
+        }
+        if (setenv("DQ_TEST_REDIS_URI",
+                   thc_cluster_uri(&g_cluster, uri, sizeof(uri)), 1) != 0) {
+            perror("with_redis: setenv");
+            stop_servers();
+            return 125;
+        }
+        return 0;
+    }
+    if (th_redis_start(&g_srv, tcp, NULL) != 0) {
+        fprintf(stderr, "with_redis: cannot start redis-server (is it "
+                        "installed? run tools/deps.sh)\n");
+        return 125;
+    }
+    char port[16];
+    snprintf(port, sizeof(port), "%d", g_srv.port);
+    if (setenv("DQ_TEST_REDIS_URI", g_srv.uri, 1) != 0 ||
+        setenv("DQ_TEST_REDIS_SOCKET", g_srv.sock, 1) != 0 ||
+        (tcp && setenv("DQ_TEST_REDIS_PORT", port, 1) != 0)) {
+        perror("with_redis: setenv");
+        stop_servers();
+        return 125;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -51,28 +103,18 @@ int main(int argc, char **argv) {
             i++;
             break;
         }
-        if (strcmp(argv[i], "--tcp") != 0)
+        if (strcmp(argv[i], "--tcp") == 0)
+            tcp = 1;
+        else if (strcmp(argv[i], "--cluster") == 0)
+            g_is_cluster = 1;
+        else
             return usage();
-        tcp = 1;
     }
-    if (i >= argc)
+    if (i >= argc || (tcp && g_is_cluster))
         return usage();
-
-    th_redis srv;
-    if (th_redis_start(&srv, tcp, NULL) != 0) {
-        fprintf(stderr, "with_redis: cannot start redis-server (is it "
-                        "installed? run tools/deps.sh)\n");
-        return 125;
-    }
-    char port[16];
-    snprintf(port, sizeof(port), "%d", srv.port);
-    if (setenv("DQ_TEST_REDIS_URI", srv.uri, 1) != 0 ||
-        setenv("DQ_TEST_REDIS_SOCKET", srv.sock, 1) != 0 ||
-        (tcp && setenv("DQ_TEST_REDIS_PORT", port, 1) != 0)) {
-        perror("with_redis: setenv");
-        th_redis_stop(&srv);
-        return 125;
-    }
+    int rc = start_servers(tcp);
+    if (rc != 0)
+        return rc;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -85,7 +127,7 @@ int main(int argc, char **argv) {
     pid_t pid = fork();
     if (pid < 0) {
         perror("with_redis: fork");
-        th_redis_stop(&srv);
+        stop_servers();
         return 125;
     }
     if (pid == 0) {
@@ -116,6 +158,6 @@ int main(int argc, char **argv) {
         code = 128 + WTERMSIG(status);
     else
         code = 125;
-    th_redis_stop(&srv);
+    stop_servers();
     return code;
 }
