@@ -57,6 +57,8 @@ typedef struct dqb_cfg {
     long mem_n;
     long bl_ops;
     long cost_n;
+    long cl_pushb_n, cl_push1_n, cl_drain_n, cl_late_n;
+    int cl_late_pace_ms;
 } dqb_cfg;
 
 /* ---- utilities and statistics (bench_stats.c) ------------------------ */
@@ -188,6 +190,11 @@ extern const char *const dqb_lim_short[DQB_NLIM];
 extern dqb_series dqb_lim[DQB_NLIM];
 /* Loads the minimal HSET+ZADD script redis-benchmark runs. */
 void dqb_limits_load_script(void);
+/* That script's text (scen_cluster.c loads it on its own node too). */
+extern const char dqb_lim_script[];
+/* Runs redis-benchmark with args (argv, NULL-terminated, --csv); returns
+ * the rps of its last CSV line, or NAN (and a FAIL line). */
+double dqb_redis_benchmark(char *const *args);
 
 /* scen_push.c: jobs/s per batch size (the throughput plot). */
 #define DQB_NPUSH 4
@@ -228,6 +235,8 @@ void dqb_scen_e2e_run(const dqb_cfg *c, int run);
 void dqb_scen_e2e_rows(const dqb_cfg *c);
 void dqb_scen_lateness_run(const dqb_cfg *c, int run);
 void dqb_scen_lateness_rows(const dqb_cfg *c);
+void dqb_scen_cluster_run(const dqb_cfg *c, int run);
+void dqb_scen_cluster_rows(const dqb_cfg *c);
 void dqb_scen_memory_rows(const dqb_cfg *c);
 void dqb_scen_cost_rows(const dqb_cfg *c);
 void dqb_scen_backlog_rows(const dqb_cfg *c);

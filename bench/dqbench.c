@@ -15,8 +15,10 @@
  *
  * Each run measures the limits, then push, drain, end to end and lateness
  * (the sync dq_poll_wait loop, and the libevent consumer when built with
- * DQ_BENCH_EVENT); a ratio compares figures of the same run, and the table
- * shows medians over --runs runs (default 3).  Memory, client cost and
+ * DQ_BENCH_EVENT), then a partitioned queue over a local 3-primary Redis
+ * Cluster against one node (scen_cluster.c: servers of its own, started
+ * and stopped within each run); a ratio compares figures of the same run,
+ * and the table shows medians over --runs runs (default 3).  Memory, client cost and
  * backlog run once (backlog interleaves its queue with a 1k-job queue).
  * Every scenario checks that each job was acked exactly once.
  *
@@ -100,6 +102,8 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->mem_n = 1000000;
         c->bl_ops = 2000;
         c->cost_n = 2000;
+        c->cl_pushb_n = 200000, c->cl_push1_n = 30000, c->cl_drain_n = 100000;
+        c->cl_late_n = 1000, c->cl_late_pace_ms = 5;
         break;
     case 1: /* quick */
         c->lim_n_p1 = 100000, c->lim_n_p16 = 200000, c->lim_n_c1 = 30000;
@@ -111,6 +115,8 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->mem_n = 100000;
         c->bl_ops = 1000;
         c->cost_n = 500;
+        c->cl_pushb_n = 50000, c->cl_push1_n = 10000, c->cl_drain_n = 50000;
+        c->cl_late_n = 400, c->cl_late_pace_ms = 5;
         break;
     default: /* smoke: tiny, checks that everything runs and adds up */
         c->lim_n_p1 = 2000, c->lim_n_p16 = 4000, c->lim_n_c1 = 1000;
@@ -122,6 +128,8 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->mem_n = 3000;
         c->bl_ops = 200;
         c->cost_n = 100;
+        c->cl_pushb_n = 2000, c->cl_push1_n = 200, c->cl_drain_n = 2000;
+        c->cl_late_n = 40, c->cl_late_pace_ms = 5;
         break;
     }
 }

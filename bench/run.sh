@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # bench/run.sh: THE command that runs the libdelayq benchmark.
 #
-#   bash bench/run.sh            full run (~10 min): 3 runs per figure,
+#   bash bench/run.sh            full run (~13 min): 3 runs per figure,
 #                                1M-job memory figures, backlog up to 10M
-#   bash bench/run.sh --quick    ~1 min: 1 run, smaller N, backlog up to 100k
+#   bash bench/run.sh --quick    ~1.5 min: 1 run, smaller N, backlog to 100k
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
-#   --only limits,push,drain,e2e,lateness,memory,cost,backlog
+#   --only limits,push,drain,e2e,lateness,cluster,memory,cost,backlog
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),
 # then dqbench starts its own redis-server (default configuration, save "",
 # appendonly no, a private unix socket in a temp dir; stopped by pid),
 # measures Redis's own limit with redis-benchmark on that socket and every
-# scenario, and prints ONE table on stdout (progress on stderr).  Data,
-# server-side profiles (INFO commandstats per scenario), callgrind dumps and
-# the two plots land in build-bench/bench-out/.
+# scenario (cluster: its own single TCP node and 3-primary Redis Cluster on
+# 127.0.0.1, per run, also stopped by pid), and prints ONE table on stdout
+# (progress on stderr).  Data, server-side profiles (INFO commandstats per
+# scenario), callgrind dumps and the plots land in build-bench/bench-out/.
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
 

@@ -29,7 +29,7 @@ dqb_series dqb_lim[DQB_NLIM];
 static char dqb_lim_sha[48]; /* the minimal HSET+ZADD script */
 
 /* Runs redis-benchmark with args; returns the rps of its CSV line. */
-static double dqb_redis_benchmark(char *const *args) {
+double dqb_redis_benchmark(char *const *args) {
     int p[2];
     if (pipe(p) != 0)
         return NAN;
@@ -101,11 +101,13 @@ static double dqb_bench_limit(int clients, int pipeline, long n, int zadd) {
     return v;
 }
 
+const char dqb_lim_script[] =
+    "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
+    "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) "
+    "return 1";
+
 void dqb_limits_load_script(void) {
-    redisReply *r = dqb_adm_cmd("SCRIPT LOAD %s",
-                                "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
-                                "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) "
-                                "return 1");
+    redisReply *r = dqb_adm_cmd("SCRIPT LOAD %s", dqb_lim_script);
     if (r != NULL && r->type == REDIS_REPLY_STRING)
         snprintf(dqb_lim_sha, sizeof(dqb_lim_sha), "%s", r->str);
     freeReplyObject(r);

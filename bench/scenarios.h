@@ -31,6 +31,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "end to end: 1 producer and 1 consumer at once, jobs due over 2 s"},
     {"lateness", dqb_scen_lateness_run, dqb_scen_lateness_rows,
      "receive time - due time at light load, per consumer kind"},
+    {"cluster", dqb_scen_cluster_run, dqb_scen_cluster_rows,
+     "16 partitions over 3 local cluster primaries vs one node (TCP)"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"cost", NULL, dqb_scen_cost_rows,
