@@ -18,8 +18,9 @@
  * DQ_BENCH_EVENT), then a partitioned queue over a local 3-primary Redis
  * Cluster against one node (scen_cluster.c: servers of its own, started
  * and stopped within each run); a ratio compares figures of the same run,
- * and the table shows medians over --runs runs (default 3).  Memory, client cost and
- * backlog run once (backlog interleaves its queue with a 1k-job queue).
+ * and the table shows medians over --runs runs (default 3).  Memory,
+ * client cost and backlog run once (backlog interleaves its queue with a
+ * 1k-job queue).
  * Every scenario checks that each job was acked exactly once.
  *
  * This file is main: options, the server, the order of the scenarios
