@@ -222,37 +222,51 @@ static int load_map(dq__links *L, dq__conn *c, const char *host,
     return rc;
 }
 
-/* Learns the slot map from the first node that answers: the ones already
- * known, then the seeds of the URI. */
+/* Asks node i of the map for the slot map (connecting when needed). */
+static int load_from(dq__links *L, int i, dq__err *err) {
+    dq__conn *c = NULL;
+    char host[256];
+    snprintf(host, sizeof(host), "%s", L->map.nodes[i].host);
+    int rc = node_link(L, i, &c, err);
+    return rc == DQ_OK ? load_map(L, c, host, err) : rc;
+}
+
+/* 1 if node i of the map is one of the URI's seeds. */
+static int is_seed(const dq__links *L, int i) {
+    for (int k = 0; k < L->uri->nseeds; k++)
+        if (L->uri->seeds[k].port == L->map.nodes[i].port &&
+            strcmp(L->uri->seeds[k].host, L->map.nodes[i].host) == 0)
+            return 1;
+    return 0;
+}
+
+/* Learns the slot map from the first node that answers: those with a live
+ * link first (no connect to wait for), then the seeds of the URI, then the
+ * other known nodes (a dead one may cost a connect timeout). */
 static int refresh_map(dq__links *L, dq__err *err) {
     drop_broken(L);
     int rc = DQ_EIO;
-    for (int i = 0; i < L->map.nnodes; i++) {
-        dq__conn *c;
-        char host[256];
-        snprintf(host, sizeof(host), "%s", L->map.nodes[i].host);
-        if ((rc = node_link(L, i, &c, err)) == DQ_OK &&
-            (rc = load_map(L, c, host, err)) == DQ_OK)
-            goto loaded;
-        if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
-            return rc;
-    }
-    for (int i = 0; i < L->uri->nseeds; i++) {
-        const dq__seed *s = &L->uri->seeds[i];
-        int n = dq__slotmap_node(&L->map, s->host, s->port);
-        dq__conn *c;
-        if (n < 0)
-            return dq__err_set(err, DQ_ENOMEM, "out of memory");
-        if ((rc = node_link(L, n, &c, err)) == DQ_OK &&
-            (rc = load_map(L, c, s->host, err)) == DQ_OK)
-            goto loaded;
-        if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
-            return rc;
+    for (int pass = 0; pass < 3; pass++) {
+        int n = pass == 1 ? L->uri->nseeds : L->map.nnodes;
+        for (int i = 0; i < n; i++) {
+            int node = i;
+            if (pass == 1) {
+                const dq__seed *s = &L->uri->seeds[i];
+                if ((node = dq__slotmap_node(&L->map, s->host, s->port)) < 0)
+                    return dq__err_set(err, DQ_ENOMEM, "out of memory");
+            }
+            int linked = node < L->nconns && L->conns[node] != NULL;
+            if ((pass == 0) != linked || (pass == 2 && is_seed(L, node)))
+                continue;
+            if ((rc = load_from(L, node, err)) == DQ_OK) {
+                L->stale = 0;
+                return DQ_OK;
+            }
+            if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
+                return rc;
+        }
     }
     return rc;
-loaded:
-    L->stale = 0;
-    return DQ_OK;
 }
 
 /* ---- Entry points ---- */
