@@ -150,52 +150,101 @@ typedef struct used_links {
     int n;
 } used_links;
 
-/* The calls of a round: one node's share of what is left. */
+/* Adds conn to the links op wrote through; its index, or -1 when full. */
+static int note_used(used_links *u, dq__conn *conn) {
+    for (int i = 0; i < u->n; i++)
+        if (u->conn[i] == conn)
+            return i;
+    if (u->n == DQ_USED_MAX)
+        return -1;
+    u->conn[u->n] = conn;
+    return u->n++;
+}
+
+/* One round: what is left of op's calls, each to its node - every node's
+ * calls written out before any reply is read, so the nodes work at once.
+ * grp[i] is the node (an index into rd->links) of call i. */
 typedef struct round {
-    dq__conn *conn;      /* where they go */
-    unsigned char want;  /* T_SEND, or T_ASK */
+    unsigned char want;  /* T_SEND, or T_ASK: all to rd->ask */
     int retry;           /* a node said "not now" (TRYAGAIN, ...) */
-    int connect_failed;  /* nothing was sent: the node was unreachable */
-    dq__redirect ask;    /* the ASK target, port 0 if none */
+    int connect_failed;  /* some node was unreachable: nothing sent to it */
+    dq__redirect ask;    /* the ASK target */
+    used_links links;    /* the nodes of this round */
 } round;
 
-/* Sends the calls of op marked want|T_MARK to rd->conn in one pipeline
- * (each after an ASKING when want is T_ASK), then reads and feeds their
- * replies: each call becomes done, or is to be sent again (NOSCRIPT: as
- * EVAL; MOVED: to the slot's new owner, recorded in links; ASK: once to
- * rd->ask with ASKING; "not now": after a pause, rd->retry).  A failed
- * read leaves the op's fate unknown: the error is returned. */
+/* Picks the node of every call left (marking it want|T_MARK).  A call
+ * whose node cannot be reached stays for a later round. */
+static int pick_nodes(dq_client *c, dq__op *op, unsigned char *todo,
+                      unsigned char *grp, round *rd) {
+    int rc = DQ_OK;
+    dq__conn *ask_conn = NULL;
+    if (rd->want == T_ASK &&
+        (rc = dq__links_at(c->links, rd->ask.host, rd->ask.port, &ask_conn,
+                           &c->err)) != DQ_OK) {
+        rd->connect_failed = 1;
+        return rc;
+    }
+    int marked = 0;
+    for (size_t i = 0; i < op->ncmds; i++) {
+        if (todo[i] != rd->want)
+            continue;
+        dq__conn *to = ask_conn;
+        if (to == NULL &&
+            (rc = dq__links_get(c->links, op->cmds[i].slot, &to,
+                                &c->err)) != DQ_OK) {
+            rd->connect_failed = 1;
+            continue;
+        }
+        int g = note_used(&rd->links, to);
+        if (g < 0)
+            continue; /* more nodes than one round takes: the next one */
+        grp[i] = (unsigned char)g;
+        todo[i] = (unsigned char)(rd->want | T_MARK);
+        marked++;
+    }
+    return marked > 0 ? DQ_OK : rc;
+}
+
+/* Sends the marked calls (each after an ASKING when want is T_ASK), every
+ * node's in one pipeline and all nodes' before any reply is read; then
+ * reads and feeds the replies: each call becomes done, or is to be sent
+ * again (NOSCRIPT: as EVAL; MOVED: to the slot's new owner, recorded in
+ * links; ASK: once to rd->ask with ASKING; "not now": after a pause,
+ * rd->retry).  A failed read leaves the op's fate unknown: the error is
+ * returned. */
 static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
-                       round *rd) {
+                       const unsigned char *grp, round *rd) {
     static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
     unsigned char mark = (unsigned char)(rd->want | T_MARK);
     int rc = DQ_OK;
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
         if (todo[i] != mark)
             continue;
+        dq__conn *to = rd->links.conn[grp[i]];
         if (rd->want == T_ASK)
-            rc = dq__conn_append_raw(rd->conn, asking, sizeof(asking) - 1,
-                                     &c->err);
+            rc = dq__conn_append_raw(to, asking, sizeof(asking) - 1, &c->err);
         if (rc == DQ_OK)
-            rc = dq__conn_append_raw(rd->conn, op->cmds[i].resp,
+            rc = dq__conn_append_raw(to, op->cmds[i].resp,
                                      op->cmds[i].resp_len, &c->err);
     }
+    for (int g = 0; rc == DQ_OK && rd->links.n > 1 && g < rd->links.n; g++)
+        rc = dq__conn_flush(rd->links.conn[g], &c->err);
     for (size_t i = 0; rc == DQ_OK && i < op->ncmds; i++) {
         if (todo[i] != mark)
             continue;
+        dq__conn *from = rd->links.conn[grp[i]];
         dq__reply *r;
         if (rd->want == T_ASK) {
-            if ((rc = dq__conn_read(rd->conn, &r, &c->err)) != DQ_OK)
+            if ((rc = dq__conn_read(from, &r, &c->err)) != DQ_OK)
                 break;
             dq__reply_free(r); /* +OK */
         }
-        if ((rc = dq__conn_read(rd->conn, &r, &c->err)) != DQ_OK)
+        if ((rc = dq__conn_read(from, &r, &c->err)) != DQ_OK)
             break;
         int act = feed(op, i, r);
         todo[i] = act == DQ_FEED_OK ? T_DONE : T_SEND;
         if (act == DQ_FEED_REDIRECT && op->redir.ask && rd->want != T_ASK) {
             todo[i] = T_ASK;
-            rd->ask = op->redir;
         } else if (act == DQ_FEED_REDIRECT) {
             dq__links_moved(c->links, op->redir.slot, op->redir.host,
                             op->redir.port);
@@ -209,51 +258,6 @@ static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
         if (todo[i] == mark)
             todo[i] = rd->want; /* not reached: a read failed */
     return rc;
-}
-
-/* One round: the calls left for the node that owns the first of them (or
- * the ASK target), sent and answered.  Nothing is sent when the node
- * cannot be reached (rd->connect_failed). */
-static int run_round(dq_client *c, dq__op *op, unsigned char *todo,
-                     round *rd) {
-    size_t first = 0;
-    while (first < op->ncmds && todo[first] != rd->want)
-        first++;
-    if (first == op->ncmds)
-        return DQ_OK;
-    int rc;
-    if (rd->want == T_ASK)
-        rc = dq__links_at(c->links, rd->ask.host, rd->ask.port, &rd->conn,
-                          &c->err);
-    else
-        rc = dq__links_get(c->links, op->cmds[first].slot, &rd->conn,
-                           &c->err);
-    if (rc != DQ_OK) {
-        rd->connect_failed = 1;
-        return rc;
-    }
-    for (size_t i = first; i < op->ncmds; i++) {
-        if (todo[i] != rd->want)
-            continue;
-        dq__conn *to = rd->conn;
-        if (rd->want == T_SEND && i != first &&
-            op->cmds[i].slot != op->cmds[first].slot &&
-            dq__links_get(c->links, op->cmds[i].slot, &to, &c->err) != DQ_OK)
-            to = NULL;
-        if (to == rd->conn)
-            todo[i] = (unsigned char)(rd->want | T_MARK);
-    }
-    c->conn = rd->conn;
-    return send_marked(c, op, todo, rd);
-}
-
-/* Adds conn to the links op wrote through. */
-static void note_used(used_links *u, dq__conn *conn) {
-    for (int i = 0; i < u->n; i++)
-        if (u->conn[i] == conn)
-            return;
-    if (u->n < DQ_USED_MAX)
-        u->conn[u->n++] = conn;
 }
 
 /* Sleeps us microseconds. */
@@ -270,7 +274,7 @@ static void pause_us(int64_t us) {
  * cluster or Sentinel route keeps trying to reach a node (nothing was sent
  * yet) and to get past "not now" answers for up to the command timeout. */
 static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
-                     used_links *used) {
+                     unsigned char *grp, used_links *used) {
     memset(todo, T_SEND, op->ncmds);
     int64_t limit_ms = c->core.opts.command_timeout_ms > 0
                            ? c->core.opts.command_timeout_ms
@@ -285,9 +289,16 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
             if (!rd.ask.ask)
                 rd.want = T_SEND;
         }
-        int rc = run_round(c, op, todo, &rd);
-        if (!rd.connect_failed && rd.conn != NULL)
-            note_used(used, rd.conn);
+        int rc = pick_nodes(c, op, todo, grp, &rd);
+        if (rc == DQ_OK)
+            rc = send_marked(c, op, todo, grp, &rd);
+        for (int g = 0; g < rd.links.n; g++)
+            note_used(used, rd.links.conn[g]);
+        if (rc == DQ_OK && rd.connect_failed) {
+            /* Some node was unreachable: its calls wait for a failover. */
+            dq__links_stale(c->links);
+            rd.retry = 1;
+        }
         if (rc != DQ_OK && rd.connect_failed && op->routed &&
             rc != DQ_EAUTH && rc != DQ_ENOMEM &&
             dq__mono_us() + pause < deadline) {
@@ -330,15 +341,17 @@ static int run_op_io(dq_client *c, dq__op *op) {
     used.n = 0;
     int rc = DQ_OK;
     do {
-        unsigned char small[16];
-        unsigned char *todo = op->ncmds <= sizeof(small) ? small
-                                                         : malloc(op->ncmds);
+        /* Per call: what is left to do, and its node in a round. */
+        unsigned char small[32];
+        unsigned char *todo = op->ncmds * 2 <= sizeof(small)
+                                  ? small
+                                  : malloc(op->ncmds * 2);
         if (todo == NULL) {
             rc = dq__err_set(&c->err, DQ_ENOMEM, "%s: out of memory",
                             op->what);
             break;
         }
-        rc = run_calls(c, op, todo, &used);
+        rc = run_calls(c, op, todo, todo + op->ncmds, &used);
         if (todo != small)
             free(todo);
     } while (rc == DQ_OK && !op->failed && dq__op_next(op));

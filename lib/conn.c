@@ -279,6 +279,14 @@ int dq__conn_append_raw(dq__conn *c, const char *resp, size_t len,
     return DQ_OK;
 }
 
+int dq__conn_flush(dq__conn *c, dq__err *err) {
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
+            return conn_fail(c, errno, "write", err);
+    return DQ_OK;
+}
+
 int dq__conn_read(dq__conn *c, dq__reply **reply, dq__err *err) {
     void *r = NULL;
     *reply = NULL;

@@ -43,6 +43,9 @@ int dq__conn_append(dq__conn *c, int argc, const char **argv,
 /* Queues a command already formatted as RESP (hiredis copies it). */
 int dq__conn_append_raw(dq__conn *c, const char *resp, size_t len,
                         dq__err *err);
+/* Writes every queued command out (blocking up to the command timeout),
+ * so several links can carry a pipeline at once before any is read. */
+int dq__conn_flush(dq__conn *c, dq__err *err);
 /* Flushes queued commands if needed and reads the next reply (blocking up to
  * the command timeout). */
 int dq__conn_read(dq__conn *c, dq__reply **reply, dq__err *err);

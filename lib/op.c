@@ -675,6 +675,10 @@ int dq__op_next(dq__op *op) {
     if (op->kind == DQ_OPK_LIST && op->nparts > 1) {
         dq__jobs_slice(op->jobs, (size_t)op->offset, (size_t)op->count);
         op->status = (int)dq_jobs_count(op->jobs);
+        if (op->status == 0) { /* as on a plain queue: no list */
+            dq_jobs_free(op->jobs);
+            op->jobs = NULL;
+        }
     }
     return 0;
 }

@@ -139,6 +139,9 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
     snprintf(w->ns, sizeof(w->ns), "%s", ns);
     w->parts = core->partitions;
     w->lost = 0;
+    /* Wake-ups may have been missed while nobody listened: every partition
+     * is worth a look again. */
+    dq__core_woken_all(core, queue);
     return DQ_OK;
 }
 

@@ -21,7 +21,9 @@ typedef struct dq__wake {
 } dq__wake;
 
 /* Subscribes (again) when w does not listen for queue yet, a link broke or
- * a subscription was dropped.  DQ_OK or the code with err set. */
+ * a subscription was dropped; then every partition of queue counts as
+ * possibly due (wake-ups may have been missed).  DQ_OK or the code with
+ * err set. */
 int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
                     const char *queue, dq__err *err);
 /* Takes the messages already buffered: each marks its partition woken in
