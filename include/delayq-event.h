@@ -35,6 +35,22 @@
  *    Operations started while disconnected wait for the connection; they
  *    fail with DQ_EIO if the next connection attempt fails, or DQ_ETIMEDOUT
  *    after the command timeout.
+ *  - Cluster and Sentinel URIs (redis+cluster://, redis+sentinel://, see
+ *    dq_open): each script call goes to the node that owns its queue's
+ *    hash slot (one connection per node, opened when needed; the slot map
+ *    is learnt without blocking and again after MOVED or a failure), the
+ *    calls to one node pipelined.  MOVED and ASK are followed; TRYAGAIN,
+ *    CLUSTERDOWN, READONLY, LOADING and MASTERDOWN (not run) are retried
+ *    after a pause of 1 ms doubling to 100 ms, until the command timeout
+ *    (then DQ_ETIMEDOUT).  A call whose node is unreachable waits, up to
+ *    the command timeout, for the topology to heal (a replica promoted:
+ *    a failover is followed) instead of failing with the next attempt;
+ *    calls in flight on a connection that is lost fail as above.  With
+ *    Sentinel the primary is asked of each Sentinel in turn and used once
+ *    it answers ROLE master; it is asked again after a failure or
+ *    READONLY.  Consumers' wake-ups use sharded pub/sub (SSUBSCRIBE) on
+ *    the node of the queue's slot in a cluster, and follow the slot (and
+ *    the primary) when it moves.
  *
  * Timer precision: the consumer sleeps on a timerfd watched by libevent
  * (Linux), so it fires on time whatever the base's timer settings; where
@@ -66,6 +82,14 @@ typedef struct dq_async dq_async;
 #define DQ_CONNECTED 1    /* a connection is ready (first one or again) */
 #define DQ_DISCONNECTED 2 /* the connection was lost, or an attempt failed;
                              the client retries after its backoff */
+/* With a cluster or Sentinel URI the client is connected while the slot map
+ * is known and a connection to a node is ready (cluster), or while the
+ * primary's connection is ready and it answered ROLE master (Sentinel):
+ * DQ_CONNECTED / DQ_DISCONNECTED report changes of that, and each failed
+ * attempt (a node, a Sentinel) while not connected is a DQ_DISCONNECTED
+ * too.  The loss of one cluster node while others are up is no state
+ * change (the calls it carried fail; later ones wait for its slots'
+ * new owner). */
 
 /* State changes.  status: 0 for DQ_CONNECTED, else the reason (DQ_EIO,
  * DQ_ETIMEDOUT, DQ_EAUTH, ...); reason: a text, borrowed for the call. */
@@ -94,7 +118,8 @@ DQ_EXTERN void dq_async_free(dq_async *a);
 /* Sets (or clears) the state callback.  Returns 0 or DQ_ENULL. */
 DQ_EXTERN int dq_async_set_state_cb(dq_async *a, dq_state_cb *cb,
                                     void *userdata);
-/* 1 while a connection is ready, else 0. */
+/* 1 while a connection is ready (cluster, Sentinel: connected as above),
+ * else 0. */
 DQ_EXTERN int dq_async_connected(const dq_async *a);
 /* Message of the last failed call, or of the failure being reported to the
  * callback that is running ("" otherwise).  Valid until the next call. */

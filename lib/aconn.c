@@ -20,15 +20,19 @@
  * we do not use so that both behave alike (async.c keeps its own timers).
  * TLS needs hiredis >= 1.0.  Health checks on the subscriber use a repeated
  * SUBSCRIBE rather than PING: hiredis 0.14 drops the callback of a PING
- * sent in subscribed mode.  Every hiredis version switch (TLS included)
- * stays in conn.c.
+ * sent in subscribed mode.  Neither version knows sharded pub/sub: see
+ * dq__aconn_ssubscribe for how "smessage" still reaches the watch.  Every
+ * hiredis version switch (TLS included) stays in conn.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -495,6 +499,36 @@ int dq__aconn_subscribe(dq__aconn *a, const char *channel,
         REDIS_OK)
         return dq__err_set(err, DQ_EIO, "SUBSCRIBE on %s failed", a->where);
     return DQ_OK;
+}
+
+int dq__aconn_ssubscribe(dq__aconn *a, const char *channel,
+                        dq__aconn_reply_fn *fn, void *priv, dq__err *err) {
+    if (a->closed || a->dead || a->torn || a->ac == NULL || !a->ready)
+        return dq__err_set(err, DQ_EIO, "connection to %s is down", a->where);
+    const char *argv[2] = {"SSUBSCRIBE", channel};
+    size_t len = dq__resp_size(2, argv, NULL);
+    char *p = malloc(len + 1);
+    if (p == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    /* NUL after it: hiredis's async side peeks one byte further.  Sent
+     * before the SUBSCRIBE, while hiredis does not consider the context
+     * subscribed: its reply (or error) then comes to fn as a plain
+     * command's. */
+    *dq__resp_put(p, 2, argv, NULL) = '\0';
+    int rc = aconn_queue_raw(a, p, len, fn, priv, 1);
+    free(p);
+    if (rc != DQ_OK)
+        return dq__err_set(err, rc, "SSUBSCRIBE on %s failed", a->where);
+    return dq__aconn_subscribe(a, channel, fn, priv, err);
+}
+
+int dq__aconn_alive(const dq__aconn *a) {
+    if (a == NULL || a->closed || a->dead || a->torn || a->ac == NULL)
+        return 0;
+    char b;
+    ssize_t n = recv(a->ac->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0 ||
+           (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
 void dq__aconn_close(dq__aconn *a) {

@@ -45,6 +45,19 @@ int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
  * liveness check: Redis answers with another "subscribe" confirmation. */
 int dq__aconn_subscribe(dq__aconn *a, const char *channel,
                        dq__aconn_reply_fn *fn, void *priv, dq__err *err);
+/* SSUBSCRIBE channel (sharded pub/sub, in a cluster): fn gets its
+ * confirmation, or its error (MOVED...), with tag 1.  hiredis knows no
+ * sharded pub/sub, so the same channel is also SUBSCRIBEd as by
+ * dq__aconn_subscribe: that registers fn for the channel's name, and
+ * hiredis (0.14 and 1.x alike) then hands the pushed "smessage" and
+ * "sunsubscribe" arrays to it (tag 0) instead of finding no callback for
+ * them.  (In a cluster nothing PUBLISHes on it: the plain subscription
+ * only ever brings its own confirmations.) */
+int dq__aconn_ssubscribe(dq__aconn *a, const char *channel,
+                        dq__aconn_reply_fn *fn, void *priv, dq__err *err);
+/* 0 if the server closed the connection (a non-blocking peek at the
+ * socket finds its end), else 1. */
+int dq__aconn_alive(const dq__aconn *a);
 /* 1 if host is an IPv4 or IPv6 literal (nothing to resolve). */
 int dq__numeric_host(const char *host);
 /* Closes and frees (NULL is a no-op); see the callback rules above. */

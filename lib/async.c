@@ -1,22 +1,31 @@
 /*
- * async.c - the libevent client: the ops of ops.c over dq__aconn (conn.c),
- * with reconnects, timeouts and safe frees from inside callbacks.
+ * async.c - the libevent client: the engine's ops (op.h) over the links and
+ * routes of alinks.h, with timeouts, retries and safe frees from inside
+ * callbacks.
  *
- * Shape.  A "link" is one connection slot that reconnects by itself: a
- * dq__aconn while connected, a backoff timer while not, and one timer that
- * bounds both the connection attempt (DQ_OPT_CONNECT_TIMEOUT_MS) and the
- * silence of Redis while replies are awaited (DQ_OPT_COMMAND_TIMEOUT_MS;
- * replies come in order, so "no reply for T ms while some are pending" is
- * exactly "the oldest pending command is T ms late").  The client has one
- * link for operations; each consumer's watch (the wake-up subscription) has
- * its own.
+ * Shape.  The routes hold the links to what the URI names: the one node,
+ * the primary that Sentinels name, or one link per node of a Redis Cluster;
+ * each consumer's watch (its wake-up subscription) has a link of its own.
  *
- * An operation (aop) is an engine op (op.h: checked, chunked, its commands
+ * An operation (aop) is an engine op (op.h: checked, chunked, its calls
  * sealed into owned RESP bytes, so the caller's buffers may change once we
- * return) plus its callback.  It waits in `waiting` until the link is up,
- * then sits in `inflight` until every reply came back; the engine decides
- * what each reply means (a NOSCRIPT'd call goes out again as EVAL, a push
- * may still send its WAIT).
+ * return) plus its callback.  Each call goes to the link of the node that
+ * owns its slot (the one link of a single node), the calls to one node
+ * pipelined; a call whose link is not up yet waits for it.  The op sits in
+ * `inflight` while replies are out, in `waiting` while none are and calls
+ * wait (for a link, the slot map, the primary, or the pause before a
+ * retry), bounded by the command timeout.  The engine decides what each
+ * reply means: done, again as EVAL (NOSCRIPT), again elsewhere (MOVED;
+ * ASK, after an ASKING), again after a pause (TRYAGAIN, CLUSTERDOWN,
+ * READONLY...: 1 ms doubling to 100 ms); once every reply is in, maybe
+ * more calls (dq__op_next), then a push's WAIT.
+ *
+ * A reply names its call by its tag: the call's index (with ASK_TAG: the
+ * +OK of the ASKING sent before it; ncmds: the WAIT), and each call
+ * records the link it went on.  So a link that fails takes exactly its own
+ * calls with it: their ops fail with the link's error (a lost call may or
+ * may not have run), each once its replies on other links are in, while
+ * calls that were still waiting keep waiting for the route to come back.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,35 +35,12 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "alinks.h"
 #include "async_int.h"
 #include "aconn.h"
 #include "op.h"
+#include "route.h"
 #include "uri.h"
-
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 2000
-
-/* ---- Links ------------------------------------------------------------- */
-
-enum { L_WAIT = 0, L_CONNECTING, L_UP, L_CLOSED };
-
-typedef struct link link;
-struct link {
-    dq_async *a;                 /* client (base, URI, options) */
-    dq__aconn *conn;              /* NULL unless connecting or up */
-    int state;                   /* L_* */
-    int64_t backoff_ms;          /* delay before the next attempt */
-    struct event *retry_ev;      /* next connection attempt */
-    struct event *tick_ev;       /* connect / reply timeout */
-    int64_t connect_deadline_us; /* monotonic */
-    int64_t last_us;             /* last reply, or first send while idle */
-    size_t pending;              /* commands awaiting replies */
-    void *owner;                 /* client or watch */
-    void (*up)(link *l);         /* connection ready */
-    /* connection lost (was_up) or attempt failed; always the last thing
-     * link code does, so the owner may free everything from inside */
-    void (*down)(link *l, int code, const char *msg, int was_up);
-};
 
 /* ---- Operations -------------------------------------------------------- */
 
@@ -63,6 +49,24 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 /* Callback shapes (which one an op has follows from op.kind). */
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
        CB_STATS };
+
+/* What a call of an op is at (cst[]): to send, to send to op->ask after an
+ * ASKING, sent, done; with flags for a call sent behind an ASKING and for
+ * that ASKING's +OK still awaited. */
+enum { C_TODO = 0, C_ASK = 1, C_FLIGHT = 2, C_DONE = 3 };
+#define C_STATE 0x03
+#define C_ASKED 0x04
+#define C_OKWAIT 0x08
+/* Tag of an ASKING's reply: the call's index with this bit.  The WAIT
+ * sent on the k-th connection an op wrote through has tag ncmds + k. */
+#define ASK_TAG ((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+/* A connection an op wrote through: its WAIT goes there. */
+typedef struct used {
+    dq__alink *l;      /* the link */
+    dq__aconn *conn;   /* its connection then (a new one saw no writes) */
+    int wait_out;      /* the WAIT's reply is awaited */
+} used;
 
 typedef struct aop aop;
 struct aop {
@@ -85,10 +89,27 @@ struct aop {
     int has_cb;           /* cb set and not forgotten */
     void *ud;             /* caller's userdata */
     int us;               /* poll: next_due in microseconds */
-    int64_t deadline_us;  /* waiting: when it gives up (0 = never) */
-    size_t next_cmd;      /* next call of op.cmds to send */
+    int64_t deadline_us;  /* waiting gives up then (0 = never) */
+    int64_t retry_end_us; /* retries give up then */
+    int64_t retry_at_us;  /* no call goes out before (0 = no pause) */
+    int64_t pause_us;     /* the last pause before a retry */
     size_t bytes_out;     /* bytes of calls sent and not answered yet */
-    size_t outstanding;   /* replies awaited */
+    size_t outstanding;   /* replies awaited, on every link */
+    size_t ntodo;         /* calls to send (C_TODO, C_ASK) */
+    size_t first_todo;    /* no call before it is to send */
+    size_t ncap;          /* room in cst / clink */
+    unsigned char *cst;   /* per call: C_* and flags */
+    dq__alink **clink;    /* per call: the link it went on */
+    unsigned char cst1;   /* room for one call */
+    dq__alink *clink1;
+    used *usedv;          /* the connections its calls ran on */
+    int nused, capused;
+    used used1;           /* room for one */
+    size_t wait_out;      /* WAIT replies awaited */
+    int aborted;          /* failed by the client: nothing more is sent */
+    int lost;             /* a link took calls of it */
+    int redirects;        /* MOVED / ASK replies so far */
+    dq__redirect ask;     /* where C_ASK calls go */
     dq__op op;             /* the operation (engine) */
 };
 
@@ -107,10 +128,11 @@ struct dq_async {
     dq__uri uri;              /* where to connect */
     struct event_base *base; /* caller's loop */
     dq__err err;              /* last failed call / running callback */
-    link main;               /* the operations' connection */
-    oplist waiting;          /* not sent yet (link down) */
-    oplist inflight;         /* sent, replies outstanding */
-    struct event *wait_ev;   /* expiry of the oldest waiting op */
+    dq__routes *routes;       /* the links to the node(s) */
+    oplist waiting;          /* nothing out: calls wait for a route */
+    oplist inflight;         /* replies outstanding */
+    struct event *wait_ev;   /* next deadline or retry of a waiting op */
+    int64_t wait_armed_us;   /* when wait_ev fires (if pending) */
     dq_state_cb *state_cb;   /* state changes */
     void *state_ud;          /* its userdata */
     void *owner;             /* tag for new ops (dq__async_set_owner) */
@@ -121,15 +143,33 @@ struct dq_async {
     size_t ngraves, graves_cap;
     char where[300];         /* server address for messages */
     int open_rc;             /* error of dq_async_open, 0 if it worked */
-    struct evdns_base *dns;  /* resolver of the URI's host name, or NULL */
+    struct evdns_base *dns;  /* resolver of host names, or NULL */
+    dq__watch *watches;      /* open watches (list) */
 };
 
-static void link_start(link *l, int64_t delay_ms);
+/* ---- Watch: the wake-up subscription of a consumer ---- */
+
+struct dq__watch {
+    dq__watch *next, *prev; /* in the client's list */
+    dq_async *a;            /* client */
+    dq__alink l;            /* its own connection */
+    char *channel;          /* channel subscribed to */
+    int slot;               /* its hash slot */
+    int sharded;            /* SSUBSCRIBE (a cluster) */
+    dq__watch_fn *fn;        /* consumer's callback */
+    void *ud;               /* its userdata */
+    int subscribed;         /* confirmation received on this connection */
+    char host[256];         /* routed: the node it connects to */
+    int port;
+    dq__uri uri;             /* ... and its URI (host: the above) */
+};
 
 /* ---- Depth and deferred frees ---- */
 
-/* The last of dq_async_free, at depth 0: frees the resolver and the client. */
+/* The last of dq_async_free, at depth 0: frees the routes, the resolver
+ * and the client. */
 static void real_free(dq_async *a) {
+    dq__routes_free(a->routes);
     if (a->dns != NULL)
         evdns_base_free(a->dns, 1); /* links are closed: nothing waits */
     free(a->graves);
@@ -203,168 +243,23 @@ void dq__async_disown(dq_async *a, dq__child *ch) {
     ch->prev = ch->next = NULL;
 }
 
-/* ---- Link mechanics ---- */
-
-/* us microseconds as a timeval (negative: 0). */
-static struct timeval tv_us(int64_t us) {
-    struct timeval tv;
-    if (us < 0)
-        us = 0;
-    tv.tv_sec = (time_t)(us / 1000000);
-    tv.tv_usec = (suseconds_t)(us % 1000000);
-    return tv;
+struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u) {
+    if (u == NULL || u->kind != DQ_URI_TCP || dq__numeric_host(u->host))
+        return a->dns;
+    /* A host name is resolved by libevent's evdns (hosts file, then the
+     * system's name servers) instead of a blocking getaddrinfo inside the
+     * loop; DISABLE_WHEN_INACTIVE keeps an idle resolver from holding the
+     * loop open. */
+    if (a->dns == NULL)
+        a->dns = evdns_base_new(a->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                             EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    return a->dns;
 }
 
-static void link_arm(struct event *ev, int64_t us) {
-    struct timeval tv = tv_us(us);
-    evtimer_add(ev, &tv);
+void dq__async_state(dq_async *a, int state, int code, const char *msg) {
+    if (a->state_cb != NULL)
+        a->state_cb(a, state, code, msg, a->state_ud);
 }
-
-static int64_t cmd_timeout_us(const link *l) {
-    return l->a->core.opts.command_timeout_ms * 1000;
-}
-
-/* Drops the connection (if any), schedules the next attempt and tells the
- * owner - as the very last step. */
-static void link_fail(link *l, int code, const char *msg) {
-    int was_up = l->state == L_UP;
-    dq__aconn_close(l->conn);
-    l->conn = NULL;
-    l->pending = 0;
-    evtimer_del(l->tick_ev);
-    l->state = L_WAIT;
-    link_arm(l->retry_ev, l->backoff_ms * 1000);
-    l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                       : l->backoff_ms * 2;
-    l->down(l, code, msg, was_up);
-}
-
-/* The connection's state: ready means up (backoff reset, owner told);
- * anything else fails the link. */
-static void link_on_state(void *priv, int code, const char *msg) {
-    link *l = priv;
-    dq_async *a = l->a;
-    dq__async_enter(a);
-    if (code == DQ_OK) {
-        l->state = L_UP;
-        l->backoff_ms = BACKOFF_MIN_MS;
-        l->pending = 0;
-        evtimer_del(l->tick_ev);
-        l->up(l);
-    } else {
-        link_fail(l, code, msg);
-    }
-    dq__async_leave(a);
-}
-
-/* The retry timer: opens a new connection, bounded by the connect timeout. */
-static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    link *l = arg;
-    dq_async *a = l->a;
-    dq__async_enter(a);
-    dq__conn_cfg cfg = {&a->uri, &a->core.opts, a->dns};
-    dq__err e;
-    int rc = dq__aconn_open(&cfg, a->base, link_on_state, l, &l->conn, &e);
-    if (rc != DQ_OK) {
-        link_fail(l, rc, e.msg);
-    } else {
-        l->state = L_CONNECTING;
-        int64_t ct = a->core.opts.connect_timeout_ms * 1000;
-        if (ct > 0) {
-            l->connect_deadline_us = dq__mono_us() + ct;
-            link_arm(l->tick_ev, ct);
-        }
-    }
-    dq__async_leave(a);
-}
-
-/* The link's one timer: fails a connection not ready by its deadline, or one
- * whose replies are later than the command timeout; else re-arms. */
-static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    link *l = arg;
-    dq_async *a = l->a;
-    char msg[400];
-    dq__async_enter(a);
-    int64_t now = dq__mono_us();
-    if (l->state == L_CONNECTING) {
-        if (now >= l->connect_deadline_us) {
-            snprintf(msg, sizeof(msg),
-                     "connect to %s: not ready within %" PRId64
-                     " ms (DQ_OPT_CONNECT_TIMEOUT_MS)",
-                     a->where, a->core.opts.connect_timeout_ms);
-            link_fail(l, DQ_ETIMEDOUT, msg);
-        } else {
-            link_arm(l->tick_ev, l->connect_deadline_us - now);
-        }
-    } else if (l->state == L_UP && l->pending > 0 && cmd_timeout_us(l) > 0) {
-        int64_t due = l->last_us + cmd_timeout_us(l);
-        if (now >= due) {
-            snprintf(msg, sizeof(msg),
-                     "%s did not answer within %" PRId64
-                     " ms (DQ_OPT_COMMAND_TIMEOUT_MS): connection dropped",
-                     a->where, a->core.opts.command_timeout_ms);
-            link_fail(l, DQ_ETIMEDOUT, msg);
-        } else {
-            link_arm(l->tick_ev, due - now);
-        }
-    }
-    dq__async_leave(a);
-}
-
-/* Sets l up for owner (not started yet): its callbacks and its two timers. */
-static int link_init(link *l, dq_async *a, void *owner, void (*up)(link *),
-                     void (*down)(link *, int, const char *, int)) {
-    memset(l, 0, sizeof(*l));
-    l->a = a;
-    l->owner = owner;
-    l->up = up;
-    l->down = down;
-    l->backoff_ms = BACKOFF_MIN_MS;
-    l->retry_ev = evtimer_new(a->base, link_on_retry, l);
-    l->tick_ev = evtimer_new(a->base, link_on_tick, l);
-    if (l->retry_ev == NULL || l->tick_ev == NULL)
-        return DQ_ENOMEM;
-    return DQ_OK;
-}
-
-/* First attempt, from the loop (so open never calls back). */
-static void link_start(link *l, int64_t delay_ms) {
-    l->state = L_WAIT;
-    link_arm(l->retry_ev, delay_ms * 1000);
-}
-
-/* Makes the link inert: no callback of it runs after this. */
-static void link_close(link *l) {
-    dq__aconn_close(l->conn);
-    l->conn = NULL;
-    if (l->retry_ev != NULL)
-        event_free(l->retry_ev);
-    if (l->tick_ev != NULL)
-        event_free(l->tick_ev);
-    l->retry_ev = l->tick_ev = NULL;
-    l->state = L_CLOSED;
-}
-
-/* One more command awaits its reply. */
-static void link_sent(link *l) {
-    if (l->pending++ == 0) {
-        l->last_us = dq__mono_us();
-        if (cmd_timeout_us(l) > 0)
-            link_arm(l->tick_ev, cmd_timeout_us(l));
-    }
-}
-
-static void link_replied(link *l) {
-    if (l->pending > 0)
-        l->pending--;
-    l->last_us = dq__mono_us();
-}
-
-/* ---- Operation lists ---- */
 
 /* Appends op to L, which is the list `where` names. */
 static void list_push(oplist *L, aop *op, int where) {
@@ -400,6 +295,12 @@ static void list_unlink(dq_async *a, aop *op) {
 }
 
 static void op_free(aop *op) {
+    if (op->cst != &op->cst1)
+        free(op->cst);
+    if (op->clink != &op->clink1)
+        free(op->clink);
+    if (op->usedv != &op->used1)
+        free(op->usedv);
     dq__op_clear(&op->op);
     free(op);
 }
@@ -467,131 +368,389 @@ static void op_finish_code(dq_async *a, aop *op, int code, const char *msg) {
     op_finish(a, op);
 }
 
-/* ---- Sending and replies ---- */
+/* ---- Calls: where they go, their replies ---- */
 
 static void on_reply(void *priv, size_t tag, const dq__reply *r);
 
-/* Sends command tag of op (its engine-made RESP bytes; tag == ncmds: the
- * WAIT). */
-static int op_send_one(dq_async *a, aop *op, size_t tag, const char *resp,
-                       size_t len) {
-    dq__err e;
-    int rc = dq__aconn_send_raw(a->main.conn, resp, len, on_reply, op, tag,
-                                &e);
-    if (rc != DQ_OK) {
-        dq__op_fail(&op->op, rc, &e);
-        return rc;
+/* Readies the per-call state for op's current calls (all to send).
+ * DQ_OK or DQ_ENOMEM. */
+static int calls_init(aop *op) {
+    size_t n = op->op.ncmds;
+    if (n > op->ncap) {
+        unsigned char *cst = malloc(n);
+        dq__alink **clink = malloc(n * sizeof(*clink));
+        if (cst == NULL || clink == NULL) {
+            free(cst);
+            free(clink);
+            return DQ_ENOMEM;
+        }
+        if (op->cst != &op->cst1)
+            free(op->cst);
+        if (op->clink != &op->clink1)
+            free(op->clink);
+        op->cst = cst;
+        op->clink = clink;
+        op->ncap = n;
+    } else if (op->cst == NULL) {
+        op->cst = &op->cst1;
+        op->clink = &op->clink1;
+        op->ncap = 1;
     }
-    link_sent(&a->main);
-    op->outstanding++;
+    if (n > 0) {
+        memset(op->cst, C_TODO, n);
+        memset(op->clink, 0, n * sizeof(*op->clink));
+    }
+    op->ntodo = n;
+    op->first_todo = 0;
     return DQ_OK;
 }
 
-/* Sends op's next calls while at most DQ_CHUNK_BYTES of them await their
- * replies (at least one): a batch of big payloads then never sits whole in
- * hiredis's output buffer, which a non-blocking link drains with a memmove
- * of the rest after every partial write (quadratic in its size).  Returns
- * the number sent; on a send failure op has the error. */
-static size_t op_send_more(dq_async *a, aop *op) {
-    size_t sent = 0;
-    /* Like the sync client's pipeline, later calls go out even after one
-     * failed in Redis: each call stands on its own. */
-    while (op->next_cmd < op->op.ncmds) {
-        dq__cmd *c = &op->op.cmds[op->next_cmd];
-        if (op->bytes_out > 0 && op->bytes_out + c->resp_len > DQ_CHUNK_BYTES)
-            break;
-        if (op_send_one(a, op, op->next_cmd, c->resp, c->resp_len) != DQ_OK)
-            break;
-        op->bytes_out += c->resp_len;
-        op->next_cmd++;
-        sent++;
+/* Call i is to be sent again (st: C_TODO or C_ASK). */
+static void call_again(aop *op, size_t i, unsigned char st) {
+    op->cst[i] = st;
+    op->ntodo++;
+    if (i < op->first_todo)
+        op->first_todo = i;
+}
+
+/* Fails op with e (first error wins) and sends nothing more of it: the
+ * calls still to send are dropped; it ends once its replies are in. */
+static void op_abort(aop *op, const dq__err *e) {
+    dq__op_fail(&op->op, e->code, e);
+    for (size_t i = 0; op->ntodo > 0 && i < op->op.ncmds; i++) {
+        int st = op->cst[i] & C_STATE;
+        if (st == C_TODO || st == C_ASK) {
+            op->cst[i] = (unsigned char)((op->cst[i] & ~C_STATE) | C_DONE);
+            op->ntodo--;
+        }
     }
-    return sent;
+    op->ntodo = 0;
+    op->retry_at_us = 0;
+    op->aborted = 1;
 }
 
-/* Starts sending op on the main link.  Returns the number of calls sent;
- * 0 means a send failed and op has the error. */
-static size_t op_send(dq_async *a, aop *op) {
-    size_t sent = op_send_more(a, op);
-    if (sent > 0)
-        list_push(&a->inflight, op, IN_FLIGHT);
-    return sent;
-}
-
-/* Arms the wait timer for the oldest waiting op's deadline, or stops it. */
-static void arm_wait(dq_async *a) {
-    if (a->waiting.head == NULL || a->waiting.head->deadline_us == 0) {
-        evtimer_del(a->wait_ev);
+/* A node said "not now" (op->op.retry_why): the calls to send wait 1 ms,
+ * doubling to 100 ms, until the command timeout (then op fails). */
+static void op_retry_later(dq_async *a, aop *op) {
+    int64_t now = dq__mono_us();
+    op->pause_us = op->pause_us == 0       ? 1000
+                   : op->pause_us >= 50000 ? 100000
+                                           : op->pause_us * 2;
+    if (now + op->pause_us > op->retry_end_us) {
+        dq__err e;
+        int64_t t = a->core.opts.command_timeout_ms;
+        dq__err_set(&e, DQ_ETIMEDOUT, "%s: still '%s' after %" PRId64
+                                     " ms (not run)",
+                   op->op.what, op->op.retry_why, t > 0 ? t : 5000);
+        op_abort(op, &e);
         return;
     }
-    link_arm(a->wait_ev, a->waiting.head->deadline_us - dq__mono_us());
+    op->retry_at_us = now + op->pause_us;
 }
 
-/* Queues a built op: sent now when the link is up, else waits.  Returns
- * DQ_OK (the callback will come) or an error (op freed, no callback). */
-static int op_submit(dq_async *a, aop *op) {
-    if (a->main.state == L_UP) {
-        if (op_send(a, op) == 0) {
-            int rc = op->op.status;
-            a->err = op->op.err;
-            op_free(op);
-            return rc;
-        }
-        return DQ_OK;
+/* Sends call i of op on l (after an ASKING when ask).  DQ_OK, or the op
+ * is aborted with the error. */
+static int call_send(aop *op, size_t i, dq__alink *l, int ask) {
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+    dq__cmd *c = &op->op.cmds[i];
+    dq__err e;
+    int rc = DQ_OK;
+    if (ask && (rc = dq__alink_send(l, asking, sizeof(asking) - 1, on_reply,
+                                    op, i | ASK_TAG, &e)) == DQ_OK) {
+        op->cst[i] = C_DONE | C_OKWAIT; /* until the call is sent too */
+        op->clink[i] = l;
+        op->outstanding++;
     }
-    int64_t t = a->core.opts.command_timeout_ms * 1000;
-    op->deadline_us = t > 0 ? dq__mono_us() + t : 0;
-    list_push(&a->waiting, op, IN_WAITING);
-    if (a->waiting.head == op)
-        arm_wait(a);
+    if (rc == DQ_OK)
+        rc = dq__alink_send(l, c->resp, c->resp_len, on_reply, op, i, &e);
+    if (rc != DQ_OK) {
+        if (!(op->cst[i] & C_OKWAIT))
+            op->cst[i] = C_DONE;
+        op->ntodo--;
+        op_abort(op, &e);
+        return rc;
+    }
+    op->cst[i] = (unsigned char)(C_FLIGHT | (ask ? C_ASKED | C_OKWAIT : 0));
+    op->clink[i] = l;
+    op->ntodo--;
+    op->outstanding++;
+    op->bytes_out += c->resp_len;
     return DQ_OK;
 }
 
-/* A reply for op: the engine decodes it; a NOSCRIPT'd call goes out again
- * as EVAL, and after the last reply a push may still send its WAIT. */
+/* Sends the calls of op that can go now: each to the up link of the node
+ * that owns its slot (an ASK'd one to the ASK's target, after an ASKING),
+ * while at most DQ_CHUNK_BYTES of them await their replies (at least one):
+ * a batch of big payloads then never sits whole in hiredis's output
+ * buffer, which a non-blocking link drains with a memmove of the rest
+ * after every partial write (quadratic in its size).  Like the sync
+ * client's pipeline, later calls go out even after one failed in Redis:
+ * each call stands on its own.  A call whose link is not up waits (its
+ * link is being opened); one for an ASK target that is not up is retried
+ * after a pause, at the slot's owner. */
+static void op_pump(dq_async *a, aop *op) {
+    if (op->ntodo == 0 || op->retry_at_us > dq__mono_us())
+        return;
+    op->retry_at_us = 0;
+    while (op->first_todo < op->op.ncmds &&
+           (op->cst[op->first_todo] & C_STATE) != C_TODO &&
+           (op->cst[op->first_todo] & C_STATE) != C_ASK)
+        op->first_todo++;
+    for (size_t i = op->first_todo; i < op->op.ncmds && op->ntodo > 0; i++) {
+        int st = op->cst[i] & C_STATE;
+        if (st != C_TODO && st != C_ASK)
+            continue;
+        dq__cmd *c = &op->op.cmds[i];
+        if (op->bytes_out > 0 && op->bytes_out + c->resp_len > DQ_CHUNK_BYTES)
+            break;
+        dq__alink *l = st == C_ASK
+                           ? dq__routes_at(a->routes, op->ask.host,
+                                           op->ask.port)
+                           : dq__routes_get(a->routes, c->slot);
+        if (l == NULL && st == C_ASK) {
+            op->cst[i] = (unsigned char)((op->cst[i] & ~C_STATE) | C_TODO);
+            snprintf(op->op.retry_why, sizeof(op->op.retry_why),
+                     "ASK %d %.80s:%d (not connected yet)", op->ask.slot,
+                     op->ask.host, op->ask.port);
+            op_retry_later(a, op);
+            break;
+        }
+        if (l == NULL)
+            continue;
+        if (call_send(op, i, l, st == C_ASK) != DQ_OK)
+            break;
+    }
+}
+
+/* Files op in list `where` (IN_WAITING: the wait timer covers it). */
+static void op_file(dq_async *a, aop *op, int where) {
+    if (op->where != where) {
+        list_unlink(a, op);
+        list_push(where == IN_WAITING ? &a->waiting : &a->inflight, op,
+                  where);
+    }
+    if (where != IN_WAITING)
+        return;
+    int64_t t = op->deadline_us;
+    if (op->retry_at_us != 0 && (t == 0 || op->retry_at_us < t))
+        t = op->retry_at_us;
+    if (t != 0 && (!evtimer_pending(a->wait_ev, NULL) || t < a->wait_armed_us)) {
+        struct timeval tv;
+        int64_t us = t - dq__mono_us();
+        if (us < 0)
+            us = 0;
+        tv.tv_sec = (time_t)(us / 1000000);
+        tv.tv_usec = (suseconds_t)(us % 1000000);
+        evtimer_add(a->wait_ev, &tv);
+        a->wait_armed_us = t;
+    }
+}
+
+/* Arms the wait timer for the earliest deadline or retry of the waiting
+ * ops, or stops it. */
+static void arm_wait(dq_async *a) {
+    evtimer_del(a->wait_ev);
+    for (aop *op = a->waiting.head; op != NULL; op = op->next)
+        op_file(a, op, IN_WAITING);
+}
+
+/* Moves op on: sends what can go, files it where it belongs, or - every
+ * reply in - starts its next calls (dq__op_next), its WAIT, or ends it. */
+static void op_advance(dq_async *a, aop *op) {
+    for (;;) {
+        op_pump(a, op);
+        if (op->outstanding > 0) {
+            op_file(a, op, IN_FLIGHT);
+            return;
+        }
+        if (op->ntodo > 0) {
+            op_file(a, op, IN_WAITING);
+            return;
+        }
+        if (!op->aborted && dq__op_next(&op->op)) {
+            if (calls_init(op) != DQ_OK) {
+                dq__err e;
+                dq__err_set(&e, DQ_ENOMEM, "%s: out of memory", op->op.what);
+                dq__op_fail(&op->op, DQ_ENOMEM, &e);
+                break;
+            }
+            continue;
+        }
+        const char *wait;
+        size_t wlen;
+        if (!op->aborted && dq__op_wait_cmd(&op->op, &wait, &wlen)) {
+            /* On every connection the writes went through (a partitioned
+             * push may write to several primaries): WAIT counts those. */
+            for (int k = 0; k < op->nused; k++) {
+                used *u = &op->usedv[k];
+                dq__err e;
+                if (u->l->state != DQ_AL_UP || u->l->conn != u->conn)
+                    continue; /* replaced after a failure: nothing to wait on */
+                int rc = dq__alink_send(u->l, wait, wlen, on_reply, op,
+                                        op->op.ncmds + (size_t)k, &e);
+                if (rc != DQ_OK) {
+                    dq__op_fail(&op->op, rc, &e);
+                    break;
+                }
+                u->wait_out = 1;
+                op->wait_out++;
+                op->outstanding++;
+            }
+            if (op->outstanding > 0) {
+                op_file(a, op, IN_FLIGHT);
+                return;
+            }
+        }
+        break;
+    }
+    op_finish(a, op);
+}
+
+/* Queues a built op: what can go is sent now, the rest waits (op_file).
+ * Returns DQ_OK (the callback will come) or an error (nothing was sent,
+ * op freed, no callback). */
+static int op_submit(dq_async *a, aop *op) {
+    int64_t now = dq__mono_us(), t = a->core.opts.command_timeout_ms * 1000;
+    op->deadline_us = t > 0 ? now + t : 0;
+    op->retry_end_us = now + (t > 0 ? t : 5000000);
+    op->op.routed = dq__routes_routed(a->routes);
+    if (calls_init(op) != DQ_OK) {
+        int rc = dq__err_set(&a->err, DQ_ENOMEM, "%s: out of memory",
+                            op->op.what);
+        op_free(op);
+        return rc;
+    }
+    op_pump(a, op);
+    if (op->outstanding == 0 && op->op.failed) {
+        /* The first send failed: the call fails, without callback. */
+        int rc = op->op.status;
+        a->err = op->op.err;
+        op_free(op);
+        return rc;
+    }
+    if (op->outstanding == 0 && op->ntodo == 0)
+        op->retry_at_us = now; /* no call yet: moves on from the loop */
+    op_file(a, op, op->outstanding > 0 ? IN_FLIGHT : IN_WAITING);
+    return DQ_OK;
+}
+
+/* Adds l (its connection now) to those op wrote through. */
+static void note_used(aop *op, dq__alink *l) {
+    for (int k = 0; k < op->nused; k++)
+        if (op->usedv[k].l == l && op->usedv[k].conn == l->conn)
+            return;
+    if (op->usedv == NULL) {
+        op->usedv = &op->used1;
+        op->capused = 1;
+    } else if (op->nused == op->capused) {
+        int cap = op->capused * 2;
+        used *v = malloc(sizeof(*v) * (size_t)cap);
+        if (v == NULL)
+            return; /* out of memory: that WAIT is not sent */
+        memcpy(v, op->usedv, sizeof(*v) * (size_t)op->nused);
+        if (op->usedv != &op->used1)
+            free(op->usedv);
+        op->usedv = v;
+        op->capused = cap;
+    }
+    op->usedv[op->nused].l = l;
+    op->usedv[op->nused].conn = l->conn;
+    op->usedv[op->nused].wait_out = 0;
+    op->nused++;
+}
+
+/* What the engine made of call i's reply (act), which came on l. */
+static void call_took(dq_async *a, aop *op, size_t i, dq__alink *l, int act,
+                      int asked) {
+    dq__op *o = &op->op;
+    if (op->aborted || act == DQ_FEED_OK) {
+        op->cst[i] = C_DONE;
+        if (act == DQ_FEED_OK)
+            note_used(op, l);
+        return;
+    }
+    op->cst[i] = C_DONE;
+    if (act == DQ_FEED_REDIRECT && ++op->redirects > 64 + (int)o->ncmds) {
+        dq__err e;
+        dq__err_set(&e, DQ_EREDIS, "%s: redirected more than 64 times",
+                   o->what);
+        op_abort(op, &e);
+        return;
+    }
+    if (act == DQ_FEED_REDIRECT && o->redir.ask && !asked) {
+        op->ask = o->redir;
+        call_again(op, i, C_ASK);
+        return;
+    }
+    call_again(op, i, C_TODO);
+    if (act == DQ_FEED_REDIRECT) {
+        dq__routes_moved(a->routes, o->redir.slot, o->redir.host,
+                         o->redir.port);
+    } else if (act == DQ_FEED_RETRY) {
+        if (strncmp(o->retry_why, "TRYAGAIN", 8) != 0)
+            dq__routes_stale(a->routes); /* a failover: ask again */
+        op_retry_later(a, op);
+    }
+}
+
+/* A reply for op: the engine decides what it means (call_took); then op
+ * moves on. */
 static void on_reply(void *priv, size_t tag, const dq__reply *r) {
     aop *op = priv;
     dq_async *a = op->a;
     dq__async_enter(a);
-    link_replied(&a->main);
-    op->outstanding--;
-    if (tag < op->op.ncmds)
+    if (tag & ASK_TAG) {
+        /* The ASKING's +OK: the call's own reply tells how it went. */
+        size_t i = tag & ~ASK_TAG;
+        dq__alink_replied(op->clink[i]);
+        op->outstanding--;
+        op->cst[i] &= (unsigned char)~C_OKWAIT;
+        if (op->outstanding == 0)
+            op_advance(a, op);
+    } else if (tag >= op->op.ncmds) {
+        used *u = &op->usedv[tag - op->op.ncmds];
+        dq__alink_replied(u->l);
+        u->wait_out = 0;
+        op->wait_out--;
+        op->outstanding--;
+        dq__op_feed(&op->op, op->op.ncmds, r);
+        op_advance(a, op);
+    } else {
+        dq__alink *l = op->clink[tag];
+        int asked = (op->cst[tag] & C_ASKED) != 0;
+        dq__alink_replied(l);
+        op->outstanding--;
         op->bytes_out -= op->op.cmds[tag].resp_len;
-    int act = dq__op_feed(&op->op, tag, r);
-    if (act == DQ_FEED_RESEND) {
-        dq__cmd *c = &op->op.cmds[tag];
-        if (op_send_one(a, op, tag, c->resp, c->resp_len) == DQ_OK)
-            op->bytes_out += c->resp_len;
+        call_took(a, op, tag, l, dq__op_feed(&op->op, tag, r), asked);
+        op_advance(a, op);
     }
-    op_send_more(a, op);
-    const char *wait;
-    size_t wlen;
-    if (op->outstanding == 0 && dq__op_wait_cmd(&op->op, &wait, &wlen))
-        op_send_one(a, op, op->op.ncmds, wait, wlen);
-    if (op->outstanding == 0)
-        op_finish(a, op);
     dq__async_leave(a);
 }
 
-/* ---- The main link's owner: the client ---- */
+/* ---- What the routes report ---- */
 
-/* The main link is up: sends the waiting ops, then reports DQ_CONNECTED. */
-static void main_up(link *l) {
-    dq_async *a = l->owner;
+static void watch_follow(dq__watch *w);
+
+void dq__async_routes_changed(dq_async *a) {
+    /* In flight with calls that waited: those may go (no callback runs:
+     * replies are out). */
+    for (aop *op = a->inflight.head; op != NULL; op = op->next)
+        if (op->ntodo > 0)
+            op_pump(a, op);
+    /* Waiting: each moves on once, in order (callbacks may add ops). */
     size_t n = a->waiting.count;
-    for (size_t i = 0; i < n && !a->freeing && a->main.state == L_UP; i++) {
+    for (size_t k = 0; k < n && !a->freeing; k++) {
         aop *op = a->waiting.head;
         if (op == NULL)
             break;
         list_unlink(a, op);
-        if (op_send(a, op) == 0)
-            op_finish(a, op);
+        op_advance(a, op);
     }
     if (a->freeing)
         return;
+    for (dq__watch *w = a->watches; w != NULL; w = w->next)
+        watch_follow(w); /* runs no user code */
     arm_wait(a);
-    if (a->state_cb != NULL && a->main.state == L_UP)
-        a->state_cb(a, DQ_CONNECTED, 0, "", a->state_ud);
 }
 
 /* Fails the first n ops of list L (later ones were added by callbacks). */
@@ -605,41 +764,111 @@ static void fail_ops(dq_async *a, oplist *L, size_t n, int code,
     }
 }
 
-/* The main link went down: reports it, fails the ops in flight and, when an
- * attempt failed, those that waited for it. */
-static void main_down(link *l, int code, const char *msg, int was_up) {
-    dq_async *a = l->owner;
-    size_t nfl = a->inflight.count;
-    size_t nwait = was_up ? 0 : a->waiting.count;
-    if (a->state_cb != NULL) {
-        a->state_cb(a, DQ_DISCONNECTED, code, msg, a->state_ud);
+void dq__async_link_down(dq_async *a, dq__alink *l, int code,
+                        const char *msg, int was_up, int report) {
+    int routed = dq__routes_routed(a->routes);
+    size_t nwait = routed || was_up ? 0 : a->waiting.count;
+    if (report) {
+        dq__async_state(a, DQ_DISCONNECTED, code, msg);
         if (a->freeing)
             return;
     }
-    /* In flight: lost with the connection (may or may not have run).
-     * Waiting: they waited for this attempt, which failed. */
-    fail_ops(a, &a->inflight, nfl, code, msg);
+    /* In flight on l: lost with the connection (may or may not have
+     * run).  Their ops fail, once their replies on other links are in. */
+    for (aop *op = a->inflight.head; op != NULL; op = op->next) {
+        size_t lost = 0;
+        for (size_t i = 0; i < op->op.ncmds; i++) {
+            unsigned char s = op->cst[i];
+            if (op->clink[i] != l ||
+                ((s & C_STATE) != C_FLIGHT && !(s & C_OKWAIT)))
+                continue;
+            if ((s & C_STATE) == C_FLIGHT) {
+                lost++;
+                op->bytes_out -= op->op.cmds[i].resp_len;
+            }
+            lost += (s & C_OKWAIT) != 0;
+            op->cst[i] = C_DONE;
+        }
+        for (int k = 0; k < op->nused; k++)
+            if (op->usedv[k].wait_out && op->usedv[k].l == l) {
+                op->usedv[k].wait_out = 0;
+                op->wait_out--;
+                lost++;
+            }
+        if (lost > 0) {
+            dq__err e;
+            dq__err_set(&e, code, "%s: %s", op->op.what, msg);
+            op->outstanding -= lost;
+            op->lost = 1;
+            op_abort(op, &e);
+        }
+    }
+    for (;;) {
+        aop *op = a->inflight.head;
+        while (op != NULL && !(op->lost && op->outstanding == 0))
+            op = op->next;
+        if (op == NULL)
+            break;
+        op_finish(a, op);
+        if (a->freeing)
+            return;
+    }
+    /* One node: the ops that waited for this attempt fail with it. */
     fail_ops(a, &a->waiting, nwait, code, msg);
     if (!a->freeing)
         arm_wait(a);
 }
 
-/* Fails the waiting ops whose deadline passed before the link came up. */
+/* Why waiting op gave up, into msg. */
+static void wait_msg(dq_async *a, aop *op, char *msg, size_t n) {
+    int64_t t = a->core.opts.command_timeout_ms;
+    if (!dq__routes_routed(a->routes)) {
+        snprintf(msg, n,
+                 "not connected to %s within %" PRId64
+                 " ms (DQ_OPT_COMMAND_TIMEOUT_MS)",
+                 a->where, t);
+        return;
+    }
+    if (op->op.retry_why[0] != '\0') {
+        snprintf(msg, n, "still '%s' after %" PRId64 " ms (not run)",
+                 op->op.retry_why, t);
+        return;
+    }
+    size_t i = op->first_todo < op->op.ncmds ? op->first_todo : 0;
+    char where[400];
+    dq__routes_where(a->routes, op->op.ncmds > 0 ? op->op.cmds[i].slot : 0,
+                     where, sizeof(where));
+    const char *why = dq__routes_why(a->routes);
+    snprintf(msg, n,
+             "not connected to %s within %" PRId64
+             " ms (DQ_OPT_COMMAND_TIMEOUT_MS)%s%s",
+             where, t, why[0] ? "; last failure: " : "", why);
+}
+
+/* The wait timer: fails the waiting ops whose deadline passed, moves on
+ * those whose pause before a retry is over. */
 static void on_wait_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     dq_async *a = arg;
-    char msg[400];
+    char msg[900];
     dq__async_enter(a);
     int64_t now = dq__mono_us();
-    aop *op;
-    snprintf(msg, sizeof(msg),
-             "not connected to %s within %" PRId64
-             " ms (DQ_OPT_COMMAND_TIMEOUT_MS)",
-             a->where, a->core.opts.command_timeout_ms);
-    while (!a->freeing && (op = a->waiting.head) != NULL &&
-           op->deadline_us != 0 && op->deadline_us <= now)
-        op_finish_code(a, op, DQ_ETIMEDOUT, msg);
+    size_t n = a->waiting.count;
+    for (size_t k = 0; k < n && !a->freeing; k++) {
+        aop *op = a->waiting.head;
+        if (op == NULL)
+            break;
+        list_unlink(a, op);
+        if (op->deadline_us != 0 && op->deadline_us <= now) {
+            wait_msg(a, op, msg, sizeof(msg));
+            op_finish_code(a, op, DQ_ETIMEDOUT, msg);
+        } else if (op->retry_at_us != 0 && op->retry_at_us <= now) {
+            op_advance(a, op);
+        } else {
+            list_push(&a->waiting, op, IN_WAITING);
+        }
+    }
     if (!a->freeing)
         arm_wait(a);
     dq__async_leave(a);
@@ -667,37 +896,39 @@ int dq_async_open(struct event_base *base, const char *uri,
     if (rc != DQ_OK)
         goto fail;
     a->core.db = a->uri.db;
+    /* In a cluster the scripts wake consumers over sharded pub/sub: a
+     * plain PUBLISH there goes to every node. */
+    a->core.sharded = a->uri.kind == DQ_URI_CLUSTER;
     if ((rc = dq__tls_check(&a->core.opts, &a->uri, &a->err)) != DQ_OK)
         goto fail;
-    /* A host name is resolved by libevent's evdns (hosts file, then the
-     * system's name servers) instead of a blocking getaddrinfo inside the
-     * loop; DISABLE_WHEN_INACTIVE keeps an idle resolver from holding the
-     * loop open. */
+    /* The URI's host name gets its resolver now (see dq__async_dns). */
     if (a->uri.kind == DQ_URI_TCP && !dq__numeric_host(a->uri.host) &&
-        (a->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                           EVDNS_BASE_DISABLE_WHEN_INACTIVE)) ==
-            NULL) {
+        dq__async_dns(a, &a->uri) == NULL) {
         rc = dq__err_set(&a->err, DQ_ENOMEM, "cannot start a resolver for %s",
                         a->uri.host);
         goto fail;
     }
     if (a->uri.kind == DQ_URI_UNIX)
         snprintf(a->where, sizeof(a->where), "unix:%s", a->uri.path);
+    else if (a->uri.kind == DQ_URI_SENTINEL)
+        snprintf(a->where, sizeof(a->where), "primary '%s'", a->uri.master);
     else
         snprintf(a->where, sizeof(a->where), "%s:%d", a->uri.host,
                  a->uri.port);
     a->wait_ev = evtimer_new(base, on_wait_timer, a);
-    if (a->wait_ev == NULL ||
-        link_init(&a->main, a, a, main_up, main_down) != DQ_OK) {
+    if (a->wait_ev == NULL) {
         rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
         goto fail;
     }
-    link_start(&a->main, 0);
+    if ((rc = dq__routes_new(a, &a->uri, &a->core.opts, a->where, &a->routes,
+                             &a->err)) != DQ_OK)
+        goto fail;
+    dq__routes_start(a->routes);
     return DQ_OK;
 fail:
     /* The client holds the message; calls on it return this code. */
     a->open_rc = rc;
-    a->main.state = L_CLOSED;
+    dq__routes_close(a->routes);
     return rc;
 }
 
@@ -711,7 +942,7 @@ void dq_async_free(dq_async *a) {
         dq__async_disown(a, ch);
         ch->release(ch);
     }
-    link_close(&a->main);
+    dq__routes_close(a->routes);
     if (a->wait_ev != NULL)
         event_free(a->wait_ev);
     a->wait_ev = NULL;
@@ -731,7 +962,8 @@ int dq_async_set_state_cb(dq_async *a, dq_state_cb *cb, void *userdata) {
 }
 
 int dq_async_connected(const dq_async *a) {
-    return a != NULL && a->main.state == L_UP;
+    return a != NULL && a->routes != NULL && a->open_rc == DQ_OK &&
+           !a->freeing && dq__routes_connected(a->routes);
 }
 
 const char *dq_async_errmsg(const dq_async *a) {
@@ -960,35 +1192,94 @@ int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
 
 /* ---- Watch: the wake-up subscription of a consumer ---- */
 
-struct dq__watch {
-    dq_async *a;      /* client */
-    link l;           /* its own connection */
-    char *channel;    /* channel subscribed to */
-    dq__watch_fn *fn;  /* consumer's callback */
-    void *ud;         /* its userdata */
-    int subscribed;   /* confirmation received on this connection */
-};
+/* Where the watch connects: the URI (one node), the node that owns its
+ * channel's slot (cluster) or the primary (Sentinel); 0 parks it until the
+ * routes know (dq__async_routes_changed kicks it then). */
+static int watch_target(dq__alink *l) {
+    dq__watch *w = l->owner;
+    dq_async *a = w->a;
+    char host[256];
+    int port = 0;
+    int rc = dq__routes_target(a->routes, w->slot, host, sizeof(host), &port);
+    if (rc == 0)
+        return 0;
+    if (rc == 2) {
+        l->uri = &a->uri;
+        return 1;
+    }
+    snprintf(w->host, sizeof(w->host), "%s", host);
+    w->port = port;
+    dq__uri_node(&a->uri, w->host, w->port, &w->uri);
+    l->uri = &w->uri;
+    snprintf(l->where, sizeof(l->where), "%s:%d", w->host, w->port);
+    return 1;
+}
 
-/* Subscription replies: the first confirmation on a connection reports
- * ready, a message a wake-up; any confirmation answers a health check. */
+/* After a change of the routes: a parked watch connects; one connected to
+ * a node that no longer owns its slot (or to a former primary) moves. */
+static void watch_follow(dq__watch *w) {
+    dq_async *a = w->a;
+    if (w->l.state == DQ_AL_IDLE) {
+        dq__alink_kick(&w->l);
+        return;
+    }
+    if (!dq__routes_routed(a->routes) ||
+        (w->l.state != DQ_AL_UP && w->l.state != DQ_AL_CONNECTING))
+        return;
+    char host[256], msg[600];
+    int port = 0;
+    if (dq__routes_target(a->routes, w->slot, host, sizeof(host), &port) != 1 ||
+        (port == w->port && strcmp(host, w->host) == 0))
+        return;
+    snprintf(msg, sizeof(msg), "wake-ups of %s moved to %s:%d", w->channel,
+             host, port);
+    dq__alink_fail(&w->l, DQ_EIO, msg);
+    if (w->l.state == DQ_AL_WAIT)
+        dq__alink_start(&w->l, 0);
+}
+
+/* Subscription replies: the first confirmation on a connection (of
+ * SSUBSCRIBE in a cluster) reports ready, a message a wake-up; any
+ * "subscribe" answers a health check.  A refused SSUBSCRIBE (MOVED...) or
+ * a "sunsubscribe" (the slot moved away) reconnects the watch where the
+ * refreshed map says. */
 static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
     (void)tag;
     dq__watch *w = priv;
     dq_async *a = w->a;
     int ev = 0;
     dq__async_enter(a);
+    if (dq__reply_type(r) == DQ_R_ERROR) {
+        dq__err e;
+        dq__reply_error(r, "SSUBSCRIBE", &e);
+        dq__routes_stale(a->routes);
+        dq__alink_fail(&w->l, e.code, e.msg);
+        dq__async_leave(a);
+        return;
+    }
     if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1) {
         size_t len;
         const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
-        if (len == 9 && memcmp(kind, "subscribe", 9) == 0) {
-            link_replied(&w->l);
-            if (!w->subscribed) {
+        if (kind == NULL)
+            len = 0;
+        if ((len == 9 && memcmp(kind, "subscribe", 9) == 0) ||
+            (len == 10 && memcmp(kind, "ssubscribe", 10) == 0)) {
+            dq__alink_replied(&w->l);
+            if (!w->subscribed && (len == 10 || !w->sharded)) {
                 w->subscribed = 1;
                 ev = DQ_WATCH_READY;
             }
-        } else if (len == 7 && memcmp(kind, "message", 7) == 0) {
+        } else if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
+                   (len == 8 && memcmp(kind, "smessage", 8) == 0)) {
             w->l.last_us = dq__mono_us();
             ev = DQ_WATCH_WAKE;
+        } else if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0) {
+            char msg[600];
+            snprintf(msg, sizeof(msg),
+                     "%s dropped the subscription to %s (its slot moved)",
+                     w->l.where, w->channel);
+            dq__routes_stale(a->routes);
+            dq__alink_fail(&w->l, DQ_EIO, msg);
         }
     }
     if (ev != 0)
@@ -997,24 +1288,34 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
 }
 
 /* The watch's link is up: subscribes (a failed send fails the link). */
-static void watch_up(link *l) {
+static void watch_up(dq__alink *l) {
     dq__watch *w = l->owner;
     dq__err e;
-    int rc = dq__aconn_subscribe(l->conn, w->channel, watch_on_sub, w, &e);
+    int rc;
+    if (w->sharded) {
+        rc = dq__aconn_ssubscribe(l->conn, w->channel, watch_on_sub, w, &e);
+        if (rc == DQ_OK)
+            dq__alink_sent(l); /* SSUBSCRIBE, then SUBSCRIBE */
+    } else {
+        rc = dq__aconn_subscribe(l->conn, w->channel, watch_on_sub, w, &e);
+    }
     if (rc != DQ_OK)
-        link_fail(l, rc, e.msg);
+        dq__alink_fail(l, rc, e.msg);
     else
-        link_sent(l);
+        dq__alink_sent(l);
 }
 
 /* The subscription went with the link: the next confirmation reports ready
- * again. */
-static void watch_down(link *l, int code, const char *msg, int was_up) {
+ * again.  A cluster node or a primary that failed may have failed over:
+ * the routes learn the topology again before the watch reconnects. */
+static void watch_down(dq__alink *l, int code, const char *msg, int was_up) {
     (void)code;
     (void)msg;
     (void)was_up;
     dq__watch *w = l->owner;
     w->subscribed = 0;
+    if (dq__routes_routed(w->a->routes))
+        dq__routes_stale(w->a->routes);
 }
 
 static void watch_free(void *p) {
@@ -1032,24 +1333,33 @@ int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
     w->a = a;
     w->fn = fn;
     w->ud = userdata;
+    w->sharded = a->core.sharded;
     if ((w->channel = strdup(channel)) == NULL ||
-        link_init(&w->l, a, w, watch_up, watch_down) != DQ_OK) {
-        link_close(&w->l);
+        dq__alink_init(&w->l, a, w, &a->uri, &a->core.opts, watch_up,
+                       watch_down) != DQ_OK) {
+        dq__alink_close(&w->l);
         watch_free(w);
         return DQ_ENOMEM;
     }
-    link_start(&w->l, 0);
+    w->slot = dq__key_slot(w->channel, strlen(w->channel));
+    w->l.target = watch_target;
+    snprintf(w->l.where, sizeof(w->l.where), "%s", a->where);
+    w->next = a->watches;
+    if (a->watches != NULL)
+        a->watches->prev = w;
+    a->watches = w;
+    dq__alink_start(&w->l, 0);
     *out = w;
     return DQ_OK;
 }
 
 void dq__watch_check(dq__watch *w) {
-    if (w == NULL || w->l.state != L_UP || w->l.pending > 0)
+    if (w == NULL || w->l.state != DQ_AL_UP || w->l.pending > 0)
         return;
     dq__err e;
     int rc = dq__aconn_subscribe(w->l.conn, w->channel, watch_on_sub, w, &e);
     if (rc == DQ_OK)
-        link_sent(&w->l);
+        dq__alink_sent(&w->l);
 }
 
 int dq__watch_ready(const dq__watch *w) { return w != NULL && w->subscribed; }
@@ -1057,6 +1367,13 @@ int dq__watch_ready(const dq__watch *w) { return w != NULL && w->subscribed; }
 void dq__watch_close(dq__watch *w) {
     if (w == NULL)
         return;
-    link_close(&w->l);
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else if (w->a->watches == w)
+        w->a->watches = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    w->next = w->prev = NULL;
+    dq__alink_close(&w->l);
     dq__async_bury(w->a, watch_free, w);
 }

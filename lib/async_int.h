@@ -26,6 +26,25 @@ void dq__async_bury(dq_async *a, void (*fn)(void *), void *p);
 
 struct event_base *dq__async_base(const dq_async *a);
 const dq_options *dq__async_opts(const dq_async *a);
+
+/* ---- For the links and routes (alinks.c) ---- */
+struct dq__alink;
+struct dq__uri;
+struct evdns_base;
+/* The resolver for a link to u: the client's, made on first use for a
+ * host name (NULL for an address or a unix socket). */
+struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u);
+/* Calls that waited for a link, the slot map or the primary may go now;
+ * subscribers follow their slot's owner.  May run user callbacks. */
+void dq__async_routes_changed(dq_async *a);
+/* Link l failed (was_up: it was ready): the calls in flight on it are lost
+ * and their ops fail with msg; with one node, a failed attempt also fails
+ * the ops that waited for it.  report: tell the state callback first
+ * (DQ_DISCONNECTED).  May run user callbacks. */
+void dq__async_link_down(dq_async *a, struct dq__alink *l, int code,
+                        const char *msg, int was_up, int report);
+/* Calls the state callback, if any. */
+void dq__async_state(dq_async *a, int state, int code, const char *msg);
 /* The wake channel of queue: its due key with "due" -> "wake". */
 void dq__async_wake_channel(dq_async *a, const char *queue, char *out,
                            size_t size);
@@ -59,7 +78,10 @@ typedef struct dq__watch dq__watch;
 typedef void dq__watch_fn(void *userdata, int event);
 int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
                   void *userdata, dq__watch **out);
-/* Liveness check (a repeated SUBSCRIBE); a silent server makes the watch
+/* In a cluster (sharded wake-ups) the watch subscribes with SSUBSCRIBE on
+ * the node that owns the channel's slot and moves with it (a "sunsubscribe"
+ * from the server, a failover); with Sentinel it follows the primary.
+ * Liveness check (a repeated SUBSCRIBE); a silent server makes the watch
  * drop and reconnect after the command timeout. */
 void dq__watch_check(dq__watch *w);
 /* 1 while subscribed. */
