@@ -1,0 +1,770 @@
+/*
+ * tests/async/test_async_cluster.c - the libevent client over a Redis
+ * Cluster and a Sentinel-named primary (tests/cluster_harness.h starts a
+ * private topology per test): operations on queues spread over every
+ * primary through one client, a big batch, a consumer woken through sharded
+ * pub/sub, a slot migrated under the client's feet (TRYAGAIN / ASK / MOVED,
+ * and the consumer's subscription moving with the slot), a primary killed
+ * with a push issued right after, and a Sentinel failover.  Every wait is
+ * bounded.  Prints "figures: async_cluster: ..." lines (redirects seen,
+ * failover times).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_harness.h"
+#include "test_async.h"
+
+static thc_cluster g_c;
+static thc_sentinel g_s;
+static char g_uri[1024];
+
+static void cl_setup(void) {
+    base_setup();
+    memset(&g_c, 0, sizeof(g_c));
+    memset(&g_s, 0, sizeof(g_s));
+}
+
+static void cl_teardown(void) {
+    thc_cluster_stop(&g_c);
+    thc_sentinel_stop(&g_s);
+    base_teardown();
+}
+
+static const tu_fixture cl_fixture = {cl_setup, cl_teardown};
+
+/* 3 primaries with one replica each; g_uri names them. */
+static void cluster_up(void) {
+    ck_assert_msg(thc_cluster_start(&g_c, 3, 1, NULL) == 0,
+                  "cluster did not start (see thc: messages)");
+    thc_cluster_uri(&g_c, g_uri, sizeof(g_uri));
+    ck_assert(g_uri[0] != '\0');
+}
+
+/* Options: command timeout and wait cap (0: default), WAIT replicas. */
+static dq_options *opts(int64_t cmd_ms, int64_t cap_ms, int64_t replicas) {
+    dq_options *o = dq_options_new();
+    ck_assert_ptr_nonnull(o);
+    if (cmd_ms > 0)
+        dq_options_set_int(o, DQ_OPT_COMMAND_TIMEOUT_MS, cmd_ms);
+    if (cap_ms > 0)
+        dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, cap_ms);
+    if (replicas > 0)
+        dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS, replicas);
+    return o;
+}
+
+/* A client on uri (connected within 10 s). */
+static dq_async *copen(const char *uri, const dq_options *o, states *st) {
+    dq_async *a = NULL;
+    int rc = dq_async_open(g_base, uri, o, &a);
+    ck_assert_msg(rc == 0, "dq_async_open(%s): %d %s", uri, rc,
+                  dq_async_errmsg(a));
+    if (st != NULL)
+        dq_async_set_state_cb(a, state_rec, st);
+    ck_assert_msg(RUN_UNTIL(dq_async_connected(a), 10000),
+                  "not connected to %s: %s", uri, st ? st->reason : "");
+    return a;
+}
+
+/* Waits (ms) for the one callback into r and checks its status. */
+#define WAIT_CB_MS(r, want_status, ms)                                        \
+    do {                                                                      \
+        ck_assert_msg(RUN_UNTIL((r).calls > 0, (ms)), "no callback");         \
+        ck_assert_int_eq((r).calls, 1);                                       \
+        ck_assert_msg((r).status == (want_status),                            \
+                      "status %d (%s), want %d: %s", (r).status,              \
+                      dq_errname((r).status), (want_status), (r).msg);        \
+    } while (0)
+
+/* The node that owns queue's keys (their hash tag is the queue's name). */
+static int owner_of(const char *queue) {
+    char tag[300];
+    snprintf(tag, sizeof(tag), "{%s}", queue);
+    return thc_owner(&g_c, thc_slot_of(tag));
+}
+
+static int slot_of_queue(const char *queue) {
+    char tag[300];
+    snprintf(tag, sizeof(tag), "{%s}", queue);
+    return thc_slot_of(tag);
+}
+
+/* Sum over the live nodes of INFO errorstats' errorstat_<name> counts. */
+static long long errorstat(const char *name) {
+    long long sum = 0;
+    char key[64];
+    snprintf(key, sizeof(key), "errorstat_%s:count=", name);
+    for (int i = 0; i < g_c.count; i++) {
+        if (g_c.nodes[i].r.pid <= 0)
+            continue;
+        redisContext *r = thc_connect(g_c.nodes[i].r.port);
+        if (r == NULL)
+            continue;
+        redisReply *rep = redisCommand(r, "INFO errorstats");
+        if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+            const char *p = strstr(rep->str, key);
+            if (p != NULL)
+                sum += atoll(p + strlen(key));
+        }
+        if (rep != NULL)
+            freeReplyObject(rep);
+        redisFree(r);
+    }
+    return sum;
+}
+
+static void reset_stats(void) {
+    for (int i = 0; i < g_c.count; i++) {
+        if (g_c.nodes[i].r.pid <= 0)
+            continue;
+        redisContext *r = thc_connect(g_c.nodes[i].r.port);
+        if (r == NULL)
+            continue;
+        redisReply *rep = redisCommand(r, "CONFIG RESETSTAT");
+        if (rep != NULL)
+            freeReplyObject(rep);
+        redisFree(r);
+    }
+}
+
+/* ---- operations on queues spread over every primary ---- */
+
+enum { NQ = 12 };
+
+START_TEST(spread_ops) {
+    cluster_up();
+    /* 12 queues, 4 on each primary. */
+    char qs[NQ][32];
+    int per[THC_MAX_NODES] = {0}, nq = 0, owners = 0;
+    for (int i = 0; nq < NQ && i < 10000; i++) {
+        char q[32];
+        snprintf(q, sizeof(q), "cq%d", i);
+        int o = owner_of(q);
+        ck_assert_int_ge(o, 0);
+        if (per[o] >= NQ / 3)
+            continue;
+        owners += per[o]++ == 0;
+        snprintf(qs[nq++], sizeof(qs[0]), "%s", q);
+    }
+    ck_assert_int_eq(nq, NQ);
+    ck_assert_int_eq(owners, 3);
+    states st;
+    memset(&st, 0, sizeof(st));
+    dq_async *a = copen(g_uri, NULL, &st);
+    ck_assert_int_eq(st.connected, 1);
+
+    /* Two jobs per queue (one due, one in a minute), all at once. */
+    static res p[NQ][2], s[NQ], pl[NQ], ak[NQ], cn[NQ], s2[NQ];
+    memset(p, 0, sizeof(p));
+    for (int i = 0; i < NQ; i++) {
+        ck_assert_int_eq(dq_async_push(a, qs[i], "now", 3, 0, "a", 0,
+                                       push_rec, &p[i][0]),
+                         0);
+        ck_assert_int_eq(dq_async_push(a, qs[i], "later", 5, 60000, "b", 0,
+                                       push_rec, &p[i][1]),
+                         0);
+    }
+    for (int i = 0; i < NQ; i++) {
+        WAIT_CB_MS(p[i][0], 0, 10000);
+        WAIT_CB_MS(p[i][1], 0, 10000);
+        ck_assert_str_eq(p[i][0].id, "a");
+    }
+    memset(s, 0, sizeof(s));
+    for (int i = 0; i < NQ; i++)
+        ck_assert_int_eq(dq_async_stats(a, qs[i], stats_rec, &s[i]), 0);
+    for (int i = 0; i < NQ; i++) {
+        WAIT_CB_MS(s[i], 0, 10000);
+        ck_assert_int_eq(s[i].s[0] + s[i].s[1], 2); /* scheduled + due */
+        ck_assert_int_eq(s[i].s[2], 0);
+    }
+    /* Every primary holds keys of its four queues. */
+    for (int n = 0; n < g_c.count; n++) {
+        if (g_c.nodes[n].role != THC_PRIMARY)
+            continue;
+        redisContext *r = thc_connect(g_c.nodes[n].r.port);
+        ck_assert_ptr_nonnull(r);
+        redisReply *rep = redisCommand(r, "DBSIZE");
+        ck_assert_ptr_nonnull(rep);
+        ck_assert_msg(rep->integer > 0, "node %d holds no key", n);
+        freeReplyObject(rep);
+        redisFree(r);
+    }
+    memset(pl, 0, sizeof(pl));
+    for (int i = 0; i < NQ; i++)
+        ck_assert_int_eq(dq_async_poll(a, qs[i], 10, 30000, jobs_rec, &pl[i]),
+                         0);
+    for (int i = 0; i < NQ; i++) {
+        WAIT_CB_MS(pl[i], 1, 10000);
+        ck_assert_str_eq(dq_job_id(kept(&pl[i], 0)), "a");
+    }
+    memset(ak, 0, sizeof(ak));
+    memset(cn, 0, sizeof(cn));
+    for (int i = 0; i < NQ; i++) {
+        ck_assert_int_eq(dq_async_ack(a, qs[i], "a",
+                                      dq_job_token(kept(&pl[i], 0)), st_rec,
+                                      &ak[i]),
+                         0);
+        ck_assert_int_eq(dq_async_cancel(a, qs[i], "b", 0, st_rec, &cn[i]),
+                         0);
+    }
+    for (int i = 0; i < NQ; i++) {
+        WAIT_CB_MS(ak[i], 0, 10000);
+        ck_assert_msg(RUN_UNTIL(cn[i].calls > 0, 10000), "no cancel callback");
+        ck_assert_msg(cn[i].status >= 0, "cancel: %d %s", cn[i].status,
+                      cn[i].msg);
+    }
+    memset(s2, 0, sizeof(s2));
+    for (int i = 0; i < NQ; i++)
+        ck_assert_int_eq(dq_async_stats(a, qs[i], stats_rec, &s2[i]), 0);
+    for (int i = 0; i < NQ; i++) {
+        WAIT_CB_MS(s2[i], 0, 10000);
+        for (int k = 0; k < 4; k++)
+            ck_assert_int_eq(s2[i].s[k], 0);
+        res_clear(&pl[i]);
+    }
+    ck_assert_int_eq(dq_async_pending(a), 0);
+    ck_assert_int_eq(st.disconnected, 0);
+    dq_async_free(a);
+}
+END_TEST
+
+/* ---- a batch of 3000, acked in one batch ---- */
+
+enum { NB = 3000 };
+
+typedef struct bigres {
+    int calls, status;
+    size_t n;
+    char (*ids)[DQ_ID_BUF];
+    char (*toks)[DQ_TOKEN_BUF];
+    size_t got;     /* jobs polled so far */
+    int *results;
+    int ok;         /* results that are 0 */
+} bigres;
+
+static void big_batch_rec(dq_async *a, size_t n, const char *ids,
+                          const int *outcomes, int status, void *ud) {
+    (void)a;
+    (void)outcomes;
+    bigres *b = ud;
+    b->calls++;
+    b->status = status;
+    b->n = n;
+    for (size_t i = 0; status >= 0 && i < n && i < NB; i++)
+        snprintf(b->ids[i], DQ_ID_BUF, "%s", ids + i * DQ_ID_BUF);
+}
+
+static void big_poll_rec(dq_async *a, const dq_jobs *jobs, int64_t next,
+                         int status, void *ud) {
+    (void)a;
+    (void)next;
+    bigres *b = ud;
+    b->calls++;
+    b->status = status;
+    for (size_t i = 0; status > 0 && i < dq_jobs_count(jobs); i++) {
+        const dq_job *j = dq_jobs_at(jobs, i);
+        if (b->got < NB) {
+            snprintf(b->ids[b->got], DQ_ID_BUF, "%s", dq_job_id(j));
+            snprintf(b->toks[b->got], DQ_TOKEN_BUF, "%s", dq_job_token(j));
+            b->got++;
+        }
+    }
+}
+
+static void big_ack_rec(dq_async *a, size_t n, const int *results, int status,
+                        void *ud) {
+    (void)a;
+    bigres *b = ud;
+    b->calls++;
+    b->status = status;
+    b->n = n;
+    for (size_t i = 0; status >= 0 && i < n; i++)
+        b->ok += results[i] == 0;
+}
+
+START_TEST(batch_3000) {
+    cluster_up();
+    dq_async *a = copen(g_uri, NULL, NULL);
+    const char *q = "bigq";
+    static char pls[NB][16];
+    static const void *payloads[NB];
+    static size_t lens[NB];
+    for (int i = 0; i < NB; i++) {
+        lens[i] = (size_t)snprintf(pls[i], sizeof(pls[i]), "p%d", i);
+        payloads[i] = pls[i];
+    }
+    bigres pb;
+    memset(&pb, 0, sizeof(pb));
+    pb.ids = calloc(NB, sizeof(*pb.ids));
+    ck_assert_ptr_nonnull(pb.ids);
+    int64_t t0 = th_mono_ms();
+    ck_assert_int_eq(dq_async_push_batch(a, q, NB, payloads, lens, NULL, NULL,
+                                         0, big_batch_rec, &pb),
+                     0);
+    ck_assert_msg(RUN_UNTIL(pb.calls > 0, 20000), "no batch callback");
+    ck_assert_msg(pb.status == NB, "push_batch: %d %s", pb.status,
+                  dq_async_errmsg(a));
+    int64_t push_ms = th_mono_ms() - t0;
+
+    bigres pp;
+    memset(&pp, 0, sizeof(pp));
+    pp.ids = calloc(NB, sizeof(*pp.ids));
+    pp.toks = calloc(NB, sizeof(*pp.toks));
+    ck_assert(pp.ids != NULL && pp.toks != NULL);
+    for (int round = 0; pp.got < NB && round < 10; round++) {
+        int before = pp.calls;
+        ck_assert_int_eq(dq_async_poll(a, q, DQ_POLL_MAX, 60000, big_poll_rec,
+                                       &pp),
+                         0);
+        ck_assert_msg(RUN_UNTIL(pp.calls > before, 20000), "no poll callback");
+        ck_assert_msg(pp.status > 0, "poll: %d", pp.status);
+    }
+    ck_assert_int_eq(pp.got, NB);
+    const char *ids[NB], *toks[NB];
+    for (int i = 0; i < NB; i++) {
+        ids[i] = pp.ids[i];
+        toks[i] = pp.toks[i];
+    }
+    bigres ab;
+    memset(&ab, 0, sizeof(ab));
+    t0 = th_mono_ms();
+    ck_assert_int_eq(dq_async_ack_batch(a, q, NB, ids, toks, big_ack_rec, &ab),
+                     0);
+    ck_assert_msg(RUN_UNTIL(ab.calls > 0, 20000), "no ack callback");
+    ck_assert_msg(ab.status >= 0, "ack_batch: %d %s", ab.status,
+                  dq_async_errmsg(a));
+    ck_assert_int_eq(ab.n, NB);
+    ck_assert_int_eq(ab.ok, NB);
+    int64_t ack_ms = th_mono_ms() - t0;
+    res s;
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(dq_async_stats(a, q, stats_rec, &s), 0);
+    WAIT_CB_MS(s, 0, 10000);
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq(s.s[k], 0);
+    printf("figures: async_cluster: batch of %d: push %" PRId64
+           " ms, ack %" PRId64 " ms\n",
+           NB, push_ms, ack_ms);
+    free(pb.ids);
+    free(pp.ids);
+    free(pp.toks);
+    dq_async_free(a);
+}
+END_TEST
+
+/* ---- a consumer woken through sharded pub/sub ---- */
+
+enum { MAXJ = 64 };
+
+typedef struct seen {
+    int ok[MAXJ];
+    int64_t at_us[MAXJ]; /* wall clock of the first handling */
+    int64_t due_ms[MAXJ];
+} seen;
+
+/* Records the jobs "j<i>" (others are just acked). */
+static int ok_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    const char *id = dq_job_id(job);
+    int i = id[0] == 'j' ? atoi(id + 1) : -1;
+    if (i >= 0 && i < MAXJ) {
+        if (s->ok[i]++ == 0) {
+            s->at_us[i] = wall_us();
+            s->due_ms[i] = dq_job_due_ms(job);
+        }
+    }
+    return DQ_JOB_OK;
+}
+
+/* Pushes job "j<i>" on q through the sync client cl. */
+static void push_j(dq_client *cl, const char *q, int i, int64_t delay_ms) {
+    char id[16];
+    snprintf(id, sizeof(id), "j%d", i);
+    int rc = dq_push(cl, q, id, strlen(id), delay_ms, id, 0, NULL, 0, NULL);
+    ck_assert_msg(rc == 0, "push %s: %d %s", id, rc, dq_errmsg(cl));
+}
+
+START_TEST(consumer_wake) {
+    cluster_up();
+    dq_client *cl = NULL;
+    ck_assert_msg(dq_open(g_uri, NULL, &cl) == 0, "dq_open: %s",
+                  dq_errmsg(cl));
+    dq_options *o = opts(0, 10000, 0); /* idle: one poll per 10 s */
+    dq_async *a = copen(g_uri, o, NULL);
+    dq_options_free(o);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    const char *q = "wakeq";
+    push_j(cl, q, 1, 60000); /* the consumer sleeps towards this one */
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new(a, q, ok_handler, &s, &c), 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    run_for(500); /* idle, subscribed on the queue's node */
+    int64_t t0 = wall_us();
+    push_j(cl, q, 2, 0);
+    ck_assert_msg(RUN_UNTIL(s.ok[2] == 1, 3000), "not woken");
+    int64_t now_us = s.at_us[2] - t0;
+    ck_assert_msg(now_us < 1000000, "handled %" PRId64 " us after the push",
+                  now_us);
+    run_for(200);
+    t0 = wall_us();
+    push_j(cl, q, 3, 300);
+    ck_assert_msg(RUN_UNTIL(s.ok[3] == 1, 3000), "not woken");
+    int64_t late_us = s.at_us[3] - s.due_ms[3] * 1000;
+    ck_assert_msg(late_us < 1000000 && s.at_us[3] - t0 >= 250000,
+                  "handled %" PRId64 " us after due", late_us);
+    ck_assert_int_eq(s.ok[1], 0);
+    printf("figures: async_cluster: wake: due now handled after %" PRId64
+           " us, due in 300 ms handled %" PRId64 " us late (wait cap 10 s)\n",
+           now_us, late_us);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
+/* A queue name "<base><n>" whose keys live on node owner. */
+static void queue_on(int owner, const char *base, char *out, size_t n) {
+    for (int i = 0; i < 10000; i++) {
+        snprintf(out, n, "%s%d", base, i);
+        if (owner_of(out) == owner)
+            return;
+    }
+    ck_abort_msg("no queue name on node %d", owner);
+}
+
+/* Pushes id on q through a and waits (ms) for its callback; returns it. */
+static res push_wait(dq_async *a, const char *q, const char *id, int64_t ms) {
+    res r;
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(dq_async_push(a, q, id, strlen(id), 0, id, 0, push_rec,
+                                   &r),
+                     0);
+    ck_assert_msg(RUN_UNTIL(r.calls > 0, ms), "no callback for %s", id);
+    return r;
+}
+
+/* Polls q through a: exactly the jobs id1 and id2. */
+static void poll_two(dq_async *a, const char *q, const char *id1,
+                     const char *id2) {
+    res pl;
+    memset(&pl, 0, sizeof(pl));
+    ck_assert_int_eq(dq_async_poll(a, q, 10, 30000, jobs_rec, &pl), 0);
+    WAIT_CB_MS(pl, 2, 15000);
+    int n1 = 0, n2 = 0;
+    for (int i = 0; i < 2; i++) {
+        n1 += strcmp(dq_job_id(kept(&pl, i)), id1) == 0;
+        n2 += strcmp(dq_job_id(kept(&pl, i)), id2) == 0;
+    }
+    ck_assert_msg(n1 == 1 && n2 == 1, "polled %s, %s",
+                  dq_job_id(kept(&pl, 0)), dq_job_id(kept(&pl, 1)));
+    res_clear(&pl);
+}
+
+/* ---- a slot migrated under the client ---- */
+
+typedef struct mig {
+    dq_async *a;
+    const char *q;
+    res p[64];
+    int n;
+} mig;
+
+/* Between two steps of the migration: starts a push (it completes once
+ * the slot is stable: TRYAGAIN until then) and runs the loop a little. */
+static void between(void *arg) {
+    mig *m = arg;
+    if (m->n < 64) {
+        char id[16];
+        snprintf(id, sizeof(id), "m%d", m->n);
+        ck_assert_int_eq(dq_async_push(m->a, m->q, id, strlen(id), 0, id, 0,
+                                       push_rec, &m->p[m->n]),
+                         0);
+        m->n++;
+    }
+    run_for(30);
+}
+
+START_TEST(slot_moves) {
+    cluster_up();
+    dq_client *cl = NULL;
+    ck_assert_msg(dq_open(g_uri, NULL, &cl) == 0, "dq_open: %s",
+                  dq_errmsg(cl));
+    dq_options *o = opts(15000, 10000, 0);
+    dq_async *a = copen(g_uri, o, NULL);
+    dq_options_free(o);
+    const char *q = "migq";
+    int slot = slot_of_queue(q), from = owner_of(q), to = -1;
+    for (int i = 0; i < g_c.count && to < 0; i++)
+        if (i != from && g_c.nodes[i].role == THC_PRIMARY &&
+            g_c.nodes[i].r.pid > 0)
+            to = i;
+    ck_assert(from >= 0 && to >= 0);
+    /* Jobs, and a consumer whose wake-ups must follow the slot. */
+    for (int i = 1; i <= 5; i++)
+        push_j(cl, q, i, 60000);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new(a, q, ok_handler, &s, &c), 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    res st0;
+    memset(&st0, 0, sizeof(st0));
+    ck_assert_int_eq(dq_async_stats(a, q, stats_rec, &st0), 0);
+    WAIT_CB_MS(st0, 0, 10000);
+    ck_assert_int_eq(st0.s[0], 5);
+    /* b learns the map now and stays quiet during the migration: its
+     * first call after it meets MOVED. */
+    dq_async *b = copen(g_uri, NULL, NULL);
+    memset(&st0, 0, sizeof(st0));
+    ck_assert_int_eq(dq_async_stats(b, q, stats_rec, &st0), 0);
+    WAIT_CB_MS(st0, 0, 10000);
+    run_for(300);
+    reset_stats();
+
+    static mig m;
+    memset(&m, 0, sizeof(m));
+    m.a = a;
+    m.q = q;
+    int64_t t0 = th_mono_ms();
+    ck_assert_msg(thc_migrate_slot(&g_c, slot, to, 1, between, &m) == 0,
+                  "migration failed");
+    int64_t mig_ms = th_mono_ms() - t0;
+    ck_assert_int_eq(owner_of(q), to);
+    /* The pushes made during the migration all complete, once. */
+    for (int i = 0; i < m.n; i++) {
+        WAIT_CB_MS(m.p[i], 0, 16000);
+    }
+    /* The same clients go on: stats (a followed the slot already, through
+     * its consumer's subscription; b meets MOVED, then the new owner). */
+    res st1;
+    memset(&st1, 0, sizeof(st1));
+    ck_assert_int_eq(dq_async_stats(a, q, stats_rec, &st1), 0);
+    WAIT_CB_MS(st1, 0, 10000);
+    ck_assert_int_eq(st1.s[0], 5);
+    res st2, pb;
+    memset(&st2, 0, sizeof(st2));
+    ck_assert_int_eq(dq_async_stats(b, q, stats_rec, &st2), 0);
+    WAIT_CB_MS(st2, 0, 10000);
+    ck_assert_int_eq(st2.s[0], 5);
+    pb = push_wait(b, q, "j41", 10000);
+    ck_assert_msg(pb.status == 0, "%d %s", pb.status, pb.msg);
+    ck_assert_msg(RUN_UNTIL(s.ok[41] == 1, 5000), "consumer did not get it");
+    long long moved = errorstat("MOVED"), ask = errorstat("ASK"),
+              tryagain = errorstat("TRYAGAIN");
+    /* The consumer took the jobs pushed meanwhile; its wake-ups moved
+     * with the slot (sunsubscribe, then SSUBSCRIBE at the new owner):
+     * a job due now is handled at once, not at the 10 s wait cap. */
+    run_for(500);
+    int64_t w0 = wall_us();
+    push_j(cl, q, 40, 0);
+    ck_assert_msg(RUN_UNTIL(s.ok[40] == 1, 5000), "not woken after the move");
+    int64_t wake_us = s.at_us[40] - w0;
+    ck_assert_msg(wake_us < 1500000, "handled %" PRId64 " us after the push",
+                  wake_us);
+    printf("figures: async_cluster: slot %d moved in %" PRId64
+           " ms with %d pushes during it: redirects seen MOVED %lld, ASK "
+           "%lld, TRYAGAIN %lld; consumer woken %" PRId64
+           " us after a push at the new owner\n",
+           slot, mig_ms, m.n, moved, ask, tryagain, wake_us);
+    ck_assert_int_ge(moved, 1);
+    ck_assert_int_ge(ask + tryagain, 1);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_async_free(b);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- a primary killed, a push issued right after ---- */
+
+START_TEST(failover) {
+    cluster_up();
+    /* Two queues on two different primaries. */
+    int p1 = -1, p2 = -1;
+    for (int i = 0; i < g_c.count; i++)
+        if (g_c.nodes[i].role == THC_PRIMARY) {
+            if (p1 < 0)
+                p1 = i;
+            else if (p2 < 0)
+                p2 = i;
+        }
+    ck_assert(p1 >= 0 && p2 >= 0);
+    char qa[32], qb[32], qc[32];
+    queue_on(p1, "fa", qa, sizeof(qa));
+    queue_on(p2, "fb", qb, sizeof(qb));
+    queue_on(p2, "fc", qc, sizeof(qc));
+    /* a: WAIT for one replica, so the first jobs survive the failovers;
+     * b: no WAIT (a promoted replica has no replica of its own). */
+    dq_options *o = opts(15000, 0, 1);
+    dq_async *a = copen(g_uri, o, NULL);
+    dq_options_free(o);
+    o = opts(15000, 0, 0);
+    states sb;
+    memset(&sb, 0, sizeof(sb));
+    dq_async *b = copen(g_uri, o, &sb);
+    dq_options_free(o);
+    /* A consumer of qc (on qb's node too), idle polls 10 s apart. */
+    o = opts(15000, 10000, 0);
+    dq_async *cc = copen(g_uri, o, NULL);
+    dq_options_free(o);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new(cc, qc, ok_handler, &s, &c), 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    res r = push_wait(a, qa, "fa1", 10000);
+    ck_assert_msg(r.status == 0, "%d %s", r.status, r.msg);
+    r = push_wait(a, qb, "fb1", 10000);
+    ck_assert_msg(r.status == 0, "%d %s", r.status, r.msg);
+    res s0;
+    memset(&s0, 0, sizeof(s0));
+    ck_assert_int_eq(dq_async_stats(b, qa, stats_rec, &s0), 0); /* b's links */
+    WAIT_CB_MS(s0, 0, 10000);
+    memset(&s0, 0, sizeof(s0));
+    ck_assert_int_eq(dq_async_stats(b, qb, stats_rec, &s0), 0);
+    WAIT_CB_MS(s0, 0, 10000);
+    run_for(200);
+
+    /* 1. thc_kill_primary returns once the replica took over; b still
+     * holds an idle link to the dead node and the old map: the push right
+     * after finds the link closed, learns the map again and goes to the
+     * new primary. */
+    ck_assert_msg(thc_kill_primary(&g_c, p1, 30000) >= 0, "kill failed");
+    int64_t t0 = th_mono_ms();
+    r = push_wait(b, qa, "fa2", 20000);
+    int64_t after_ms = th_mono_ms() - t0;
+    ck_assert_msg(r.status == 0, "push after the failover: %d %s", r.status,
+                  r.msg);
+    poll_two(b, qa, "fa1", "fa2");
+
+    /* 2. The primary of qb killed (SIGKILL, reaped: its sockets are
+     * closed) and a push issued at once: it waits for the cluster to
+     * promote the replica, then goes there.  (A push written before the
+     * node's end reaches us fails instead, its fate unknown.) */
+    t0 = th_mono_ms();
+    th_redis_kill(&g_c.nodes[p2].r);
+    ck_assert_int_eq(g_c.nodes[p2].r.pid, 0);
+    r = push_wait(b, qb, "fb2", 20000);
+    int64_t during_ms = th_mono_ms() - t0;
+    ck_assert_msg(r.status == 0, "push during the failover: %d %s", r.status,
+                  r.msg);
+    ck_assert_msg(during_ms < 15000, "took %" PRId64 " ms", during_ms);
+    ck_assert_int_eq(thc_wait_ok(&g_c, 30000), 0);
+    ck_assert(owner_of(qb) >= 0 && owner_of(qb) != p2);
+    poll_two(b, qb, "fb1", "fb2");
+
+    /* a follows too (its WAIT finds no replica now: the job is stored). */
+    r = push_wait(a, qb, "fb3", 20000);
+    ck_assert_msg(r.status == 0 || r.status == DQ_EREPLICAS, "%d %s",
+                  r.status, r.msg);
+    ck_assert(dq_async_connected(a) && dq_async_connected(b));
+    ck_assert_int_eq(sb.disconnected, 0); /* other nodes stayed up */
+    /* The consumer's wake-ups moved to the promoted replica. */
+    run_for(1000);
+    int64_t w0 = wall_us();
+    r = push_wait(b, qc, "j9", 10000);
+    ck_assert_msg(r.status == 0, "%d %s", r.status, r.msg);
+    ck_assert_msg(RUN_UNTIL(s.ok[9] == 1, 5000), "consumer not woken");
+    int64_t wake_us = s.at_us[9] - w0;
+    ck_assert_msg(wake_us < 1500000, "woken %" PRId64 " us after the push",
+                  wake_us);
+    printf("figures: async_cluster: failover: a push right after "
+           "thc_kill_primary took %" PRId64
+           " ms; one issued right after SIGKILL of its primary, waiting "
+           "for the promotion, %" PRId64
+           " ms (cluster-node-timeout 2000); the consumer was woken %" PRId64
+           " us after a push at the promoted replica\n",
+           after_ms, during_ms, wake_us);
+    dq_consumer_free(c);
+    dq_async_free(cc);
+    dq_async_free(a);
+    dq_async_free(b);
+}
+END_TEST
+
+/* ---- Sentinel ---- */
+
+START_TEST(sentinel) {
+    ck_assert_msg(thc_sentinel_start(&g_s, 1, 3, "dqprimary") == 0,
+                  "sentinels did not start (see thc: messages)");
+    thc_sentinel_uri(&g_s, g_uri, sizeof(g_uri));
+    dq_options *o = opts(15000, 10000, 0);
+    states st;
+    memset(&st, 0, sizeof(st));
+    dq_async *a = copen(g_uri, o, &st);
+    dq_options_free(o);
+    const char *q = "sentq";
+    res p1, pl;
+    memset(&p1, 0, sizeof(p1));
+    memset(&pl, 0, sizeof(pl));
+    ck_assert_int_eq(dq_async_push(a, q, "x", 1, 0, "s1", 0, push_rec, &p1),
+                     0);
+    WAIT_CB_MS(p1, 0, 10000);
+    ck_assert_int_eq(dq_async_poll(a, q, 10, 30000, jobs_rec, &pl), 0);
+    WAIT_CB_MS(pl, 1, 10000);
+    ck_assert_str_eq(dq_job_id(kept(&pl, 0)), "s1");
+    res ak;
+    memset(&ak, 0, sizeof(ak));
+    ck_assert_int_eq(dq_async_ack(a, q, "s1", dq_job_token(kept(&pl, 0)),
+                                  st_rec, &ak),
+                     0);
+    WAIT_CB_MS(ak, 0, 10000);
+    res_clear(&pl);
+    /* A consumer: its wake-ups follow the primary too. */
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new(a, q, ok_handler, &s, &c), 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    run_for(300);
+
+    int64_t t0 = th_mono_ms();
+    int np = thc_sentinel_failover(&g_s, 1, 60000);
+    ck_assert_msg(np >= 0, "failover failed");
+    int64_t fo_ms = th_mono_ms() - t0;
+    t0 = th_mono_ms();
+    res p2;
+    memset(&p2, 0, sizeof(p2));
+    ck_assert_int_eq(dq_async_push(a, q, "y", 1, 0, "j7", 0, push_rec, &p2),
+                     0);
+    ck_assert_msg(RUN_UNTIL(p2.calls > 0, 20000), "no callback");
+    int64_t push_ms = th_mono_ms() - t0;
+    ck_assert_msg(p2.status == 0, "push after the failover: %d %s", p2.status,
+                  p2.msg);
+    ck_assert_msg(RUN_UNTIL(s.ok[7] == 1, 5000), "consumer did not get it");
+    run_for(500);
+    int64_t w0 = wall_us();
+    res p3;
+    memset(&p3, 0, sizeof(p3));
+    ck_assert_int_eq(dq_async_push(a, q, "z", 1, 0, "j8", 0, push_rec, &p3),
+                     0);
+    WAIT_CB_MS(p3, 0, 10000);
+    ck_assert_msg(RUN_UNTIL(s.ok[8] == 1, 5000), "consumer not woken");
+    int64_t wake_us = s.at_us[8] - w0;
+    ck_assert_msg(wake_us < 1500000, "woken %" PRId64 " us after the push",
+                  wake_us);
+    ck_assert(dq_async_connected(a));
+    ck_assert_int_ge(st.disconnected, 1);
+    ck_assert_int_ge(st.connected, 2);
+    printf("figures: async_cluster: sentinel: failover by kill took %" PRId64
+           " ms (harness), then a push succeeded in %" PRId64
+           " ms and the consumer was woken %" PRId64
+           " us after a push at the new primary\n",
+           fo_ms, push_ms, wake_us);
+    dq_consumer_free(c);
+    dq_async_free(a);
+}
+END_TEST
+
+TEST_SUITE("async_cluster", TU_SRV_NONE,
+           {"spread_ops", spread_ops, 120, &cl_fixture},
+           {"batch_3000", batch_3000, 120, &cl_fixture},
+           {"consumer_wake", consumer_wake, 120, &cl_fixture},
+           {"slot_moves", slot_moves, 180, &cl_fixture},
+           {"failover", failover, 180, &cl_fixture},
+           {"sentinel", sentinel, 180, &cl_fixture})
