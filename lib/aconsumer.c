@@ -37,8 +37,9 @@
 typedef struct acons {
     dq__child child;            /* in the client's children: first member */
     dq_consumer *c;            /* the consumer */
-    dq__watch *watch;           /* wake-up subscription */
-    char channel[DQ_KEY_MAX + 8]; /* its channel */
+    dq__watch **watches;        /* wake-up subscriptions: one per
+                                   partition of the queue (one if plain) */
+    int nwatches;
     struct event *timer_ev;    /* sleep: timerfd read event or a timer */
     int tfd;                   /* timerfd, -1 if none */
     int64_t target_us;         /* when the sleep ends (0 = not sleeping) */
@@ -123,8 +124,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
         } else {
             int capped = s->capped;
             s->target_us = 0;
-            if (capped)
-                dq__watch_check(s->watch); /* idle: check the subscriber */
+            if (capped) {
+                /* idle: check the subscribers, and let the poll visit
+                 * every partition once (a lost wake-up is made up for) */
+                for (int i = 0; i < s->nwatches; i++)
+                    dq__watch_check(s->watches[i]);
+                dq__async_woken_all(a, c->queue);
+            }
             kick(s);
         }
     }
@@ -508,6 +514,15 @@ static void acons_free_mem(void *p) {
     free(c);
 }
 
+/* Closes the wake-up subscriptions. */
+static void close_watches(acons *s) {
+    for (int i = 0; i < s->nwatches; i++)
+        dq__watch_close(s->watches[i]);
+    free(s->watches);
+    s->watches = NULL;
+    s->nwatches = 0;
+}
+
 /* Frees the consumer: forgets its ops, closes its watch and timers, buries
  * its deliveries and its memory. */
 static void as_destroy(dq_consumer *c) {
@@ -516,8 +531,7 @@ static void as_destroy(dq_consumer *c) {
     c->dead = 1;
     dq__async_forget(a, c);
     dq__async_disown(a, &s->child);
-    dq__watch_close(s->watch);
-    s->watch = NULL;
+    close_watches(s);
     if (s->timer_ev != NULL)
         event_free(s->timer_ev);
     if (s->stop_ev != NULL)
@@ -623,9 +637,21 @@ int dq_consumer_start(dq_consumer *c) {
     s->stop_ev = evtimer_new(base, on_stop_deadline, s);
     if (s->timer_ev == NULL || s->stop_ev == NULL)
         return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
-    dq__async_wake_channel(c->a, c->queue, s->channel, sizeof(s->channel));
-    if (dq__watch_open(c->a, s->channel, on_watch, s, &s->watch) != DQ_OK)
+    /* One subscription per partition: each partition's channel lives in
+     * its own slot (on its own node in a cluster). */
+    int parts = dq__async_partitions(c->a);
+    s->watches = calloc((size_t)parts, sizeof(*s->watches));
+    if (s->watches == NULL)
         return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
+    for (int p = 0; p < parts; p++) {
+        char channel[DQ_KEY_MAX + 24];
+        dq__async_wake_channel(c->a, c->queue, parts > 1 ? p : -1, channel,
+                               sizeof(channel));
+        if (dq__watch_open(c->a, channel, on_watch, s,
+                           &s->watches[s->nwatches]) != DQ_OK)
+            return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
+        s->nwatches++;
+    }
     c->started = 1;
     kick(s);
     return DQ_OK;
@@ -674,8 +700,7 @@ int dq_consumer_stop(dq_consumer *c, int64_t timeout_ms, dq_stopped_cb *cb,
     s->stopped_cb = cb;
     s->stopped_ud = userdata;
     timer_clear(s);
-    dq__watch_close(s->watch);
-    s->watch = NULL;
+    close_watches(s);
     /* The deadline (or, with nothing running, the next loop turn) calls
      * back from the loop, never from inside this call. */
     arm_ms(s->stop_ev, s->active == 0 && !s->polling ? 0 : timeout_ms);

@@ -219,10 +219,16 @@ void dq__async_bury(dq_async *a, void (*fn)(void *), void *p) {
 struct event_base *dq__async_base(const dq_async *a) { return a->base; }
 const dq_options *dq__async_opts(const dq_async *a) { return &a->core.opts; }
 
-void dq__async_wake_channel(dq_async *a, const char *queue, char *out,
-                           size_t size) {
-    dq__core_keys(&a->core, queue);
+void dq__async_wake_channel(dq_async *a, const char *queue, int part,
+                           char *out, size_t size) {
+    dq__core_keys_part(&a->core, queue, part);
     snprintf(out, size, "%s", a->core.keys.chan);
+}
+
+int dq__async_partitions(const dq_async *a) { return a->core.partitions; }
+
+void dq__async_woken_all(dq_async *a, const char *queue) {
+    dq__core_woken_all(&a->core, queue);
 }
 
 void dq__async_set_owner(dq_async *a, void *owner) { a->owner = owner; }
@@ -899,6 +905,9 @@ int dq_async_open(struct event_base *base, const char *uri,
     /* In a cluster the scripts wake consumers over sharded pub/sub: a
      * plain PUBLISH there goes to every node. */
     a->core.sharded = a->uri.kind == DQ_URI_CLUSTER;
+    dq__core_set_partitions(&a->core, a->core.opts.partitions > 0
+                                         ? (int)a->core.opts.partitions
+                                         : a->uri.partitions);
     if ((rc = dq__tls_check(&a->core.opts, &a->uri, &a->err)) != DQ_OK)
         goto fail;
     /* The URI's host name gets its resolver now (see dq__async_dns). */
@@ -1094,7 +1103,10 @@ static int poll_common(dq_async *a, const char *queue, int max,
     ENTER(a);
     NEW_OP(a);
     op->us = us;
-    int rc = dq__op_poll(&op->op, &a->core, queue, max, lease_ms, &a->err);
+    int rc = us ? dq__op_poll_known(&op->op, &a->core, queue, max, lease_ms,
+                                   &a->err)
+                : dq__op_poll(&op->op, &a->core, queue, max, lease_ms,
+                             &a->err);
     return submit(a, op, rc, CB_JOBS, CB(cb), userdata);
 }
 
@@ -1268,11 +1280,15 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
             if (!w->subscribed && (len == 10 || !w->sharded)) {
                 w->subscribed = 1;
                 ev = DQ_WATCH_READY;
+                /* wake-ups may have been missed while unsubscribed */
+                dq__core_woken(&a->core, w->channel, strlen(w->channel));
             }
         } else if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
                    (len == 8 && memcmp(kind, "smessage", 8) == 0)) {
             w->l.last_us = dq__mono_us();
             ev = DQ_WATCH_WAKE;
+            /* a partition's channel: that partition may have due work */
+            dq__core_woken(&a->core, w->channel, strlen(w->channel));
         } else if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0) {
             char msg[600];
             snprintf(msg, sizeof(msg),

@@ -45,9 +45,13 @@ void dq__async_link_down(dq_async *a, struct dq__alink *l, int code,
                         const char *msg, int was_up, int report);
 /* Calls the state callback, if any. */
 void dq__async_state(dq_async *a, int state, int code, const char *msg);
-/* The wake channel of queue: its due key with "due" -> "wake". */
-void dq__async_wake_channel(dq_async *a, const char *queue, char *out,
-                           size_t size);
+/* The wake channel of queue (of its partition part; -1: the plain queue). */
+void dq__async_wake_channel(dq_async *a, const char *queue, int part,
+                           char *out, size_t size);
+/* Partitions of every queue of the client (1: plain queues). */
+int dq__async_partitions(const dq_async *a);
+/* Every partition of queue may have due work (an idle cap passed). */
+void dq__async_woken_all(dq_async *a, const char *queue);
 
 /* Operations started while owner is set carry it; dq__async_forget(a,
  * owner) then completes them silently (their callbacks are dropped).  Used
@@ -56,7 +60,10 @@ void dq__async_set_owner(dq_async *a, void *owner);
 void dq__async_forget(dq_async *a, void *owner);
 
 /* dq_async_poll whose callback gets next_due in microseconds (the
- * script's own figure, -1 for none) instead of rounded-up milliseconds. */
+ * script's own figure, -1 for none) instead of rounded-up milliseconds,
+ * and that on a partitioned queue visits only the partitions known to
+ * have due work (the caller watches every partition's wake-ups, which mark
+ * theirs). */
 int dq__async_poll_us(dq_async *a, const char *queue, int max,
                      int64_t lease_ms, dq_jobs_cb *cb, void *userdata);
 

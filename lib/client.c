@@ -255,8 +255,13 @@ static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
         }
     }
     for (size_t i = 0; i < op->ncmds; i++)
-        if (todo[i] == mark)
-            todo[i] = rd->want; /* not reached: a read failed */
+        if (todo[i] == mark) {
+            /* Not reached: a read failed.  The other nodes of the round
+             * still owe this call's reply: their links cannot be trusted
+             * with the next call. */
+            todo[i] = rd->want;
+            dq__conn_break(rd->links.conn[grp[i]]);
+        }
     return rc;
 }
 
@@ -517,6 +522,20 @@ int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
 
 /* ---- Blocking wait ---- */
 
+/* Makes sure the wake-up subscribers listen for queue.  On a cluster or
+ * behind Sentinel a subscription that cannot be made now (a slot moving,
+ * a failover under way) is not the call's failure: the wait goes on
+ * without it, looking again every 100 ms, and subscribes next turn. */
+static int wake_ready(dq_client *c, const char *queue) {
+    int rc = dq__wake_ensure(&c->wake, c->links, &c->core, queue, &c->err);
+    if (rc != DQ_OK && dq__links_routed(c->links) && rc != DQ_EAUTH &&
+        rc != DQ_ENOMEM) {
+        c->wake.lost = 1;
+        return DQ_OK;
+    }
+    return rc;
+}
+
 /* dq_poll_wait's work: polls, then sleeps on the wake channel until the next
  * due time, a wake-up, the deadline or the cap (which pings the subscriber);
  * again until jobs or the deadline. */
@@ -533,13 +552,12 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
     /* Subscribe before the first poll: a push that lands between that poll
      * and the wait below still wakes us. */
     dq__wake *w = &c->wake;
-    if ((rc = dq__wake_ensure(w, c->links, &c->core, queue, &c->err)))
+    if ((rc = wake_ready(c, queue)) != DQ_OK)
         return rc;
     dq__wake_drain(w, &c->core);
     for (;;) {
         int64_t next_us = 0;
-        if (w->lost &&
-            (rc = dq__wake_ensure(w, c->links, &c->core, queue, &c->err)))
+        if (w->lost && (rc = wake_ready(c, queue)) != DQ_OK)
             return rc;
         rc = poll_once(c, queue, max, lease_ms, 1, out, &next_us);
         if (rc != 0)
@@ -554,6 +572,10 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
         int capped = sleep_us >= cap_us;
         if (capped)
             sleep_us = cap_us;
+        if (w->lost && sleep_us > 100000) {
+            sleep_us = 100000; /* no subscriber yet: look again soon */
+            capped = 0;
+        }
         if (sleep_us > left_us) {
             sleep_us = left_us;
             capped = 0;

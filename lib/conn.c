@@ -279,6 +279,11 @@ int dq__conn_append_raw(dq__conn *c, const char *resp, size_t len,
     return DQ_OK;
 }
 
+void dq__conn_break(dq__conn *c) {
+    if (c != NULL)
+        c->broken = 1;
+}
+
 int dq__conn_flush(dq__conn *c, dq__err *err) {
     int done = 0;
     while (!done)
@@ -346,7 +351,8 @@ int dq__conn_wait_any(dq__conn *const *cs, int n, int64_t timeout_us,
     int rc = 0;
     if (got < 0) {
         *which = 0;
-        cs[0]->broken = 1;
+        if (n > 0)
+            cs[0]->broken = 1;
         rc = dq__err_set(err, DQ_EIO, "poll: %s", strerror(errno));
     }
     for (int i = 0; got > 0 && i < n; i++) {

@@ -60,6 +60,9 @@ int dq__conn_wait_readable(dq__conn *c, int64_t timeout_us, dq__err *err);
  * 0 on timeout, a negative code (*which: the link that failed). */
 int dq__conn_wait_any(dq__conn *const *cs, int n, int64_t timeout_us,
                       int *which, dq__err *err);
+/* Marks the connection unusable (replies it still owes would be read by
+ * the wrong call): its owner opens a new one. */
+void dq__conn_break(dq__conn *c);
 /* 1 once an I/O error or timeout left the connection unusable. */
 int dq__conn_broken(const dq__conn *c);
 
