@@ -1,0 +1,1706 @@
+/*
+ * tests/test_cluster.c - the sync client over a Redis Cluster (3 primaries,
+ * 1 replica each) and over Sentinel, on plain and partitioned queues.
+ *
+ *  core_plain / core_partitioned
+ *      every operation (push, poll, ack, nack, extend, cancel, stats, list,
+ *      dead list / requeue / purge) on 12 queues whose slots (or whose
+ *      partitions' slots) cover all 3 primaries, with each job's keys
+ *      checked on the node that owns them; push_batch and ack_batch of
+ *      5000 jobs; dq_poll_wait woken by another client's push within
+ *      200 ms although its wait cap is 10 s; (partitioned) a client with
+ *      another partition count gets DQ_EINVAL.
+ *  poll_wait_resubscribe
+ *      a partitioned dq_poll_wait after its slot moved and after its
+ *      wake-up links broke.
+ *  ask_and_moved
+ *      one call of a partitioned queue redirected with ASK for one
+ *      partition and MOVED for another (shows a library bug, see there).
+ *  reshard_partitioned / reshard_plain
+ *      producers and a consumer (forked workers of the fault suite's
+ *      ledger, support/fault.h) run while the test migrates the slots of
+ *      some partitions (or the plain queue's slot, three times) between
+ *      primaries, one key a step.  Every key of the queue exists throughout
+ *      (anchor jobs: one pending, one leased, one dead, one acked), so the
+ *      migrations go through all of Redis's answers: served, ASK, TRYAGAIN
+ *      (some keys moved), ASK served by the target with ASKING, MOVED.
+ *      The workers treat every error as a failure: redirections must be
+ *      invisible.  Then 0 lost, 0 acked twice, 0 delivered twice within a
+ *      lease, and the anchors are as they were.
+ *  failover
+ *      DQ_OPT_WAIT_REPLICAS=1: the primary that owns the queue's slot is
+ *      SIGKILLed while the client pushes; every push acknowledged before
+ *      (and after) is on the promoted replica; the same client (never
+ *      reopened) lands a push soon after the kill (with DQ_EREPLICAS: the
+ *      promoted replica has no replica of its own).  Fails on Valkey 8: a
+ *      library bug, see there.
+ *  sentinel
+ *      the same with a primary, 1 replica and 3 Sentinels.
+ *
+ * Each test starts its own topology (cluster_harness.h; loopback only) and
+ * stops it; a failing test's servers die with it (PDEATHSIG) and its dirs
+ * are removed at exit.  Every test prints one "figures: " line.
+ */
+#include "fault.h"
+
+#include "cluster_harness.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- topologies ---------------------------------------------------------- */
+
+static thc_cluster g_cl;
+static thc_sentinel g_sn;
+static int g_cl_up, g_sn_up;
+
+/* A test that fails exits from the middle: its servers die with it
+ * (PDEATHSIG), this removes their dirs. */
+static void stop_topologies(void) {
+    if (g_cl_up)
+        thc_cluster_stop(&g_cl);
+    if (g_sn_up)
+        thc_sentinel_stop(&g_sn);
+    g_cl_up = g_sn_up = 0;
+}
+
+static void at_exit_once(void) {
+    static int done;
+    if (!done)
+        atexit(stop_topologies);
+    done = 1;
+}
+
+static thc_cluster *cluster_up(char *uri, size_t n) {
+    at_exit_once();
+    ck_assert_msg(thc_cluster_start(&g_cl, 3, 1, NULL) == 0,
+                  "thc_cluster_start failed (see stderr)");
+    g_cl_up = 1;
+    thc_cluster_uri(&g_cl, uri, n);
+    ck_assert_msg(uri[0] != '\0', "cluster URI too long");
+    return &g_cl;
+}
+
+static void cluster_down(void) {
+    thc_cluster_stop(&g_cl);
+    g_cl_up = 0;
+}
+
+/* Indexes of the live primaries, in node order; returns how many. */
+static int primaries(thc_cluster *cl, int *out) {
+    int n = 0;
+    for (int i = 0; i < cl->count; i++)
+        if (cl->nodes[i].r.pid > 0 && cl->nodes[i].role == THC_PRIMARY)
+            out[n++] = i;
+    return n;
+}
+
+/* ---- keys, slots, partitions -------------------------------------------- */
+
+/* The hash tag of queue q (names here need no percent-encoding), or of its
+ * partition p when p >= 0: "q" or "q#p". */
+static void tag_of(const char *q, int p, char *buf, size_t n) {
+    if (p < 0)
+        snprintf(buf, n, "%s", q);
+    else
+        snprintf(buf, n, "%s#%d", q, p);
+}
+
+static int slot_of_part(const char *q, int p) {
+    char t[256];
+    tag_of(q, p, t, sizeof(t));
+    return thc_slot_of(t);
+}
+
+static int owner_of_part(thc_cluster *cl, const char *q, int p) {
+    int slot = slot_of_part(q, p);
+    int o = thc_owner(cl, slot);
+    ck_assert_msg(o >= 0, "no owner for slot %d (queue %s part %d)", slot, q,
+                  p);
+    return o;
+}
+
+/* The partition a job id lives in (FNV-1a 32 of the id, mod n), as the
+ * library documents it; -1 for a plain queue. */
+static int part_of(const char *id, int n) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)id; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    return n > 1 ? (int)(h % (uint32_t)n) : -1;
+}
+
+/* A reply of one command on node i (fresh connection); fails on I/O. */
+static redisReply *node_cmd(thc_cluster *cl, int i, const char *fmt, ...) {
+    redisContext *ctx = thc_connect(cl->nodes[i].r.port);
+    ck_assert_msg(ctx != NULL, "cannot connect to node %d", i);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "node %d: %s: %s", i, fmt, ctx->errstr);
+    redisFree(ctx);
+    return r;
+}
+
+static long long node_int(thc_cluster *cl, int i, const char *fmt,
+                          const char *a1, const char *a2) {
+    redisReply *r = node_cmd(cl, i, fmt, a1, a2);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "node %d: %s %s %s: %s", i,
+                  fmt, a1, a2 ? a2 : "",
+                  r->type == REDIS_REPLY_ERROR ? r->str : "not an integer");
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Job id is stored in the jobs hash of its queue (partition) on the node
+ * that owns that slot. */
+static void check_stored(thc_cluster *cl, const char *q, int parts,
+                         const char *id) {
+    int p = part_of(id, parts);
+    char tag[256], key[300];
+    tag_of(q, p, tag, sizeof(tag));
+    snprintf(key, sizeof(key), "dq:{%s}:jobs", tag);
+    int o = owner_of_part(cl, q, p);
+    ck_assert_msg(node_int(cl, o, "HEXISTS %s %s", key, id) == 1,
+                  "job %s of %s is not in %s on node %d (owner of slot %d)",
+                  id, q, key, o, slot_of_part(q, p));
+}
+
+/* Sum over the live nodes of "<field>:...<sub>=N" in INFO <section>. */
+static long long info_sum(thc_cluster *cl, const char *section,
+                          const char *field, const char *sub) {
+    long long sum = 0;
+    for (int i = 0; i < cl->count; i++) {
+        if (cl->nodes[i].r.pid <= 0)
+            continue;
+        redisContext *ctx = thc_connect(cl->nodes[i].r.port);
+        if (ctx == NULL)
+            continue;
+        char v[256];
+        if (ft_info_field(ctx, section, field, v, sizeof(v)) == 0) {
+            const char *s = strstr(v, sub);
+            if (s != NULL)
+                sum += atoll(s + strlen(sub));
+        }
+        redisFree(ctx);
+    }
+    return sum;
+}
+
+/* ---- clients ------------------------------------------------------------ */
+
+static dq_options *opts_new(void) {
+    dq_options *o = dq_options_new();
+    ck_assert_ptr_nonnull(o);
+    return o;
+}
+
+static void opt(dq_options *o, int key, int64_t v) {
+    ck_assert_msg(dq_options_set_int(o, key, v) == 0, "option %d = %" PRId64,
+                  key, v);
+}
+
+#define CK_OK(rc, c, what)                                                    \
+    ck_assert_msg((rc) >= 0, "%s: %s: %s", (what), dq_errname(rc),          \
+                  dq_errmsg(c))
+
+#define CK_RC(rc, want, c, what)                                              \
+    ck_assert_msg((rc) == (want), "%s: got %d (%s), want %d: %s", (what),    \
+                  (rc), dq_errname(rc), (want), dq_errmsg(c))
+
+static const dq_job *find_job(dq_jobs *jobs, const char *id) {
+    for (size_t i = 0; i < dq_jobs_count(jobs); i++)
+        if (strcmp(dq_job_id(dq_jobs_at(jobs, i)), id) == 0)
+            return dq_jobs_at(jobs, i);
+    return NULL;
+}
+
+/* ---- 1. every operation on one queue ------------------------------------- */
+
+static void payload_of(char *buf, size_t n, const char *q, const char *id) {
+    snprintf(buf, n, "p-%s-%s", q, id);
+}
+
+static void push_now(dq_client *c, const char *q, const char *id,
+                     int64_t delay) {
+    char pl[300], out[DQ_ID_BUF] = "";
+    payload_of(pl, sizeof(pl), q, id);
+    int oc = 0;
+    int rc = dq_push(c, q, pl, strlen(pl), delay, id, DQ_PUSH_KEEP, out,
+                     sizeof(out), &oc);
+    CK_RC(rc, 0, c, "push");
+    ck_assert_int_eq(oc, DQ_PUSHED);
+    ck_assert_str_eq(out, id);
+}
+
+/* Polls exactly n jobs (in one call), checks ids are among want and
+ * payloads; returns the list. */
+static dq_jobs *poll_exact(dq_client *c, const char *q, int n,
+                           int64_t lease_ms) {
+    dq_jobs *jobs = NULL;
+    int64_t next = -2;
+    int rc = dq_poll(c, q, 100, lease_ms, &jobs, &next);
+    CK_RC(rc, n, c, "poll");
+    ck_assert_int_eq((int)dq_jobs_count(jobs), n);
+    for (int i = 0; i < n; i++) {
+        const dq_job *j = dq_jobs_at(jobs, (size_t)i);
+        char want[300];
+        size_t len;
+        const char *pl = dq_job_payload(j, &len);
+        payload_of(want, sizeof(want), q, dq_job_id(j));
+        ck_assert_msg(len == strlen(want) && memcmp(pl, want, len) == 0,
+                      "%s: payload of %s is '%.*s'", q, dq_job_id(j),
+                      (int)len, pl);
+        ck_assert_msg(dq_job_token(j)[0] != '\0', "no token");
+        ck_assert_msg(dq_job_lease_deadline_ms(j) > 0, "no deadline");
+    }
+    return jobs;
+}
+
+static void ack_job(dq_client *c, const char *q, const dq_job *j) {
+    int rc = dq_ack(c, q, dq_job_id(j), dq_job_token(j));
+    CK_RC(rc, 0, c, "ack");
+}
+
+static int list_count(dq_client *c, const char *q, int which) {
+    dq_jobs *jobs = NULL;
+    int64_t now = 0;
+    int rc = dq_list(c, q, which, 0, 100, &jobs, &now);
+    CK_OK(rc, c, "list");
+    ck_assert_int_eq((int)dq_jobs_count(jobs), rc);
+    ck_assert_msg(now > 0, "list: no server time");
+    dq_jobs_free(jobs);
+    return rc;
+}
+
+static void core_queue(dq_client *c, thc_cluster *cl, const char *q,
+                       int parts) {
+    static const char *const ids[6] = {"j1", "j2", "j3", "j4", "j5", "j6"};
+    int rc, oc;
+    for (int i = 0; i < 6; i++) {
+        push_now(c, q, ids[i], 0);
+        check_stored(cl, q, parts, ids[i]);
+    }
+    push_now(c, q, "late", 600000);
+    check_stored(cl, q, parts, "late");
+    rc = dq_push(c, q, "x", 1, 0, "j1", DQ_PUSH_KEEP, NULL, 0, &oc);
+    CK_RC(rc, 0, c, "push again");
+    ck_assert_int_eq(oc, DQ_KEPT);
+    ck_stats(c, q, 1, 6, 0, 0);
+    ck_assert_int_eq(list_count(c, q, DQ_LIST_SCHEDULED), 7);
+
+    /* cancel a pending job; an unknown one */
+    CK_RC(dq_cancel(c, q, "late", 0), DQ_CANCELED_PENDING, c, "cancel");
+    CK_RC(dq_cancel(c, q, "nope", 0), 0, c, "cancel unknown");
+
+    /* poll all six */
+    dq_jobs *jobs = poll_exact(c, q, 6, 30000);
+    for (int i = 0; i < 6; i++) {
+        const dq_job *j = find_job(jobs, ids[i]);
+        ck_assert_msg(j != NULL, "%s: %s not polled", q, ids[i]);
+        ck_assert_int_eq(dq_job_attempt(j), 1);
+    }
+    ck_stats(c, q, 0, 0, 6, 0);
+    ck_assert_int_eq(list_count(c, q, DQ_LIST_INFLIGHT), 6);
+
+    /* ack; the same ack again says "yours landed" */
+    const dq_job *j1 = find_job(jobs, "j1");
+    ack_job(c, q, j1);
+    CK_RC(dq_ack(c, q, "j1", dq_job_token(j1)), 0, c, "ack retried");
+
+    /* nack: delivered again with attempt 2; the old token is stale */
+    const dq_job *j2 = find_job(jobs, "j2");
+    CK_RC(dq_nack(c, q, "j2", dq_job_token(j2), 0, 0), 0, c, "nack");
+    dq_jobs *again = poll_exact(c, q, 1, 30000);
+    const dq_job *j2b = dq_jobs_at(again, 0);
+    ck_assert_str_eq(dq_job_id(j2b), "j2");
+    ck_assert_int_eq(dq_job_attempt(j2b), 2);
+    ack_job(c, q, j2b);
+    CK_RC(dq_ack(c, q, "j2", dq_job_token(j2)), DQ_ESTALE, c,
+          "ack with the old token");
+    dq_jobs_free(again);
+
+    /* nack to dead */
+    CK_RC(dq_nack(c, q, "j3", dq_job_token(find_job(jobs, "j3")), 0,
+                  DQ_NACK_DEAD),
+          1, c, "nack dead");
+    CK_RC(dq_nack(c, q, "j4", dq_job_token(find_job(jobs, "j4")), 0,
+                  DQ_NACK_DEAD),
+          1, c, "nack dead");
+    ck_stats(c, q, 0, 0, 2, 2);
+    dq_jobs *dead = NULL;
+    rc = dq_dead_list(c, q, 0, 10, &dead);
+    CK_RC(rc, 2, c, "dead_list");
+    ck_assert_ptr_nonnull(find_job(dead, "j3"));
+    ck_assert_ptr_nonnull(find_job(dead, "j4"));
+    ck_assert_int_eq(dq_job_attempt(find_job(dead, "j3")), 1);
+    dq_jobs_free(dead);
+    ck_assert_int_eq(list_count(c, q, DQ_LIST_DEAD), 2);
+
+    /* extend, then ack */
+    const dq_job *j5 = find_job(jobs, "j5");
+    int64_t dl = 0;
+    CK_RC(dq_extend(c, q, "j5", dq_job_token(j5), 120000, &dl), 0, c,
+          "extend");
+    ck_assert_msg(dl > dq_job_lease_deadline_ms(j5) + 60000,
+                  "extend: deadline %" PRId64 " after %" PRId64, dl,
+                  dq_job_lease_deadline_ms(j5));
+    ack_job(c, q, j5);
+
+    /* cancel in flight: busy without the flag, removed with it */
+    const dq_job *j6 = find_job(jobs, "j6");
+    CK_RC(dq_cancel(c, q, "j6", 0), DQ_CANCEL_BUSY, c, "cancel busy");
+    CK_RC(dq_cancel(c, q, "j6", DQ_CANCEL_INFLIGHT), DQ_CANCELED_INFLIGHT, c,
+          "cancel inflight");
+    CK_RC(dq_ack(c, q, "j6", dq_job_token(j6)), DQ_ENOTFOUND, c,
+          "ack of a cancelled job");
+    dq_jobs_free(jobs);
+    ck_stats(c, q, 0, 0, 0, 2);
+
+    /* requeue one dead job by id */
+    CK_RC(dq_dead_requeue(c, q, "j3", 0), 1, c, "dead_requeue j3");
+    again = poll_exact(c, q, 1, 30000);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(again, 0)), "j3");
+    ack_job(c, q, dq_jobs_at(again, 0));
+    dq_jobs_free(again);
+    ck_stats(c, q, 0, 0, 0, 1);
+
+    /* three more dead, then requeue all, kill them again, purge */
+    push_now(c, q, "k1", 0);
+    push_now(c, q, "k2", 0);
+    push_now(c, q, "k3", 0);
+    jobs = poll_exact(c, q, 3, 30000);
+    for (int i = 0; i < 3; i++) {
+        const dq_job *j = dq_jobs_at(jobs, (size_t)i);
+        CK_RC(dq_nack(c, q, dq_job_id(j), dq_job_token(j), 0, DQ_NACK_DEAD),
+              1, c, "nack dead");
+    }
+    dq_jobs_free(jobs);
+    ck_stats(c, q, 0, 0, 0, 4);
+    CK_RC(dq_dead_requeue(c, q, NULL, 0), 4, c, "dead_requeue all");
+    ck_stats(c, q, 0, 4, 0, 0);
+    jobs = poll_exact(c, q, 4, 30000);
+    for (int i = 0; i < 4; i++) {
+        const dq_job *j = dq_jobs_at(jobs, (size_t)i);
+        ck_assert_int_eq(dq_job_attempt(j), 1); /* reset by the requeue */
+        CK_RC(dq_nack(c, q, dq_job_id(j), dq_job_token(j), 0, DQ_NACK_DEAD),
+              1, c, "nack dead");
+    }
+    dq_jobs_free(jobs);
+    CK_RC(dq_dead_purge(c, q, "k1"), 1, c, "dead_purge k1");
+    CK_RC(dq_dead_purge(c, q, NULL), 3, c, "dead_purge all");
+    CK_RC(dq_dead_purge(c, q, NULL), 0, c, "dead_purge none left");
+    ck_stats(c, q, 0, 0, 0, 0);
+    int64_t next = 0;
+    CK_RC(dq_stats(c, q, NULL, NULL, NULL, NULL, &next), 0, c, "stats");
+    ck_assert_int_eq(next, -1);
+    ck_assert_int_eq(list_count(c, q, DQ_LIST_SCHEDULED), 0);
+}
+
+/* 12 queue names (prefix-k) whose slots -- or, partitioned, whose
+ * partitions' slots -- cover every primary; owners counted per primary. */
+static void pick_queues(thc_cluster *cl, const char *prefix, int parts,
+                        char names[12][32], int per_node[THC_MAX_NODES]) {
+    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    ck_assert_int_eq(np, 3);
+    memset(per_node, 0, sizeof(int) * THC_MAX_NODES);
+    int n = 0;
+    for (int k = 0; n < 12 && k < 1000; k++) {
+        char q[32];
+        snprintf(q, sizeof(q), "%s-%d", prefix, k);
+        if (parts <= 1) {
+            /* plain: 4 queues on each primary */
+            int o = owner_of_part(cl, q, -1);
+            if (per_node[o] >= 4)
+                continue;
+            per_node[o]++;
+        } else {
+            for (int p = 0; p < parts; p++)
+                per_node[owner_of_part(cl, q, p)]++;
+        }
+        snprintf(names[n++], 32, "%s", q);
+    }
+    ck_assert_int_eq(n, 12);
+    for (int i = 0; i < np; i++)
+        ck_assert_msg(per_node[prim[i]] > 0,
+                      "primary %d owns none of the queues' slots", prim[i]);
+}
+
+/* push_batch of 5000 jobs, polled in pages, one ack_batch of 5000. */
+static void batch_5000(dq_client *c, thc_cluster *cl, const char *q,
+                       int parts, int64_t *push_ms, int64_t *ack_ms) {
+    enum { N = 5000 };
+    static char idb[N][16], plb[N][24];
+    static const char *ids[N], *toks[N];
+    static const void *pls[N];
+    static size_t lens[N];
+    static int outcomes[N], results[N];
+    static char tokb[N][DQ_TOKEN_BUF];
+    static uint8_t seen[N];
+    int count[64] = {0};
+    memset(seen, 0, sizeof(seen));
+    for (int i = 0; i < N; i++) {
+        snprintf(idb[i], sizeof(idb[i]), "b-%d", i);
+        ids[i] = idb[i];
+        lens[i] = (size_t)snprintf(plb[i], sizeof(plb[i]), "pb-%d", i);
+        pls[i] = plb[i];
+        count[parts > 1 ? part_of(ids[i], parts) : 0]++;
+    }
+    int64_t t = th_mono_ms();
+    int rc = dq_push_batch(c, q, N, pls, lens, NULL, ids, DQ_PUSH_KEEP, NULL,
+                           outcomes);
+    *push_ms = th_mono_ms() - t;
+    CK_RC(rc, N, c, "push_batch 5000");
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(outcomes[i], DQ_PUSHED);
+    /* Each partition's jobs hash holds its share, on its own node. */
+    int nparts = parts > 1 ? parts : 1;
+    for (int p = 0; p < nparts; p++) {
+        char tag[64], key[96];
+        tag_of(q, parts > 1 ? p : -1, tag, sizeof(tag));
+        snprintf(key, sizeof(key), "dq:{%s}:jobs", tag);
+        int o = owner_of_part(cl, q, parts > 1 ? p : -1);
+        ck_assert_msg(node_int(cl, o, "HLEN %s", key, NULL) == count[p],
+                      "%s on node %d: HLEN is not %d", key, o, count[p]);
+    }
+    ck_stats(c, q, 0, N, 0, 0);
+    int got = 0;
+    for (int tries = 0; got < N && tries < 100; tries++) {
+        dq_jobs *jobs = NULL;
+        rc = dq_poll(c, q, 1000, 120000, &jobs, NULL);
+        CK_OK(rc, c, "poll");
+        for (size_t k = 0; k < dq_jobs_count(jobs); k++) {
+            const dq_job *j = dq_jobs_at(jobs, k);
+            long i = ft_job_index(dq_job_id(j), "b");
+            ck_assert_msg(i >= 0 && i < N, "unknown job %s", dq_job_id(j));
+            ck_assert_msg(!seen[i], "job %s polled twice", dq_job_id(j));
+            size_t len;
+            const char *pl = dq_job_payload(j, &len);
+            ck_assert(len == lens[i] && memcmp(pl, plb[i], len) == 0);
+            seen[i] = 1;
+            snprintf(tokb[got], sizeof(tokb[got]), "%s", dq_job_token(j));
+            ids[got] = idb[i];
+            toks[got] = tokb[got];
+            got++;
+        }
+        dq_jobs_free(jobs);
+    }
+    ck_assert_int_eq(got, N);
+    t = th_mono_ms();
+    rc = dq_ack_batch(c, q, N, ids, toks, results);
+    *ack_ms = th_mono_ms() - t;
+    CK_RC(rc, N, c, "ack_batch 5000");
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(results[i], 0);
+    ck_stats(c, q, 0, 0, 0, 0);
+}
+
+/* ---- dq_poll_wait woken by another client's push ------------------------- */
+
+typedef struct waiter {
+    dq_client *c;
+    const char *q;
+    int rc;
+    int64_t done_us;
+    char id[DQ_ID_BUF], token[DQ_TOKEN_BUF], err[256];
+} waiter;
+
+static void *wait_thread(void *arg) {
+    waiter *w = arg;
+    dq_jobs *jobs = NULL;
+    w->rc = dq_poll_wait(w->c, w->q, 1, 30000, 10000, &jobs);
+    w->done_us = th_mono_us();
+    if (w->rc == 1) {
+        snprintf(w->id, sizeof(w->id), "%s", dq_job_id(dq_jobs_at(jobs, 0)));
+        snprintf(w->token, sizeof(w->token), "%s",
+                 dq_job_token(dq_jobs_at(jobs, 0)));
+    } else {
+        snprintf(w->err, sizeof(w->err), "%s", dq_errmsg(w->c));
+    }
+    dq_jobs_free(jobs);
+    return NULL;
+}
+
+/* Waits until node o has a (sharded) subscriber on channel. */
+static void wait_subscribed(thc_cluster *cl, int o, const char *chan) {
+    int64_t end = th_mono_ms() + 10000;
+    for (;;) {
+        redisReply *r = node_cmd(cl, o, "PUBSUB SHARDNUMSUB %s", chan);
+        long long n = -1;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[1]->type == REDIS_REPLY_INTEGER)
+            n = r->element[1]->integer;
+        freeReplyObject(r);
+        if (n >= 1)
+            return;
+        ck_assert_msg(th_mono_ms() < end,
+                      "nobody subscribed to %s on node %d after 10 s", chan,
+                      o);
+        th_sleep_ms(5);
+    }
+}
+
+/* Three rounds: a waiter (wait cap 10 s) on q, woken by producer's push;
+ * returns the slowest wake-up (ms). */
+static int64_t wake_rounds(thc_cluster *cl, const char *uri, int parts,
+                           dq_client *producer, const char *q) {
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_WAIT_CAP_MS, 10000);
+    if (parts > 1)
+        opt(o, DQ_OPT_PARTITIONS, parts);
+    dq_client *wc = open_uri(uri, o);
+    int64_t worst = 0;
+    for (int r = 0; r < 3; r++) {
+        char id[32], tag[64], chan[128];
+        snprintf(id, sizeof(id), "w-%d", r);
+        int p = part_of(id, parts);
+        tag_of(q, p, tag, sizeof(tag));
+        snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
+        waiter w = {.c = wc, .q = q};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
+        wait_subscribed(cl, owner_of_part(cl, q, p), chan);
+        th_sleep_ms(150); /* let it poll once and go to sleep */
+        int64_t t0 = th_mono_us();
+        push_now(producer, q, id, 0);
+        pthread_join(th, NULL);
+        int64_t ms = (w.done_us - t0) / 1000;
+        ck_assert_msg(w.rc == 1, "poll_wait on %s returned %d (%s) after "
+                      "%" PRId64 " ms: %s", q, w.rc, dq_errname(w.rc), ms,
+                      w.err);
+        ck_assert_str_eq(w.id, id);
+        ck_assert_msg(ms < 200,
+                      "poll_wait on %s woken %" PRId64 " ms after the push "
+                      "(round %d; wait cap 10 s)", q, ms, r);
+        if (ms > worst)
+            worst = ms;
+        CK_RC(dq_ack(wc, q, w.id, w.token), 0, wc, "ack");
+    }
+    dq_close(wc);
+    dq_options_free(o);
+    return worst;
+}
+
+/* ---- 1. tests ------------------------------------------------------------ */
+
+START_TEST(core_plain) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    char names[12][32];
+    int per[THC_MAX_NODES];
+    pick_queues(cl, "cq", 1, names, per);
+    dq_client *c = open_uri(uri, NULL);
+    for (int i = 0; i < 12; i++)
+        core_queue(c, cl, names[i], 1);
+    int64_t push_ms, ack_ms;
+    batch_5000(c, cl, "cq-batch", 1, &push_ms, &ack_ms);
+    int64_t wake = wake_rounds(cl, uri, 1, c, "cq-wake");
+    int prim[THC_MAX_NODES];
+    primaries(cl, prim);
+    printf("figures: cluster_core_plain: queues=12 per_primary=%d/%d/%d "
+           "push_batch_5000_ms=%" PRId64 " ack_batch_5000_ms=%" PRId64
+           " wake_ms_max=%" PRId64 "\n",
+           per[prim[0]], per[prim[1]], per[prim[2]], push_ms, ack_ms, wake);
+    fflush(stdout);
+    dq_close(c);
+    cluster_down();
+}
+END_TEST
+
+START_TEST(core_partitioned) {
+    char uri[512], puri[600];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    char names[12][32];
+    int per[THC_MAX_NODES];
+    pick_queues(cl, "pq", 8, names, per);
+    /* The URI form of the partition count. */
+    snprintf(puri, sizeof(puri), "%s?partitions=8", uri);
+    dq_client *c = open_uri(puri, NULL);
+    for (int i = 0; i < 12; i++)
+        core_queue(c, cl, names[i], 8);
+    int64_t push_ms, ack_ms;
+    batch_5000(c, cl, "pq-batch", 8, &push_ms, &ack_ms);
+    int64_t wake = wake_rounds(cl, uri, 8, c, "pq-wake");
+
+    /* Another count on the same queue: DQ_EINVAL, every time, and nothing
+     * written. */
+    push_now(c, "pq-count", "one", 0);
+    dq_options *o4 = opts_new();
+    opt(o4, DQ_OPT_PARTITIONS, 4);
+    dq_client *c4 = open_uri(uri, o4);
+    for (int k = 0; k < 2; k++) {
+        int rc = dq_push(c4, "pq-count", "x", 1, 0, "two", 0, NULL, 0, NULL);
+        CK_RC(rc, DQ_EINVAL, c4, "push with 4 partitions");
+        ck_assert_msg(strstr(dq_errmsg(c4), "partitions") != NULL, "%s",
+                      dq_errmsg(c4));
+    }
+    dq_jobs *jobs = NULL;
+    CK_RC(dq_poll(c4, "pq-count", 10, 1000, &jobs, NULL), DQ_EINVAL, c4,
+          "poll with 4 partitions");
+    ck_assert_ptr_null(jobs);
+    CK_RC(dq_stats(c4, "pq-count", NULL, NULL, NULL, NULL, NULL), DQ_EINVAL,
+          c4, "stats with 4 partitions");
+    ck_stats(c, "pq-count", 0, 1, 0, 0);
+    /* A queue used unpartitioned: a partitioned client is refused too. */
+    dq_client *plain = open_uri(uri, NULL);
+    push_now(plain, "pq-wasplain", "one", 0);
+    CK_RC(dq_push(c, "pq-wasplain", "x", 1, 0, "two", 0, NULL, 0, NULL),
+          DQ_EINVAL, c, "partitioned push on a plain queue");
+    ck_assert_msg(strstr(dq_errmsg(c), "unpartitioned") != NULL, "%s",
+                  dq_errmsg(c));
+    ck_stats(plain, "pq-wasplain", 0, 1, 0, 0);
+
+    int prim[THC_MAX_NODES];
+    primaries(cl, prim);
+    printf("figures: cluster_core_partitioned: queues=12 partitions=8 "
+           "partitions_per_primary=%d/%d/%d push_batch_5000_ms=%" PRId64
+           " ack_batch_5000_ms=%" PRId64 " wake_ms_max=%" PRId64 "\n",
+           per[prim[0]], per[prim[1]], per[prim[2]], push_ms, ack_ms, wake);
+    fflush(stdout);
+    dq_close(plain);
+    dq_close(c4);
+    dq_options_free(o4);
+    dq_close(c);
+    cluster_down();
+}
+END_TEST
+
+/*
+ * A partitioned dq_poll_wait whose subscriptions go away (written when
+ * both were library bugs; the lib has fixed them since):
+ *
+ *  A. partition 0's slot migrates: its subscriber gets SUNSUBSCRIBE; the
+ *     client's slot map is stale for that slot (a poll of the known-due
+ *     partitions sent nothing there), so subscribing again meets MOVED --
+ *     which must not fail the call (it used to: DQ_EREDIS "SSUBSCRIBE:
+ *     ... MOVED ...").
+ *  B. the subscriber links break and a job is pushed meanwhile (its
+ *     wake-up is lost): calls of 100 ms, shorter than the 1 s wait cap,
+ *     must still claim it (they used to poll only the partitions believed
+ *     due, forever).
+ */
+START_TEST(poll_wait_resubscribe) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    const char *q = "rw-part";
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_PARTITIONS, 4);
+    dq_client *w = open_uri(uri, o), *p = open_uri(uri, o);
+    dq_jobs *jobs = NULL;
+    char tag[64], chan[128];
+
+    /* A: subscribed to all 4 partitions; partition 0's slot moves. */
+    CK_RC(dq_poll_wait(w, q, 1, 30000, 100, &jobs), 0, w, "poll_wait");
+    tag_of(q, 0, tag, sizeof(tag));
+    snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
+    int slot = slot_of_part(q, 0), src = thc_owner(cl, slot), to = -1;
+    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    wait_subscribed(cl, src, chan);
+    for (int i = 0; i < np; i++)
+        if (prim[i] == src)
+            to = prim[(i + 1) % np];
+    ck_assert_msg(thc_migrate_slot(cl, slot, to, 1, NULL, NULL) == 0,
+                  "thc_migrate_slot failed (see stderr)");
+    int errs_a = 0;
+    char msg_a[300] = "";
+    for (int k = 0; k < 5; k++) {
+        int rc = dq_poll_wait(w, q, 1, 30000, 100, &jobs);
+        if (rc < 0) {
+            errs_a++;
+            snprintf(msg_a, sizeof(msg_a), "%s: %s", dq_errname(rc),
+                     dq_errmsg(w));
+        }
+        dq_jobs_free(jobs);
+        jobs = NULL;
+    }
+    /* Subscribed again where the slot lives now: a push wakes it. */
+    wait_subscribed(cl, to, chan);
+
+    /* B: the subscriber links break; a job is pushed meanwhile. */
+    CK_RC(dq_poll_wait(w, q, 1, 30000, 100, &jobs), 0, w, "poll_wait");
+    for (int i = 0; i < np; i++) {
+        redisReply *r = node_cmd(cl, prim[i], "CLIENT KILL TYPE pubsub");
+        freeReplyObject(r);
+    }
+    push_now(p, q, "lost-wake", 0);
+    int64_t t0 = th_mono_ms(), got_ms = -1;
+    while (th_mono_ms() - t0 < 5000) {
+        int rc = dq_poll_wait(w, q, 1, 30000, 100, &jobs);
+        CK_OK(rc, w, "poll_wait after the links broke");
+        if (rc == 1) {
+            got_ms = th_mono_ms() - t0;
+            ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), "lost-wake");
+            dq_jobs_free(jobs);
+            break;
+        }
+    }
+    printf("figures: cluster_poll_wait_resubscribe: errors_after_migration=%d"
+           " lost_wake_found_ms=%" PRId64 " (timeout 100 ms a call, wait "
+           "cap 1000 ms)\n", errs_a, got_ms);
+    fflush(stdout);
+    ck_assert_msg(errs_a == 0,
+                  "dq_poll_wait failed %d times after a "
+                  "migration of a partition's slot (the re-subscription "
+                  "does not follow MOVED): %s", errs_a, msg_a);
+    ck_assert_msg(got_ms >= 0 && got_ms < 3000,
+                  "a job pushed while the wake-up links were "
+                  "down was not claimed by dq_poll_wait (100 ms calls) within "
+                  "%s ms (it is due; wait cap 1 s)", got_ms < 0 ? "5000"
+                  : "3000");
+    dq_close(w);
+    dq_close(p);
+    dq_options_free(o);
+    cluster_down();
+}
+END_TEST
+
+/* ---- 2. resharding under load -------------------------------------------- */
+
+/* Anchor jobs that keep all five keys of every partition (or of the plain
+ * queue) in existence: one pending (due in an hour), one leased (10 min),
+ * one dead, one acked (its done record). */
+#define ANCHOR_MAX 64
+typedef struct anchors {
+    int n; /* partitions (1: plain) */
+    char pend[ANCHOR_MAX][16], lease[ANCHOR_MAX][16], dead[ANCHOR_MAX][16],
+        done[ANCHOR_MAX][16];
+    char token[ANCHOR_MAX][DQ_TOKEN_BUF]; /* of the leased ones */
+} anchors;
+
+static void anchors_seed(dq_client *c, const char *q, int parts,
+                         anchors *a) {
+    int n = parts > 1 ? parts : 1, have[ANCHOR_MAX] = {0};
+    ck_assert_int_le(n, ANCHOR_MAX);
+    a->n = n;
+    for (int k = 0, left = 4 * n; left > 0; k++) {
+        char id[16];
+        snprintf(id, sizeof(id), "anc-%d", k);
+        int p = parts > 1 ? part_of(id, parts) : 0;
+        char(*dst)[16] = have[p] == 0   ? a->pend
+                         : have[p] == 1 ? a->lease
+                         : have[p] == 2 ? a->dead
+                         : have[p] == 3 ? a->done
+                                        : NULL;
+        if (dst == NULL)
+            continue;
+        snprintf(dst[p], 16, "%s", id);
+        have[p]++;
+        left--;
+    }
+    for (int p = 0; p < n; p++) {
+        push_now(c, q, a->lease[p], 0);
+        push_now(c, q, a->dead[p], 0);
+        push_now(c, q, a->done[p], 0);
+        push_now(c, q, a->pend[p], 3600000);
+    }
+    dq_jobs *jobs = NULL;
+    int rc = dq_poll(c, q, 1000, 600000, &jobs, NULL);
+    CK_RC(rc, 3 * n, c, "poll of the anchors");
+    for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
+        const dq_job *j = dq_jobs_at(jobs, i);
+        const char *id = dq_job_id(j);
+        for (int p = 0; p < n; p++) {
+            if (strcmp(id, a->lease[p]) == 0)
+                snprintf(a->token[p], DQ_TOKEN_BUF, "%s", dq_job_token(j));
+            else if (strcmp(id, a->dead[p]) == 0)
+                CK_RC(dq_nack(c, q, id, dq_job_token(j), 0, DQ_NACK_DEAD), 1,
+                      c, "nack anchor");
+            else if (strcmp(id, a->done[p]) == 0)
+                CK_RC(dq_ack(c, q, id, dq_job_token(j)), 0, c, "ack anchor");
+        }
+    }
+    dq_jobs_free(jobs);
+    ck_stats(c, q, n, 0, n, n);
+}
+
+/* The anchors are as they were: then the leased ones are acked with their
+ * tokens from before the migrations. */
+static void anchors_check(dq_client *c, const char *q, const anchors *a) {
+    ck_stats(c, q, a->n, 0, a->n, a->n);
+    dq_jobs *dead = NULL;
+    CK_RC(dq_dead_list(c, q, 0, 100, &dead), a->n, c, "dead_list");
+    for (int p = 0; p < a->n; p++)
+        ck_assert_msg(find_job(dead, a->dead[p]) != NULL, "dead anchor %s "
+                      "gone", a->dead[p]);
+    dq_jobs_free(dead);
+    for (int p = 0; p < a->n; p++) {
+        int oc = 0;
+        CK_RC(dq_push(c, q, "x", 1, 0, a->done[p], DQ_PUSH_KEEP, NULL, 0,
+                      &oc),
+              0, c, "push of an acked anchor");
+        ck_assert_msg(oc == DQ_DONE, "acked anchor %s: outcome %d, not "
+                      "DQ_DONE (its done record is gone)", a->done[p], oc);
+        CK_RC(dq_ack(c, q, a->lease[p], a->token[p]), 0, c,
+              "ack of a leased anchor");
+        CK_RC(dq_cancel(c, q, a->pend[p], 0), DQ_CANCELED_PENDING, c,
+              "cancel of a pending anchor");
+    }
+    CK_RC(dq_dead_purge(c, q, NULL), a->n, c, "purge of the dead anchors");
+    ck_stats(c, q, 0, 0, 0, 0);
+}
+
+typedef struct mig_arg {
+    thc_cluster *cl;
+    int slot, src;
+    ft_ledger *L;
+    int calls;
+    int64_t empty_ms; /* time spent with the source empty (ASK served) */
+} mig_arg;
+
+/* Between two migration steps the load runs; once the source holds no
+ * key of the slot (the target has them all, the source answers ASK) a
+ * little longer. */
+static void between(void *arg) {
+    mig_arg *m = arg;
+    char s[16];
+    snprintf(s, sizeof(s), "%d", m->slot);
+    m->calls++;
+    long long left =
+        node_int(m->cl, m->src, "CLUSTER COUNTKEYSINSLOT %s", s, NULL);
+    int ms = left == 0 ? 400 : 120;
+    if (left == 0)
+        m->empty_ms += ms;
+    th_sleep_ms(ms);
+}
+
+/* Jobs of the ledger acked at least once. */
+static size_t ledger_acked(const ft_ledger *L) {
+    size_t n = 0;
+    for (size_t i = 0; i < L->njobs; i++)
+        for (int a = 0; a < L->maxatt; a++) {
+            int st = __atomic_load_n(&L->d[i * (size_t)L->maxatt + (size_t)a]
+                                          .state,
+                                     __ATOMIC_SEQ_CST);
+            if (st == FT_ACKED || st == FT_ACKED_RETRY) {
+                n++;
+                break;
+            }
+        }
+    return n;
+}
+
+static size_t ledger_pushed(const ft_ledger *L) {
+    size_t n = 0;
+    for (size_t i = 0; i < L->njobs; i++)
+        n += __atomic_load_n(&L->pushed[i], __ATOMIC_SEQ_CST) != 0;
+    return n;
+}
+
+/* Claims what is left of the ledger's queue with dq_poll (every
+ * partition) and acks it, recorded as incarnation inc.  Returns how many
+ * jobs it claimed. */
+static long drain_ledger(dq_client *c, ft_ledger *L, int inc,
+                         int64_t lease_ms) {
+    long n = 0;
+    for (int tries = 0; tries < 100; tries++) {
+        dq_jobs *jobs = NULL;
+        int rc = dq_poll(c, L->queue, 1000, lease_ms, &jobs, NULL);
+        CK_OK(rc, c, "poll (drain)");
+        if (rc == 0)
+            break;
+        for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
+            const dq_job *j = dq_jobs_at(jobs, i);
+            long idx = ft_job_index(dq_job_id(j), L->prefix);
+            int64_t att = dq_job_attempt(j);
+            ck_assert_msg(idx >= 0 && (size_t)idx < L->njobs && att >= 1 &&
+                              att <= L->maxatt,
+                          "drain: unexpected job %s attempt %" PRId64,
+                          dq_job_id(j), att);
+            ft_deliv *d = &L->d[(size_t)idx * (size_t)L->maxatt +
+                                (size_t)(att - 1)];
+            ck_assert_msg(d->state == FT_NONE, "drain: %s attempt %" PRId64
+                          " delivered before", dq_job_id(j), att);
+            d->inc = inc;
+            d->deadline_ms = dq_job_lease_deadline_ms(j);
+            d->claim_ms = d->deadline_ms - lease_ms;
+            d->state = FT_CLAIMED;
+            rc = dq_ack(c, L->queue, dq_job_id(j), dq_job_token(j));
+            CK_RC(rc, 0, c, "ack (drain)");
+            d->state = FT_ACKED;
+            n++;
+        }
+        dq_jobs_free(jobs);
+    }
+    return n;
+}
+
+static void reshard(int parts) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    const char *q = parts > 1 ? "rs-part" : "rs-plain";
+    enum { N = 4000 };
+    dq_options *o = opts_new();
+    if (parts > 1)
+        opt(o, DQ_OPT_PARTITIONS, parts);
+    dq_client *c = open_uri(uri, o);
+    static anchors anc;
+    memset(&anc, 0, sizeof(anc));
+    anchors_seed(c, q, parts, &anc);
+
+    /* The moves: partitions 0, 1, 2 each to the next primary, then
+     * partition 0 once more; or the plain queue's slot around all three
+     * primaries. */
+    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    ck_assert_int_eq(np, 3);
+    int slots[8], nmoves = 0;
+    if (parts > 1) {
+        for (int p = 0; p < 3; p++)
+            slots[nmoves++] = slot_of_part(q, p);
+        slots[nmoves++] = slot_of_part(q, 0);
+    } else {
+        for (int k = 0; k < 3; k++)
+            slots[nmoves++] = slot_of_part(q, -1);
+    }
+
+    ft_ledger *L = ft_ledger_new(q, "rj", N, 4);
+    ft_consumer cc = {.uri = uri, .opts = o, .L = L, .inc = 1, .max = 20,
+                      .lease_ms = 30000, .batch_ack = parts > 1,
+                      .strict = 1};
+    ft_producer pp[2];
+    for (int i = 0; i < 2; i++)
+        pp[i] = (ft_producer){.uri = uri, .opts = o, .L = L,
+                              .lo = (size_t)i * N / 2,
+                              .hi = (size_t)(i + 1) * N / 2, .batch_max = 16,
+                              .min_delay_ms = 0, .max_delay_ms = 30,
+                              .pace_us = 20000, .strict = 1};
+    uint64_t seed = ft_seed();
+    pid_t cons = ft_fork(ft_consume, &cc);
+    pid_t prod[2] = {ft_fork(ft_produce, &pp[0]), ft_fork(ft_produce, &pp[1])};
+
+    th_sleep_ms(300);
+    int64_t polls0 = __atomic_load_n(&L->polls, __ATOMIC_SEQ_CST);
+    size_t pushed0 = ledger_pushed(L);
+    int64_t t0 = th_mono_ms(), empty_ms = 0;
+    int steps = 0;
+    for (int k = 0; k < nmoves; k++) {
+        int src = thc_owner(cl, slots[k]), to = -1;
+        ck_assert_msg(src >= 0, "no owner of slot %d", slots[k]);
+        for (int i = 0; i < np; i++)
+            if (prim[i] == src)
+                to = prim[(i + 1) % np];
+        ck_assert_msg(to >= 0, "owner %d of slot %d is not a primary", src,
+                      slots[k]);
+        mig_arg m = {.cl = cl, .slot = slots[k], .src = src, .L = L};
+        ck_assert_msg(thc_migrate_slot(cl, slots[k], to, 1, between, &m) == 0,
+                      "thc_migrate_slot %d %d -> %d failed (see stderr)",
+                      slots[k], src, to);
+        ck_assert_int_eq(thc_owner(cl, slots[k]), to);
+        steps += m.calls;
+        empty_ms += m.empty_ms;
+    }
+    int64_t mig_ms = th_mono_ms() - t0;
+    int64_t polls_during =
+        __atomic_load_n(&L->polls, __ATOMIC_SEQ_CST) - polls0;
+    size_t pushed_during = ledger_pushed(L) - pushed0;
+
+    for (int i = 0; i < 2; i++)
+        ft_assert_exit_ok(ft_reap(prod[i], 120000), "producer");
+    /* All pushed: the consumer should finish within seconds.  When it
+     * makes no progress for 4 s while jobs are due, it is stalled (see
+     * poll_wait_resubscribe): the rest is claimed here with dq_poll, into
+     * the ledger, so the accounting stays complete. */
+    int64_t end = th_mono_ms() + 60000, last_t = th_mono_ms(), stall_ms = 0;
+    size_t last_n = ledger_acked(L), target = ledger_pushed(L);
+    long stalled = 0;
+    while (ledger_acked(L) < target && th_mono_ms() < end) {
+        th_sleep_ms(20);
+        size_t n = ledger_acked(L);
+        if (n != last_n) {
+            last_n = n;
+            last_t = th_mono_ms();
+        } else if (th_mono_ms() - last_t > 4000) {
+            stall_ms = th_mono_ms() - last_t;
+            break;
+        }
+    }
+    L->stop = 1;
+    ft_assert_exit_ok(ft_reap(cons, 20000), "consumer");
+    if (ledger_acked(L) < target)
+        stalled = drain_ledger(c, L, 2, cc.lease_ms);
+    int64_t total_ms = th_mono_ms() - t0;
+
+    ft_report rep;
+    ft_analyze(L, NULL, 0, &rep);
+    long long asking = info_sum(cl, "commandstats", "cmdstat_asking",
+                                "calls=");
+    long long ask = info_sum(cl, "errorstats", "errorstat_ASK", "count=");
+    long long moved = info_sum(cl, "errorstats", "errorstat_MOVED", "count=");
+    long long tryagain =
+        info_sum(cl, "errorstats", "errorstat_TRYAGAIN", "count=");
+    printf("figures: cluster_reshard: jobs=%ld lost=%ld dup_ack=%ld "
+           "dup_in_lease=%ld migrated_slots=%d asking=%lld ms=%" PRId64
+           " queue=%s partitions=%d steps=%d migrate_ms=%" PRId64
+           " ask_served_window_ms=%" PRId64 " ask=%lld moved=%lld "
+           "tryagain=%lld pushed_during=%zu polls_during=%" PRId64
+           " deliveries=%ld redelivered=%ld errors=%" PRId64
+           " stalled_jobs=%ld stall_ms=%" PRId64 " seed=%" PRIu64 "\n",
+           rep.pushed, rep.lost, rep.dup_ack, rep.dup_lease, nmoves, asking,
+           total_ms, q, parts > 1 ? parts : 1, steps, mig_ms, empty_ms, ask,
+           moved, tryagain, pushed_during, polls_during, rep.deliveries,
+           rep.redelivered, L->errors, stalled, stall_ms, seed);
+    fflush(stdout);
+
+    ck_assert_msg(L->errors == 0,
+                  "%" PRId64 " errors reached the workers (redirections "
+                  "must be followed): last: %s",
+                  L->errors, L->last_error);
+    ck_assert_int_eq(rep.pushed, N);
+    ft_assert_clean(L, &rep);
+    ck_assert_msg(stalled == 0,
+                  "the consumer's dq_poll_wait stopped claiming for %" PRId64
+                  " ms with %ld jobs due (wake-ups lost while a partition's "
+                  "subscription moved, and nothing made up for them?)",
+                  stall_ms, stalled);
+    ck_assert_msg(rep.redelivered == 0, "%ld jobs delivered again (leases "
+                  "are 30 s and nothing failed)", rep.redelivered);
+    ck_assert_msg(pushed_during > 0 && polls_during > 0,
+                  "no load ran during the migrations (pushed %zu, polls "
+                  "%" PRId64 ")", pushed_during, polls_during);
+    ck_assert_msg(moved + ask > 0, "the client never saw a redirection");
+    anchors_check(c, q, &anc);
+
+    ft_ledger_free(L);
+    dq_close(c);
+    dq_options_free(o);
+    cluster_down();
+}
+
+/*
+ * LIBRARY BUG shown here (fails until lib/ is fixed): one call of a
+ * partitioned queue gets ASK for one partition and MOVED for another.
+ * lib/client.c keeps the ASK target only in op->redir, which the MOVED read
+ * after it overwrites; run_calls then computes want = T_SEND (the target is
+ * no ASK), never sends the call left in T_ASK, sends nothing, pauses not,
+ * and spins until "redirected more than 64 times" (DQ_EREDIS) within a
+ * millisecond or two -- after writing the other partitions' calls (a
+ * partial batch for a push).  Seen in reshard_partitioned as "push gave
+ * up: EREDIS".
+ */
+typedef struct am_arg {
+    dq_client *c;
+    const char *q;
+    int rc, calls;
+    int64_t us, st[4];
+    char msg[300];
+} am_arg;
+
+/* Mid-migration of partition 0's slot, its keys all on the target. */
+static void am_between(void *arg) {
+    am_arg *a = arg;
+    if (a->calls++ > 0)
+        return;
+    int64_t t = th_mono_us();
+    a->rc = dq_stats(a->c, a->q, &a->st[0], &a->st[1], &a->st[2], &a->st[3],
+                     NULL);
+    a->us = th_mono_us() - t;
+    snprintf(a->msg, sizeof(a->msg), "%s", dq_errmsg(a->c));
+}
+
+START_TEST(ask_and_moved) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    const char *q = "am-part";
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_PARTITIONS, 4);
+    dq_client *c = open_uri(uri, o);
+    static anchors anc;
+    memset(&anc, 0, sizeof(anc));
+    anchors_seed(c, q, 4, &anc); /* every key of every partition exists */
+    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    int sa = slot_of_part(q, 1), sb = slot_of_part(q, 0);
+    ck_assert_int_ne(sa, sb);
+    int moves[2] = {sa, sb}, to[2] = {-1, -1};
+    am_arg a = {.c = c, .q = q, .rc = 1};
+    for (int k = 0; k < 2; k++) {
+        int src = thc_owner(cl, moves[k]);
+        for (int i = 0; i < np; i++)
+            if (prim[i] == src)
+                to[k] = prim[(i + 1) % np];
+        /* First partition 1's slot moves (the client does not hear of
+         * it), then partition 0's: one stats call in between gets ASK for
+         * partition 0 and MOVED for partition 1. */
+        ck_assert_msg(thc_migrate_slot(cl, moves[k], to[k], 100,
+                                       k ? am_between : NULL, &a) == 0,
+                      "thc_migrate_slot failed (see stderr)");
+    }
+    printf("figures: cluster_ask_and_moved: stats_rc=%s us=%" PRId64
+           " counts=%" PRId64 "/%" PRId64 "/%" PRId64 "/%" PRId64 "\n",
+           a.rc == 0 ? "OK" : dq_errname(a.rc), a.us, a.st[0], a.st[1],
+           a.st[2], a.st[3]);
+    fflush(stdout);
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_msg(a.rc == 0,
+                  "LIBRARY BUG: a call that got ASK (partition 0) and MOVED "
+                  "(partition 1) failed after %" PRId64 " us: %s: %s", a.us,
+                  dq_errname(a.rc), a.msg);
+    ck_assert_msg(a.st[0] == 4 && a.st[1] == 0 && a.st[2] == 4 &&
+                      a.st[3] == 4,
+                  "stats mid-migration: %" PRId64 " %" PRId64 " %" PRId64
+                  " %" PRId64 ", want 4 0 4 4", a.st[0], a.st[1], a.st[2],
+                  a.st[3]);
+    anchors_check(c, q, &anc);
+    dq_close(c);
+    dq_options_free(o);
+    cluster_down();
+}
+END_TEST
+
+START_TEST(reshard_partitioned) { reshard(6); }
+END_TEST
+
+START_TEST(reshard_plain) { reshard(1); }
+END_TEST
+
+/* ---- 3, 4. failover ------------------------------------------------------ */
+
+/* Watches a server's pid: the time it died (th_mono_us), 0 until then. */
+typedef struct watch {
+    pid_t pid;
+    volatile int stop;
+    int64_t gone_us;
+} watch;
+
+static int pid_alive(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X' &&
+           p[2] != 'x';
+}
+
+static void *watch_thread(void *arg) {
+    watch *w = arg;
+    while (!w->stop) {
+        if (!pid_alive(w->pid)) {
+            __atomic_store_n(&w->gone_us, th_mono_us(), __ATOMIC_SEQ_CST);
+            break;
+        }
+        usleep(200);
+    }
+    return NULL;
+}
+
+/* One push call of the pusher thread. */
+typedef struct pcall {
+    int64_t t0, t1; /* us */
+    int rc, outcome, idx;
+} pcall;
+
+enum { LIVE_MAX = 20000, CALLS_MAX = 40000 };
+
+/* Pushes live-0, live-1, ... one by one with the test's client, until
+ * stop; an I/O error is retried with the same id and DQ_PUSH_KEEP (the
+ * documented retry). */
+typedef struct pusher {
+    dq_client *c;
+    const char *q;
+    watch *w;
+    volatile int stop;
+    volatile int landed_after_kill; /* a push begun after the kill landed */
+    int nidx;
+    uint8_t acked[LIVE_MAX];  /* returned 0: on a replica too */
+    uint8_t landed[LIVE_MAX]; /* returned 0, or DQ_EREPLICAS with it written */
+    pcall calls[CALLS_MAX];
+    int ncalls;
+    int unexpected;
+    char unexpected_msg[256];
+    char io_msg[256]; /* the last I/O error or timeout */
+} pusher;
+
+static void *push_thread(void *arg) {
+    pusher *p = arg;
+    int idx = 0;
+    while (!p->stop && idx < LIVE_MAX && p->ncalls < CALLS_MAX) {
+        char id[32], pl[48];
+        snprintf(id, sizeof(id), "live-%d", idx);
+        int len = snprintf(pl, sizeof(pl), "payload-live-%d", idx);
+        int oc = 0;
+        int64_t t0 = th_mono_us();
+        int rc = dq_push(p->c, p->q, pl, (size_t)len, 0, id, DQ_PUSH_KEEP,
+                         NULL, 0, &oc);
+        int64_t t1 = th_mono_us();
+        p->calls[p->ncalls++] = (pcall){t0, t1, rc, oc, idx};
+        if (idx >= p->nidx)
+            p->nidx = idx + 1;
+        int64_t kill = __atomic_load_n(&p->w->gone_us, __ATOMIC_SEQ_CST);
+        if (rc == 0 ||
+            (rc == DQ_EREPLICAS && (oc == DQ_PUSHED || oc == DQ_KEPT))) {
+            p->acked[idx] = rc == 0;
+            p->landed[idx] = 1;
+            idx++;
+            if (kill > 0 && t0 >= kill)
+                p->landed_after_kill = 1;
+        } else if (rc == DQ_EIO || rc == DQ_ETIMEDOUT) {
+            snprintf(p->io_msg, sizeof(p->io_msg), "push %s: %s: %s", id,
+                     dq_errname(rc), dq_errmsg(p->c));
+            usleep(5000);
+        } else {
+            p->unexpected++;
+            snprintf(p->unexpected_msg, sizeof(p->unexpected_msg),
+                     "push %s: %s: %s", id, dq_errname(rc), dq_errmsg(p->c));
+            idx++;
+            usleep(5000);
+        }
+        usleep(2000);
+    }
+    return NULL;
+}
+
+/* What the calls after the kill did. */
+typedef struct after_kill {
+    int64_t ms_to_first_ok; /* kill -> end of the first push begun after
+                               it that landed; -1 if none */
+    int failed;             /* calls that ended after the kill with an
+                               I/O error or timeout */
+    int64_t longest_ms;     /* longest call that ended after the kill */
+    int first_rc;           /* result of the first call begun after it */
+    int acked_after;        /* pushes begun after the kill that got 0 */
+    int landed_after;       /* ... that landed (0 or DQ_EREPLICAS) */
+} after_kill;
+
+static void analyse_calls(const pusher *p, int64_t kill_us, after_kill *a) {
+    memset(a, 0, sizeof(*a));
+    a->ms_to_first_ok = -1;
+    a->first_rc = 1;
+    for (int i = 0; i < p->ncalls; i++) {
+        const pcall *k = &p->calls[i];
+        if (k->t1 < kill_us)
+            continue;
+        int landed = k->rc == 0 || (k->rc == DQ_EREPLICAS &&
+                                    (k->outcome == DQ_PUSHED ||
+                                     k->outcome == DQ_KEPT));
+        if (k->rc == DQ_EIO || k->rc == DQ_ETIMEDOUT)
+            a->failed++;
+        if ((k->t1 - k->t0) / 1000 > a->longest_ms)
+            a->longest_ms = (k->t1 - k->t0) / 1000;
+        if (k->t0 < kill_us)
+            continue;
+        if (a->first_rc == 1)
+            a->first_rc = k->rc;
+        a->acked_after += k->rc == 0;
+        a->landed_after += landed;
+        if (landed && a->ms_to_first_ok < 0)
+            a->ms_to_first_ok = (k->t1 - kill_us) / 1000;
+    }
+}
+
+/* Which jobs a queue holds: polls them all (and acks them). */
+typedef struct seen {
+    uint8_t pre[2000], preb[2000], live[LIVE_MAX], part[2000];
+    long dup, unknown, total;
+    char unknown_id[DQ_ID_BUF];
+} seen;
+
+static uint8_t *seen_slot(seen *s, const char *id) {
+    long i;
+    if ((i = ft_job_index(id, "pre")) >= 0 && i < 2000)
+        return &s->pre[i];
+    if ((i = ft_job_index(id, "preb")) >= 0 && i < 2000)
+        return &s->preb[i];
+    if ((i = ft_job_index(id, "live")) >= 0 && i < LIVE_MAX)
+        return &s->live[i];
+    if ((i = ft_job_index(id, "pp")) >= 0 && i < 2000)
+        return &s->part[i];
+    return NULL;
+}
+
+/* A first call after a failover may be the one that finds its link
+ * broken (DQ_EIO, documented); stats is read-only, so it is tried twice.
+ * Returns the failures (0 or 1), or -1 with msg set if both failed. */
+static int stats_settle(dq_client *c, const char *q, char *msg, size_t n) {
+    for (int fails = 0; fails < 2; fails++) {
+        int rc = dq_stats(c, q, NULL, NULL, NULL, NULL, NULL);
+        if (rc == 0)
+            return fails;
+        size_t used = fails ? strlen(msg) : 0;
+        snprintf(msg + used, n - used, "%sstats on %s: %s: %s",
+                 fails ? "; then " : "", q, dq_errname(rc), dq_errmsg(c));
+    }
+    return -1;
+}
+
+static void drain_into(dq_client *c, const char *q, seen *s) {
+    const char *ids[1000], *toks[1000];
+    int results[1000];
+    for (int tries = 0; tries < 200; tries++) {
+        dq_jobs *jobs = NULL;
+        int rc = dq_poll(c, q, 1000, 120000, &jobs, NULL);
+        CK_OK(rc, c, "poll after the failover");
+        if (rc == 0)
+            break;
+        size_t n = dq_jobs_count(jobs);
+        for (size_t i = 0; i < n; i++) {
+            const dq_job *j = dq_jobs_at(jobs, i);
+            ids[i] = dq_job_id(j);
+            toks[i] = dq_job_token(j);
+            uint8_t *slot = seen_slot(s, ids[i]);
+            s->total++;
+            if (slot == NULL) {
+                s->unknown++;
+                snprintf(s->unknown_id, sizeof(s->unknown_id), "%s", ids[i]);
+            } else if (*slot) {
+                s->dup++;
+            } else {
+                *slot = 1;
+            }
+        }
+        rc = dq_ack_batch(c, q, n, ids, toks, results);
+        CK_RC(rc, (int)n, c, "ack_batch after the failover");
+        dq_jobs_free(jobs);
+    }
+    ck_stats(c, q, 0, 0, 0, 0);
+}
+
+/* A push that must end acknowledged by a replica (0): DQ_EREPLICAS (the
+ * replica was slow, e.g. on a loaded machine) is retried with the same ids
+ * and DQ_PUSH_KEEP, whose WAIT then covers the earlier write too; counts
+ * the retries. */
+static int push_acked(dq_client *c, const char *q, size_t n,
+                      const void *const *pls, const size_t *lens,
+                      const char *const *ids, int *retries) {
+    int rc = 0;
+    for (int k = 0; k < 10; k++) {
+        if (n == 1)
+            rc = dq_push(c, q, pls[0], lens[0], 0, ids[0], DQ_PUSH_KEEP, NULL,
+                         0, NULL);
+        else
+            rc = dq_push_batch(c, q, n, pls, lens, NULL, ids, DQ_PUSH_KEEP,
+                               NULL, NULL);
+        if (rc != DQ_EREPLICAS)
+            break;
+        (*retries)++;
+    }
+    return rc;
+}
+
+/* Pushes before the failover: 300 single pushes and a batch of 1000
+ * (plain queue, client c), a batch of 1200 on the partitioned queue
+ * (client cp); each ends acknowledged by a replica (0). */
+static int push_before(dq_client *c, const char *q, dq_client *cp,
+                       const char *pq) {
+    int retries = 0;
+    for (int i = 0; i < 300; i++) {
+        char id[32], pl[48];
+        snprintf(id, sizeof(id), "pre-%d", i);
+        size_t len = (size_t)snprintf(pl, sizeof(pl), "payload-pre-%d", i);
+        const char *ids[1] = {id};
+        const void *pls[1] = {pl};
+        int rc = push_acked(c, q, 1, pls, &len, ids, &retries);
+        ck_assert_msg(rc == 0, "push %s before the kill: %s: %s", id,
+                      dq_errname(rc), dq_errmsg(c));
+    }
+    static char idb[1200][16];
+    static const char *ids[1200];
+    static const void *pls[1200];
+    static size_t lens[1200];
+    for (int i = 0; i < 1200; i++) {
+        pls[i] = "payload";
+        lens[i] = 7;
+    }
+    for (int i = 0; i < 1000; i++) {
+        snprintf(idb[i], sizeof(idb[i]), "preb-%d", i);
+        ids[i] = idb[i];
+    }
+    int rc = push_acked(c, q, 1000, pls, lens, ids, &retries);
+    CK_OK(rc, c, "push_batch before the kill");
+    for (int i = 0; i < 1200; i++) {
+        snprintf(idb[i], sizeof(idb[i]), "pp-%d", i);
+        ids[i] = idb[i];
+    }
+    rc = push_acked(cp, pq, 1200, pls, lens, ids, &retries);
+    CK_OK(rc, cp, "partitioned push_batch before the kill");
+    return retries;
+}
+
+/* Everything acknowledged is there: returns the acknowledged jobs not
+ * found (plain queue), and counts the partitioned queue's missing in
+ * *part_lost. */
+static long check_after(dq_client *c, const char *q, dq_client *cp,
+                        const char *pq, const pusher *p, long *acknowledged,
+                        long *part_lost, long *landed_lost) {
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    drain_into(c, q, &s);
+    drain_into(cp, pq, &s);
+    ck_assert_msg(s.unknown == 0, "%ld jobs never pushed, e.g. %s", s.unknown,
+                  s.unknown_id);
+    ck_assert_msg(s.dup == 0, "%ld jobs delivered twice", s.dup);
+    long lost = 0, ack = 0;
+    for (int i = 0; i < 300; i++, ack++)
+        lost += !s.pre[i];
+    for (int i = 0; i < 1000; i++, ack++)
+        lost += !s.preb[i];
+    *landed_lost = 0;
+    for (int i = 0; i < p->nidx; i++) {
+        if (p->acked[i]) {
+            ack++;
+            lost += !s.live[i];
+        } else if (p->landed[i]) {
+            *landed_lost += !s.live[i];
+        }
+    }
+    *part_lost = 0;
+    for (int i = 0; i < 1200; i++)
+        *part_lost += !s.part[i];
+    *acknowledged = ack + 1200;
+    return lost;
+}
+
+static dq_options *failover_opts(int parts) {
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_WAIT_REPLICAS, 1);
+    opt(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, 500);
+    opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 15000);
+    if (parts > 1)
+        opt(o, DQ_OPT_PARTITIONS, parts);
+    return o;
+}
+
+/* Runs the pusher over kill(), which SIGKILLs the server whose pid is
+ * victim and returns once a replica took over (>= 0) or failed (< 0);
+ * fills *a and returns kill()'s result and the failover's ms. */
+typedef int (*kill_fn)(void *arg);
+
+static int run_over_kill(pusher *p, pid_t victim, kill_fn kill_it,
+                         void *arg, after_kill *a, int64_t *failover_ms) {
+    static watch w;
+    memset(&w, 0, sizeof(w));
+    w.pid = victim;
+    p->w = &w;
+    pthread_t wt, pt;
+    ck_assert_int_eq(pthread_create(&wt, NULL, watch_thread, &w), 0);
+    ck_assert_int_eq(pthread_create(&pt, NULL, push_thread, p), 0);
+    th_sleep_ms(300);
+    int64_t t = th_mono_ms();
+    int rc = kill_it(arg);
+    *failover_ms = th_mono_ms() - t;
+    /* The client's push begun after the kill lands, or 20 s pass. */
+    int64_t end = th_mono_ms() + 20000;
+    while (rc >= 0 && !p->landed_after_kill && th_mono_ms() < end)
+        th_sleep_ms(10);
+    th_sleep_ms(300);
+    p->stop = 1;
+    pthread_join(pt, NULL);
+    w.stop = 1;
+    pthread_join(wt, NULL);
+    int64_t kill_us = __atomic_load_n(&w.gone_us, __ATOMIC_SEQ_CST);
+    ck_assert_msg(kill_us > 0, "the server (pid %ld) did not die",
+                  (long)victim);
+    analyse_calls(p, kill_us, a);
+    return rc;
+}
+
+/* After the failover: the pusher's results, then every acknowledged job
+ * there; prints the figures line. */
+static void failover_verdict(const char *name, dq_client *c, const char *q,
+                             dq_client *cp, const char *pq, pusher *p,
+                             const after_kill *a, int64_t failover_ms,
+                             int pre_retries, int victim_port) {
+    long acknowledged = -1, part_lost = -1, landed_lost = -1, lost = -1;
+    char msg[512] = "";
+    /* Without a push landed after the kill, the client did not find the
+     * new primary: the checks below would only wait for more timeouts. */
+    int s1 = a->ms_to_first_ok < 0 ? -1 : stats_settle(c, q, msg, sizeof(msg));
+    int s2 = s1 < 0 ? -1 : stats_settle(cp, pq, msg, sizeof(msg));
+    if (s1 >= 0 && s2 >= 0)
+        lost = check_after(c, q, cp, pq, p, &acknowledged, &part_lost,
+                           &landed_lost);
+    printf("figures: %s: ms_to_first_ok_push=%" PRId64
+           " lost_acknowledged=%ld acknowledged=%ld partitioned_lost=%ld "
+           "landed_unacknowledged_lost=%ld first_call_after_kill=%s "
+           "failed_calls_after_kill=%d longest_call_ms=%" PRId64
+           " pushes_after_kill=%d acked_after_kill=%d failover_ms=%" PRId64
+           " live_pushes=%d settle_failures=%d wait_retries_before=%d\n",
+           name, a->ms_to_first_ok, lost < 0 ? -1 : lost + part_lost,
+           acknowledged, part_lost, landed_lost,
+           a->first_rc == 1 ? "none" : dq_errname(a->first_rc), a->failed,
+           a->longest_ms, a->landed_after, a->acked_after, failover_ms,
+           p->nidx, s1 < 0 || s2 < 0 ? -1 : s1 + s2, pre_retries);
+    fflush(stdout);
+    ck_assert_msg(p->unexpected == 0, "%d unexpected push errors: last: %s",
+                  p->unexpected, p->unexpected_msg);
+    ck_assert_msg(a->ms_to_first_ok >= 0,
+                  "no push landed within 20 s of the kill (the killed "
+                  "primary was 127.0.0.1:%d); %d calls failed, the last: %s",
+                  victim_port, a->failed, p->io_msg);
+    /* Only the first call may fail (it finds its link broken): replies of
+     * an EPROTO or a NOSCRIPT error in the next one are read out of step
+     * (a reply left on a link by the failed call). */
+    ck_assert_msg(s1 >= 0 && s2 >= 0,
+                  "the clients keep failing after the failover (the killed "
+                  "primary was 127.0.0.1:%d): %s", victim_port, msg);
+    ck_assert_msg(lost == 0, "%ld acknowledged jobs lost", lost);
+    ck_assert_msg(part_lost == 0,
+                  "%ld acknowledged jobs of the partitioned queue lost",
+                  part_lost);
+    ck_assert_msg(a->ms_to_first_ok >= 0 && a->ms_to_first_ok < 15000,
+                  "no push landed within 15 s of the kill (%" PRId64 " ms)",
+                  a->ms_to_first_ok);
+    /* At most the call that found its link broken fails; the next one
+     * follows the failover within its command timeout. */
+    ck_assert_msg(a->failed <= 1,
+                  "%d push calls failed after the kill (at most the one "
+                  "that saw the link break may)", a->failed);
+}
+
+/* The value after key in a flat key/value reply, or NULL. */
+static const redisReply *field_of(const redisReply *r, const char *key) {
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (r->element[i]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[i]->str, key) == 0)
+            return r->element[i + 1];
+    return NULL;
+}
+
+static int str_is(const redisReply *r, const char *s) {
+    return r != NULL && (r->type == REDIS_REPLY_STRING ||
+                         r->type == REDIS_REPLY_STATUS) &&
+           strcmp(r->str, s) == 0;
+}
+
+/* 1 if node np's CLUSTER SHARDS lists, in np's own shard, a failed node
+ * with role "master" before np itself (Valkey 8 does after a failover,
+ * Redis 7.0 gives the failed primary a shard of its own); 0 if not, -1 if
+ * the reply is not understood. */
+static int shards_failed_primary_first(thc_cluster *cl, int np) {
+    redisReply *r = node_cmd(cl, np, "CLUSTER SHARDS");
+    int res = -1;
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *nodes = field_of(r->element[i], "nodes");
+        int failed_before = 0;
+        for (size_t k = 0; nodes && nodes->type == REDIS_REPLY_ARRAY &&
+                           k < nodes->elements; k++) {
+            const redisReply *n = nodes->element[k];
+            if (str_is(field_of(n, "id"), cl->nodes[np].id)) {
+                res = failed_before;
+                break;
+            }
+            if (str_is(field_of(n, "role"), "master") &&
+                str_is(field_of(n, "health"), "fail"))
+                failed_before = 1;
+        }
+        if (res >= 0)
+            break;
+    }
+    freeReplyObject(r);
+    return res;
+}
+
+static int kill_cluster_primary(void *arg) {
+    int *v = arg; /* [0] node in, [1] new primary out */
+    v[1] = thc_kill_primary(&g_cl, v[0], 30000);
+    return v[1];
+}
+
+/*
+ * LIBRARY BUG shown by this test on Valkey 8 (DQ_REDIS_SERVER=valkey-server,
+ * DQ_REDIS_CLI=valkey-cli): after the failover, CLUSTER SHARDS lists the
+ * failed old primary (role "master", health "fail") in the same shard as,
+ * and before, the promoted replica; lib/route.c load_shard takes the first
+ * node whose role is "master", so the slot map keeps naming the dead node
+ * and every call for its slots spends the whole command timeout trying to
+ * connect there (DQ_EIO "Connection refused").  Redis 7.0 gives the failed
+ * primary a shard of its own, so the test passes there.
+ */
+START_TEST(failover) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    const char *q = "fo-plain", *pq = "fo-part";
+    int victim = owner_of_part(cl, q, -1);
+    int on_victim = 0;
+    for (int p = 0; p < 6; p++)
+        on_victim += owner_of_part(cl, pq, p) == victim;
+    ck_assert_msg(on_victim > 0, "no partition of %s on node %d", pq, victim);
+    dq_options *o = failover_opts(1), *op = failover_opts(6);
+    dq_client *c = open_uri(uri, o), *cp = open_uri(uri, op);
+    int pre_retries = push_before(c, q, cp, pq);
+
+    pusher *p = calloc(1, sizeof(*p));
+    ck_assert_ptr_nonnull(p);
+    p->c = c;
+    p->q = q;
+    after_kill a;
+    int64_t fo_ms = 0;
+    int v[2] = {victim, -1};
+    int rc = run_over_kill(p, cl->nodes[victim].r.pid, kill_cluster_primary,
+                           v, &a, &fo_ms);
+    ck_assert_msg(rc >= 0, "thc_kill_primary failed (see stderr)");
+    ck_assert_int_eq(thc_owner(cl, slot_of_part(q, -1)), v[1]);
+    /* What the client's slot map is built from (see the report of
+     * failover_verdict when the client keeps going to the dead node). */
+    printf("cluster_failover: CLUSTER SHARDS lists the failed primary "
+           "before the promoted one: %d\n",
+           shards_failed_primary_first(cl, v[1]));
+    failover_verdict("cluster_failover", c, q, cp, pq, p, &a, fo_ms,
+                     pre_retries, cl->nodes[victim].r.port);
+    free(p);
+    dq_close(c);
+    dq_close(cp);
+    dq_options_free(o);
+    dq_options_free(op);
+    cluster_down();
+}
+END_TEST
+
+static int kill_sentinel_primary(void *arg) {
+    (void)arg;
+    return thc_sentinel_failover(&g_sn, 1, 30000);
+}
+
+START_TEST(sentinel) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqmaster") == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    char uri[512], puri[600];
+    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
+    const char *q = "so-plain", *pq = "so-part";
+    dq_options *o = failover_opts(1);
+    dq_client *c = open_uri(uri, o), *cp = open_uri(puri, o);
+    int pre_retries = push_before(c, q, cp, pq);
+
+    pusher *p = calloc(1, sizeof(*p));
+    ck_assert_ptr_nonnull(p);
+    p->c = c;
+    p->q = q;
+    after_kill a;
+    int64_t fo_ms = 0;
+    int old = g_sn.primary;
+    int rc = run_over_kill(p, g_sn.data[old].pid, kill_sentinel_primary,
+                           NULL, &a, &fo_ms);
+    ck_assert_msg(rc >= 0 && rc != old,
+                  "thc_sentinel_failover failed (see stderr)");
+    failover_verdict("sentinel_failover", c, q, cp, pq, p, &a, fo_ms,
+                     pre_retries, g_sn.data[old].port);
+    free(p);
+    dq_close(c);
+    dq_close(cp);
+    dq_options_free(o);
+    thc_sentinel_stop(&g_sn);
+    g_sn_up = 0;
+}
+END_TEST
+
+TEST_SUITE("cluster", TU_SRV_NONE,
+    {"core_plain", core_plain, 120, NULL},
+    {"core_partitioned", core_partitioned, 120, NULL},
+    {"poll_wait_resubscribe", poll_wait_resubscribe, 90, NULL},
+    {"ask_and_moved", ask_and_moved, 90, NULL},
+    {"reshard_partitioned", reshard_partitioned, 150, NULL},
+    {"reshard_plain", reshard_plain, 150, NULL},
+    {"failover", failover, 120, NULL},
+    {"sentinel", sentinel, 120, NULL})
