@@ -164,35 +164,51 @@ static int note_used(used_links *u, dq__conn *conn) {
 /* One round: what is left of op's calls, each to its node - every node's
  * calls written out before any reply is read, so the nodes work at once.
  * grp[i] is the node (an index into rd->links) of call i. */
+#define DQ_ASKS_MAX 8
+typedef struct asks {
+    dq__redirect to[DQ_ASKS_MAX]; /* ASK targets; a T_ASK call's grp
+                                     indexes them between rounds */
+    int n;
+} asks;
+
 typedef struct round {
-    unsigned char want;  /* T_SEND, or T_ASK: all to rd->ask */
+    unsigned char want;  /* T_SEND, or T_ASK: each to its ASK target */
     int retry;           /* a node said "not now" (TRYAGAIN, ...) */
     int connect_failed;  /* some node was unreachable: nothing sent to it */
-    dq__redirect ask;    /* the ASK target */
+    asks *asks;          /* the op's ASK targets */
     used_links links;    /* the nodes of this round */
 } round;
+
+/* Index of redirect d among the ASK targets (added if new), -1 if full. */
+static int ask_index(asks *a, const dq__redirect *d) {
+    for (int i = 0; i < a->n; i++)
+        if (a->to[i].port == d->port && strcmp(a->to[i].host, d->host) == 0)
+            return i;
+    if (a->n == DQ_ASKS_MAX)
+        return -1;
+    a->to[a->n] = *d;
+    return a->n++;
+}
 
 /* Picks the node of every call left (marking it want|T_MARK).  A call
  * whose node cannot be reached stays for a later round. */
 static int pick_nodes(dq_client *c, dq__op *op, unsigned char *todo,
                       unsigned char *grp, round *rd) {
-    int rc = DQ_OK;
-    dq__conn *ask_conn = NULL;
-    if (rd->want == T_ASK &&
-        (rc = dq__links_at(c->links, rd->ask.host, rd->ask.port, &ask_conn,
-                           &c->err)) != DQ_OK) {
-        rd->connect_failed = 1;
-        return rc;
-    }
-    int marked = 0;
+    int rc = DQ_OK, marked = 0;
     for (size_t i = 0; i < op->ncmds; i++) {
         if (todo[i] != rd->want)
             continue;
-        dq__conn *to = ask_conn;
-        if (to == NULL &&
-            (rc = dq__links_get(c->links, op->cmds[i].slot, &to,
-                                &c->err)) != DQ_OK) {
+        dq__conn *to = NULL;
+        if (rd->want == T_ASK) {
+            const dq__redirect *d = &rd->asks->to[grp[i]];
+            rc = dq__links_at(c->links, d->host, d->port, &to, &c->err);
+        } else {
+            rc = dq__links_get(c->links, op->cmds[i].slot, &to, &c->err);
+        }
+        if (rc != DQ_OK) {
             rd->connect_failed = 1;
+            if (rd->want == T_ASK)
+                todo[i] = T_SEND; /* the target is gone: route it again */
             continue;
         }
         int g = note_used(&rd->links, to);
@@ -209,11 +225,11 @@ static int pick_nodes(dq_client *c, dq__op *op, unsigned char *todo,
  * node's in one pipeline and all nodes' before any reply is read; then
  * reads and feeds the replies: each call becomes done, or is to be sent
  * again (NOSCRIPT: as EVAL; MOVED: to the slot's new owner, recorded in
- * links; ASK: once to rd->ask with ASKING; "not now": after a pause,
- * rd->retry).  A failed read leaves the op's fate unknown: the error is
- * returned. */
+ * links; ASK: once, with ASKING, to the target it names; "not now": after
+ * a pause, rd->retry).  A failed read leaves the op's fate unknown: the
+ * error is returned. */
 static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
-                       const unsigned char *grp, round *rd) {
+                       unsigned char *grp, round *rd) {
     static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
     unsigned char mark = (unsigned char)(rd->want | T_MARK);
     int rc = DQ_OK;
@@ -243,8 +259,14 @@ static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
             break;
         int act = feed(op, i, r);
         todo[i] = act == DQ_FEED_OK ? T_DONE : T_SEND;
-        if (act == DQ_FEED_REDIRECT && op->redir.ask && rd->want != T_ASK) {
-            todo[i] = T_ASK;
+        int k = act == DQ_FEED_REDIRECT && op->redir.ask && rd->want != T_ASK
+                    ? ask_index(rd->asks, &op->redir)
+                    : -1;
+        if (k >= 0) {
+            todo[i] = T_ASK; /* once, to its own target, after ASKING */
+            grp[i] = (unsigned char)k;
+        } else if (act == DQ_FEED_REDIRECT && op->redir.ask) {
+            rd->retry = 1; /* an ASK we cannot take now: later, routed */
         } else if (act == DQ_FEED_REDIRECT) {
             dq__links_moved(c->links, op->redir.slot, op->redir.host,
                             op->redir.port);
@@ -285,15 +307,13 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
                            ? c->core.opts.command_timeout_ms
                            : 5000;
     int64_t deadline = dq__mono_us() + limit_ms * 1000, pause = 1000;
+    asks ask_to;
+    ask_to.n = 0;
     for (int rounds = 0;; rounds++) {
         round rd;
         memset(&rd, 0, sizeof(rd));
+        rd.asks = &ask_to;
         rd.want = memchr(todo, T_ASK, op->ncmds) ? T_ASK : T_SEND;
-        if (rd.want == T_ASK) {
-            rd.ask = op->redir;
-            if (!rd.ask.ask)
-                rd.want = T_SEND;
-        }
         int rc = pick_nodes(c, op, todo, grp, &rd);
         if (rc == DQ_OK)
             rc = send_marked(c, op, todo, grp, &rd);

@@ -178,23 +178,33 @@ static int load_shard(dq__slotmap *m, short *owner, const dq__reply *shard,
         return DQ_EREDIS;
     if (dq__reply_len(slots) == 0)
         return DQ_OK; /* a shard without slots (an empty primary) */
+    /* The primary: the one that is online (Valkey 8 lists a failed old
+     * primary in its shard next to - and before - the promoted replica),
+     * else the first one listed. */
+    const dq__reply *primary = NULL;
     for (size_t i = 0; i < dq__reply_len(nodes); i++) {
         const dq__reply *node = dq__reply_at(nodes, i);
         if (!is_str(field(node, "role"), "master"))
             continue;
+        int online = is_str(field(node, "health"), "online");
+        if (primary == NULL || online)
+            primary = node;
+        if (online)
+            break;
+    }
+    if (primary != NULL) {
         char host[256];
-        const dq__reply *ep = field(node, "endpoint");
-        host_of(ep ? ep : field(node, "ip"), asked, host, sizeof(host));
-        long long port = num(field(node, m->tls ? "tls-port" : "port"));
+        const dq__reply *ep = field(primary, "endpoint");
+        host_of(ep ? ep : field(primary, "ip"), asked, host, sizeof(host));
+        long long port = num(field(primary, m->tls ? "tls-port" : "port"));
         if (port <= 0)
-            port = num(field(node, "port"));
+            port = num(field(primary, "port"));
         for (size_t j = 0; j + 1 < dq__reply_len(slots); j += 2) {
             int rc = assign(m, owner, num(dq__reply_at(slots, j)),
                             num(dq__reply_at(slots, j + 1)), host, port);
             if (rc != DQ_OK)
                 return rc;
         }
-        return DQ_OK;
     }
     return DQ_OK; /* no primary listed: its slots stay unknown */
 }
