@@ -395,6 +395,8 @@ static int run_op_io(dq_client *c, dq__op *op) {
         dq__op_fail(op, rc, &c->err);
     if (op->failed)
         c->err = op->err;
+    else
+        dq__err_clear(&c->err); /* a partitioned call kept what it did */
     return dq__op_status(op);
 }
 

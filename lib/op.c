@@ -16,8 +16,21 @@ static void op_init(dq__op *op, int kind, const char *what) {
     op->what = what;
 }
 
-/* Records an error (the first one wins); returns code. */
+/* Records an error (the first one wins); returns code.  A partitioned
+ * poll or requeue/purge-all that already changed earlier partitions stops
+ * there instead: it returns what it did (a call that returns an error must
+ * have written nothing), and the error is not the call's. */
 static int op_error(dq__op *op, int code, const dq__err *e) {
+    int partial = op->nparts > 1 && !op->checking &&
+                  ((op->kind == DQ_OPK_POLL && op->status > 0) ||
+                   ((op->kind == DQ_OPK_DEAD_REQUEUE ||
+                     op->kind == DQ_OPK_DEAD_PURGE) &&
+                    op->part >= 0 && op->v > 0));
+    if (partial) {
+        op->visited = op->nparts;  /* poll: no further partition */
+        op->part = op->nparts;     /* requeue/purge: the same */
+        return code;
+    }
     if (!op->failed) {
         op->failed = 1;
         op->status = code;
