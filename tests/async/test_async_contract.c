@@ -177,7 +177,9 @@ START_TEST(push_batch_100_mib) {
         snprintf(idbuf[i], sizeof(idbuf[i]), "big%03d", i);
         ids[i] = idbuf[i];
     }
-    dq_async *a = aopen_uri(srv.uri, NULL, NULL);
+    char uri[600]; /* partitioned as the suite's runs are (tu_uri) */
+    tu_uri(srv.uri, NULL, uri, sizeof(uri));
+    dq_async *a = aopen_uri(uri, NULL, NULL);
     bigres b = {0};
     ck_assert_int_eq(dq_async_push_batch(a, Q, N, pl, lens, NULL, ids,
                                          DQ_PUSH_KEEP, big_batch_rec, &b),
@@ -188,7 +190,7 @@ START_TEST(push_batch_100_mib) {
         ck_assert_int_eq(b.vals[i], DQ_PUSHED);
 
     /* the payloads arrived whole */
-    dq_client *c = open_uri(srv.uri, NULL);
+    dq_client *c = open_uri(uri, NULL);
     ck_stats(c, Q, 0, N, 0, 0);
     int got = 0;
     for (int round = 0; round < 20 && got < N; round++) {
@@ -295,8 +297,9 @@ END_TEST
 START_TEST(host_name_resolved) {
     th_redis srv;
     ck_assert_int_eq(th_redis_start(&srv, 1, NULL), 0);
-    char uri[64];
-    snprintf(uri, sizeof(uri), "redis://localhost:%d", srv.port);
+    char base[64], uri[128];
+    snprintf(base, sizeof(base), "redis://localhost:%d", srv.port);
+    tu_uri(base, NULL, uri, sizeof(uri));
     states st = {0};
     dq_async *a = aopen_uri(uri, NULL, &st);
     res p = {0}, pl = {0}, ak = {0};

@@ -60,13 +60,15 @@ START_TEST(kill_and_restart_mid_run) {
     th_redis srv;
     ck_assert_int_eq(
         th_redis_start(&srv, 0, "appendonly yes\nappendfsync always"), 0);
-    dq_client *cl = open_uri(srv.uri, NULL);
+    char uri[600]; /* partitioned as the suite's runs are (tu_uri) */
+    tu_uri(srv.uri, NULL, uri, sizeof(uri));
+    dq_client *cl = open_uri(uri, NULL);
     static tally t;
     memset(&t, 0, sizeof(t));
     dq_options *o = dq_options_new();
     dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 20000); /* wake-ups must work */
     states st = {0};
-    dq_async *a = aopen_uri(srv.uri, o, &st);
+    dq_async *a = aopen_uri(uri, o, &st);
     dq_options_free(o);
     dq_consumer *c = NULL;
     ck_assert_int_eq(dq_consumer_new(a, Q, handler, &t, &c), 0);
@@ -97,7 +99,7 @@ START_TEST(kill_and_restart_mid_run) {
     /* The wake-up subscription came back too: an earlier job pushed from
      * another connection runs on time although the consumer's idle sleep
      * is 20 s. */
-    cl = open_uri(srv.uri, NULL);
+    cl = open_uri(uri, NULL);
     run_for(300);
     int64_t t0 = wall_us();
     push(cl, Q, N, 300);
@@ -119,7 +121,9 @@ START_TEST(outage_while_idle) {
     ck_assert_int_eq(
         th_redis_start(&srv, 0, "appendonly yes\nappendfsync always"), 0);
     states st = {0};
-    dq_async *a = aopen_uri(srv.uri, NULL, &st);
+    char uri[600];
+    dq_async *a =
+        aopen_uri(tu_uri(srv.uri, NULL, uri, sizeof(uri)), NULL, &st);
     res p = {0};
     dq_async_push(a, Q, "before", 6, 0, "before", 0, push_rec, &p);
     WAIT_CB(p, 0);
