@@ -20,6 +20,7 @@ const char dqt_help_main[] =
     "  stats     queue counts: table, --json, --prometheus, --watch\n"
     "  dead      requeue, purge or list dead-lettered jobs\n"
     "  consume   run a command for every job that comes due (a worker)\n"
+    "  web       serve the operator dashboard and a JSON API over HTTP\n"
     "  help      show the help of a command (same as COMMAND --help)\n"
     "\n"
     "Global options (before or after the command):\n"

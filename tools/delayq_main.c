@@ -140,6 +140,7 @@ static const command commands[] = {
     {"stats", dqt_cmd_stats, dqt_help_stats, dqt_stats_opts},
     {"dead", dqt_cmd_dead, dqt_help_dead, dqt_dead_opts},
     {"consume", dqt_cmd_consume, dqt_help_consume, dqt_consume_opts},
+    {"web", dqt_cmd_web, dqt_help_web, dqt_web_opts},
     {NULL, NULL, NULL, NULL}};
 
 /* The command called name, or NULL. */

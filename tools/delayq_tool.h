@@ -13,6 +13,7 @@
  *   delayq_jobs.c     push, cancel, poll, ack, nack, extend
  *   delayq_inspect.c  list, stats (--watch), dead requeue/purge/list
  *   delayq_consume.c  consume (on the library's libevent consumer)
+ *   delayq_web.c      web: the operator dashboard (libevent's evhttp)
  */
 #ifndef DELAYQ_TOOL_H
 #define DELAYQ_TOOL_H
@@ -44,7 +45,8 @@ enum {
     DQT_O_INFLIGHT, DQT_O_MAX, DQT_O_LEASE, DQT_O_WAIT, DQT_O_DEAD,
     DQT_O_OFFSET, DQT_O_LIMIT, DQT_O_PROM, DQT_O_WATCH, DQT_O_COUNT,
     DQT_O_ALL, DQT_O_CONC, DQT_O_MAXATT, DQT_O_BACKOFF, DQT_O_MAXBACK,
-    DQT_O_GRACE, DQT_O_MAXJOBS, DQT_O_QUIET, DQT_O_JITTER
+    DQT_O_GRACE, DQT_O_MAXJOBS, DQT_O_QUIET, DQT_O_JITTER,
+    DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY
 };
 
 /* One option a command accepts.  arg: 0 none, 1 required, 2 optional
@@ -162,5 +164,10 @@ int dqt_cmd_dead(dqt_cli *g);
 /* delayq_consume.c */
 extern const dqt_optspec dqt_consume_opts[];
 int dqt_cmd_consume(dqt_cli *g);
+
+/* delayq_web.c */
+extern const char dqt_help_web[];
+extern const dqt_optspec dqt_web_opts[];
+int dqt_cmd_web(dqt_cli *g);
 
 #endif /* DELAYQ_TOOL_H */
