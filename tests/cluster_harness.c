@@ -2,10 +2,10 @@
  * tests/cluster_harness.c - Redis Cluster and Sentinel topologies for tests
  * (see cluster_harness.h).
  *
- * Data nodes are th_redis servers (harness.c).  What harness.c does not
- * offer -- running redis-cli and sentinels -- is done here with static
- * copies of its fork/exec, PDEATHSIG and wait-for-PING code.  Linux only;
- * builds with -std=c11 (defines _GNU_SOURCE itself); hiredis 0.14 or 1.x.
+ * Data nodes are th_redis servers (harness.c); redis-cli and the sentinels
+ * run through harness.c's process helpers (th_spawn, th_serve: fork/exec,
+ * PDEATHSIG, wait for PING).  Linux only; builds with -std=c11 (defines
+ * _GNU_SOURCE itself); hiredis 0.14 or 1.x.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -13,33 +13,20 @@
 
 #include "cluster_harness.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #define THC_START_TIMEOUT_MS 30000  /* cluster / sentinel setup, all included */
 #define THC_SETTLE_TIMEOUT_MS 30000 /* agreement after a migration */
 #define THC_MIGRATE_TIMEOUT_MS 60000
-#define THC_PROC_TIMEOUT_MS 10000   /* one sentinel answering PING */
-#define THC_STOP_TIMEOUT_MS 5000
 #define THC_POLL_MS 50
 #define THC_PORT_ATTEMPTS 5
 #define THC_SENTINEL_MARK "/dq-sentinel-"
@@ -62,20 +49,6 @@ static void thc_err(const char *fmt, ...)
     fflush(stderr);
 }
 
-/* snprintf that reports truncation as failure. */
-static int thc_fmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int thc_fmt(char *buf, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    int len;
-
-    va_start(ap, fmt);
-    len = vsnprintf(buf, n, fmt, ap);
-    va_end(ap);
-    return (len < 0 || (size_t)len >= n) ? -1 : 0;
-}
-
 /* Appends to buf (of size n, holding a string); -1 on truncation. */
 static int thc_cat(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -93,322 +66,6 @@ static int thc_cat(char *buf, size_t n, const char *fmt, ...)
     return (len < 0 || (size_t)len >= n - used) ? -1 : 0;
 }
 
-/* ---- binaries -------------------------------------------------------------- */
-
-static int thc_is_exe(const char *path)
-{
-    struct stat st;
-
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
-}
-
-/* Looks name up on $PATH (or takes it as is when it has a '/'). */
-static int thc_which(const char *name, char *out, size_t n)
-{
-    const char *path, *p, *end;
-    size_t len;
-
-    if (strchr(name, '/'))
-        return thc_is_exe(name) && thc_fmt(out, n, "%s", name) == 0 ? 0 : -1;
-    path = getenv("PATH");
-    if (!path)
-        return -1;
-    for (p = path;; p = end + 1) {
-        end = strchr(p, ':');
-        len = end ? (size_t)(end - p) : strlen(p);
-        if (thc_fmt(out, n, "%.*s/%s", (int)len, len ? p : ".", name) == 0 && thc_is_exe(out))
-            return 0;
-        if (!end)
-            break;
-    }
-    return -1;
-}
-
-/* $var if set (it must be an executable), else name on PATH, else dflt. */
-static int thc_find_bin(const char *var, const char *name, const char *dflt, char *out, size_t n)
-{
-    const char *env = getenv(var);
-
-    if (env && env[0]) {
-        if (thc_which(env, out, n) == 0)
-            return 0;
-        thc_err("%s=%s: not an executable file", var, env);
-        return -1;
-    }
-    if (thc_which(name, out, n) == 0)
-        return 0;
-    if (thc_is_exe(dflt) && thc_fmt(out, n, "%s", dflt) == 0)
-        return 0;
-    thc_err("%s not found on PATH (install it, or set %s to its path)", name, var);
-    return -1;
-}
-
-/* ---- processes ------------------------------------------------------------- */
-
-/* An fd >= 3 with FD_CLOEXEC for path, or -1. */
-static int thc_open_high(const char *path, int flags)
-{
-    int fd = open(path, flags | O_CLOEXEC, 0600);
-
-    if (fd >= 0 && fd < 3) {
-        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-
-        close(fd);
-        fd = high;
-    }
-    return fd;
-}
-
-/*
- * Forks and execs argv[0] with stdin /dev/null and stdout+stderr appended to
- * outpath; the child dies with this thread (PDEATHSIG).  Returns the pid or -1.
- */
-static pid_t thc_spawn(char *const argv[], const char *outpath)
-{
-    char **envp;
-    size_t nenv = 0, i, j;
-    int nullfd, outfd, maxfd = 1024;
-    struct rlimit rl;
-    pid_t parent = getpid(), pid;
-
-    /* After fork only async-signal-safe calls.  LD_PRELOAD (sanitizer or
-     * valgrind shims) and NOTIFY_SOCKET (systemd) must not reach the child. */
-    while (environ && environ[nenv])
-        nenv++;
-    envp = calloc(nenv + 1, sizeof *envp);
-    if (!envp)
-        return -1;
-    for (i = j = 0; i < nenv; i++) {
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 ||
-            strncmp(environ[i], "NOTIFY_SOCKET=", 14) == 0)
-            continue;
-        envp[j++] = environ[i];
-    }
-    envp[j] = NULL;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        maxfd = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
-
-    nullfd = thc_open_high("/dev/null", O_RDWR);
-    outfd = thc_open_high(outpath, O_WRONLY | O_CREAT | O_APPEND);
-    if (nullfd == -1 || outfd == -1) {
-        thc_err("cannot open /dev/null or %s: %s", outpath, strerror(errno));
-        if (nullfd != -1)
-            close(nullfd);
-        if (outfd != -1)
-            close(outfd);
-        free(envp);
-        return -1;
-    }
-
-    pid = fork();
-    if (pid == 0) {
-        struct sigaction sa;
-        sigset_t none;
-        int sig, fd;
-
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = SIG_DFL;
-        sigemptyset(&sa.sa_mask);
-        for (sig = 1; sig < NSIG; sig++)
-            sigaction(sig, &sa, NULL);
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(127);
-        if (dup2(nullfd, 0) == -1 || dup2(outfd, 1) == -1 || dup2(outfd, 2) == -1)
-            _exit(127);
-        for (fd = 0; fd < 3; fd++)
-            fcntl(fd, F_SETFD, 0);
-#ifdef SYS_close_range
-        if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-#endif
-        {
-            for (fd = 3; fd < maxfd; fd++)
-                close(fd);
-        }
-        execve(argv[0], argv, envp);
-        {
-            static const char msg[] = "thc: execve failed\n";
-            ssize_t ignored = write(2, msg, sizeof msg - 1);
-            (void)ignored;
-        }
-        _exit(127);
-    }
-    close(nullfd);
-    close(outfd);
-    free(envp);
-    if (pid == -1) {
-        thc_err("fork: %s", strerror(errno));
-        return -1;
-    }
-    return pid;
-}
-
-/* 1 if our child pid has exited (reaped; *status set), 0 if it runs. */
-static int thc_gone(pid_t pid, int *status)
-{
-    int st;
-    pid_t w;
-
-    do {
-        w = waitpid(pid, &st, WNOHANG);
-    } while (w == -1 && errno == EINTR);
-    if (w == pid) {
-        if (status)
-            *status = st;
-        return 1;
-    }
-    if (w == 0)
-        return 0;
-    return kill(pid, 0) == -1 && errno == ESRCH; /* not our child */
-}
-
-static int thc_wait_gone(pid_t pid, int64_t timeout_ms, int *status)
-{
-    int64_t deadline = th_mono_ms() + timeout_ms;
-
-    for (;;) {
-        if (thc_gone(pid, status))
-            return 1;
-        if (th_mono_ms() >= deadline)
-            return 0;
-        th_sleep_ms(10);
-    }
-}
-
-/* SIGTERM, up to THC_STOP_TIMEOUT_MS, then SIGKILL. */
-static void thc_terminate(pid_t pid, int sig)
-{
-    if (pid <= 0 || thc_gone(pid, NULL))
-        return;
-    if (kill(pid, sig) == 0 && thc_wait_gone(pid, THC_STOP_TIMEOUT_MS, NULL))
-        return;
-    if (thc_gone(pid, NULL))
-        return;
-    if (sig != SIGKILL)
-        thc_err("pid %ld ignored signal %d for %d ms: sending SIGKILL", (long)pid, sig,
-                THC_STOP_TIMEOUT_MS);
-    kill(pid, SIGKILL);
-    if (!thc_wait_gone(pid, THC_STOP_TIMEOUT_MS, NULL))
-        thc_err("pid %ld still there after SIGKILL", (long)pid);
-}
-
-/* ---- files ----------------------------------------------------------------- */
-
-static int thc_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    if (remove(path) != 0 && errno != ENOENT)
-        thc_err("cannot remove %s: %s", path, strerror(errno));
-    return 0;
-}
-
-/* rm -rf dir, only for the sentinel dirs made here. */
-static void thc_rm_rf(const char *dir)
-{
-    if (!dir[0] || !strstr(dir, THC_SENTINEL_MARK)) {
-        if (dir[0])
-            thc_err("refusing to remove %s (not a sentinel dir of this harness)", dir);
-        return;
-    }
-    if (nftw(dir, thc_rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-        thc_err("cannot remove %s: %s", dir, strerror(errno));
-}
-
-/* The last 64 KiB of path, malloc'ed and NUL-terminated, or NULL. */
-static char *thc_read_tail(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    long size, off;
-    size_t got;
-    char *buf;
-
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0) {
-        fclose(f);
-        return NULL;
-    }
-    off = size > 65536 ? size - 65536 : 0;
-    buf = malloc((size_t)(size - off) + 1);
-    if (!buf || fseek(f, off, SEEK_SET) != 0) {
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    got = fread(buf, 1, (size_t)(size - off), f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
-}
-
-/* Prints the last nlines lines of path. */
-static void thc_print_tail(const char *path, int nlines)
-{
-    char *buf = thc_read_tail(path), *p;
-    size_t len;
-    int seen = 0;
-
-    if (!buf)
-        return;
-    len = strlen(buf);
-    while (len > 0 && buf[len - 1] == '\n')
-        buf[--len] = '\0';
-    if (len > 0) {
-        p = buf + len;
-        while (p > buf) {
-            if (p[-1] == '\n' && ++seen >= nlines)
-                break;
-            p--;
-        }
-        fprintf(stderr, "thc: ---- last lines of %s ----\n%s\nthc: ----\n", path, p);
-        fflush(stderr);
-    }
-    free(buf);
-}
-
-static int thc_file_has(const char *path, const char *needle)
-{
-    char *buf = thc_read_tail(path);
-    int found = buf && strstr(buf, needle) != NULL;
-
-    free(buf);
-    return found;
-}
-
-/* A free TCP port on 127.0.0.1 (bind port 0, read it back), or -1. */
-static int thc_free_port(void)
-{
-    int attempt;
-
-    for (attempt = 0; attempt < THC_PORT_ATTEMPTS; attempt++) {
-        struct sockaddr_in sa;
-        socklen_t len = sizeof sa;
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int port = -1;
-
-        if (fd == -1) {
-            thc_err("socket: %s", strerror(errno));
-            return -1;
-        }
-        memset(&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-            getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-            port = ntohs(sa.sin_port);
-        close(fd);
-        if (port > 0)
-            return port;
-    }
-    thc_err("no free TCP port on 127.0.0.1");
-    return -1;
-}
-
 /* ---- hiredis --------------------------------------------------------------- */
 
 static redisContext *thc_connect_quiet(int port, char *why, size_t n)
@@ -417,11 +74,11 @@ static redisContext *thc_connect_quiet(int port, char *why, size_t n)
     redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
 
     if (!ctx) {
-        thc_fmt(why, n, "connect to 127.0.0.1:%d: out of memory", port);
+        th_fmt(why, n, "connect to 127.0.0.1:%d: out of memory", port);
         return NULL;
     }
     if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
-        thc_fmt(why, n, "connect to 127.0.0.1:%d: %s", port, ctx->errstr);
+        th_fmt(why, n, "connect to 127.0.0.1:%d: %s", port, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
@@ -452,7 +109,7 @@ static redisReply *thc_argv(redisContext **ctxp, int port, int argc, const char 
         return NULL;
     rep = redisCommandArgv(*ctxp, argc, argv, lens);
     if (!rep) {
-        thc_fmt(why, n, "%s on 127.0.0.1:%d: %s", argv[0], port,
+        th_fmt(why, n, "%s on 127.0.0.1:%d: %s", argv[0], port,
                 (*ctxp)->errstr[0] ? (*ctxp)->errstr : "no reply");
         redisFree(*ctxp);
         *ctxp = NULL;
@@ -477,18 +134,18 @@ static redisReply *thc_cmd(redisContext **ctxp, int port, char *why, size_t n, c
     len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (len < 0 || (size_t)len >= sizeof line) {
-        thc_fmt(why, n, "command too long");
+        th_fmt(why, n, "command too long");
         return NULL;
     }
     while ((w = strtok_r(argc ? NULL : line, " ", &save)) != NULL) {
         if (argc == 32) {
-            thc_fmt(why, n, "command of more than 32 words");
+            th_fmt(why, n, "command of more than 32 words");
             return NULL;
         }
         argv[argc++] = w;
     }
     if (argc == 0) {
-        thc_fmt(why, n, "empty command");
+        th_fmt(why, n, "empty command");
         return NULL;
     }
     return thc_argv(ctxp, port, argc, argv, NULL, why, n);
@@ -534,7 +191,7 @@ static redisReply *thc_text(redisContext **ctxp, int port, char *why, size_t n, 
     redisReply *rep = thc_cmd(ctxp, port, why, n, "%s", cmd);
 
     if (rep && rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_STATUS) {
-        thc_fmt(why, n, "%s on 127.0.0.1:%d: %s%s", cmd, port,
+        th_fmt(why, n, "%s on 127.0.0.1:%d: %s%s", cmd, port,
                 rep->type == REDIS_REPLY_ERROR ? "error " : "unexpected reply type",
                 rep->type == REDIS_REPLY_ERROR ? rep->str : "");
         freeReplyObject(rep);
@@ -586,7 +243,7 @@ static int thc_replica_synced(redisContext **pctx, int pport, redisContext **rct
     snprintf(pat, sizeof pat, ",port=%d,state=", rport);
     p = strstr(rep->str, pat);
     if (!p || strncmp(p + strlen(pat), "online", 6) != 0) {
-        thc_fmt(why, n, "primary 127.0.0.1:%d does not list replica 127.0.0.1:%d as online", pport,
+        th_fmt(why, n, "primary 127.0.0.1:%d does not list replica 127.0.0.1:%d as online", pport,
                 rport);
         ok = 0;
     } else if (thc_info_field(rep->str, "master_repl_offset", v, sizeof v) == 0) {
@@ -599,16 +256,16 @@ static int thc_replica_synced(redisContext **pctx, int pport, redisContext **rct
     if (!rep)
         return 0;
     if (thc_info_field(rep->str, "master_link_status", v, sizeof v) != 0 || strcmp(v, "up") != 0) {
-        thc_fmt(why, n, "replica 127.0.0.1:%d: master_link_status:%s", rport, v);
+        th_fmt(why, n, "replica 127.0.0.1:%d: master_link_status:%s", rport, v);
         ok = 0;
     } else if (thc_info_field(rep->str, "master_sync_in_progress", v, sizeof v) == 0 &&
                strcmp(v, "0") != 0) {
-        thc_fmt(why, n, "replica 127.0.0.1:%d: master_sync_in_progress:%s", rport, v);
+        th_fmt(why, n, "replica 127.0.0.1:%d: master_sync_in_progress:%s", rport, v);
         ok = 0;
     } else if (want_offset &&
                (thc_info_field(rep->str, "slave_repl_offset", v, sizeof v) != 0 ||
                 atoll(v) < poff)) {
-        thc_fmt(why, n, "replica 127.0.0.1:%d: offset %s, primary's %lld", rport, v, poff);
+        th_fmt(why, n, "replica 127.0.0.1:%d: offset %s, primary's %lld", rport, v, poff);
         ok = 0;
     }
     freeReplyObject(rep);
@@ -699,7 +356,7 @@ static int thc_read_view(thc_cluster *c, int i, thc_view *v, char *why, size_t n
             continue;
         idx = thc_index_of_id(c, tok[0], strlen(tok[0]));
         if (idx < 0) {
-            thc_fmt(why, n, "node %d (127.0.0.1:%d) knows node %s which is not ours", i,
+            th_fmt(why, n, "node %d (127.0.0.1:%d) knows node %s which is not ours", i,
                     nd->r.port, tok[0]);
             freeReplyObject(rep);
             return -1;
@@ -729,7 +386,7 @@ static int thc_read_view(thc_cluster *c, int i, thc_view *v, char *why, size_t n
     }
     freeReplyObject(rep);
     if (!have_self) {
-        thc_fmt(why, n, "node %d (127.0.0.1:%d): no myself line in CLUSTER NODES", i,
+        th_fmt(why, n, "node %d (127.0.0.1:%d): no myself line in CLUSTER NODES", i,
                 nd->r.port);
         return -1;
     }
@@ -748,7 +405,7 @@ static int thc_check(thc_cluster *c, short *agreed, char *why, size_t n)
     int i, first = -1, s, ok = 1;
 
     if (!v) {
-        thc_fmt(why, n, "out of memory");
+        th_fmt(why, n, "out of memory");
         return -1;
     }
     for (i = 0; i < c->count && ok; i++) {
@@ -767,7 +424,7 @@ static int thc_check(thc_cluster *c, short *agreed, char *why, size_t n)
         }
         if (thc_info_field(rep->str, "cluster_state", state, sizeof state) != 0 ||
             strcmp(state, "ok") != 0) {
-            thc_fmt(why, n, "node %d (127.0.0.1:%d) reports cluster_state:%s", i, nd->r.port,
+            th_fmt(why, n, "node %d (127.0.0.1:%d) reports cluster_state:%s", i, nd->r.port,
                     state);
             ok = 0;
         }
@@ -782,15 +439,15 @@ static int thc_check(thc_cluster *c, short *agreed, char *why, size_t n)
             int o = v->owner[s];
 
             if (o < 0) {
-                thc_fmt(why, n, "node %d (127.0.0.1:%d) sees slot %d unassigned", i,
+                th_fmt(why, n, "node %d (127.0.0.1:%d) sees slot %d unassigned", i,
                         nd->r.port, s);
                 ok = 0;
             } else if (!thc_live(c, o) || v->failed[o]) {
-                thc_fmt(why, n, "node %d (127.0.0.1:%d) sees slot %d owned by node %d, which "
+                th_fmt(why, n, "node %d (127.0.0.1:%d) sees slot %d owned by node %d, which "
                         "is %s", i, nd->r.port, s, o, thc_live(c, o) ? "flagged failing" : "dead");
                 ok = 0;
             } else if (first >= 0 && agreed[s] != o) {
-                thc_fmt(why, n, "node %d sees slot %d owned by node %d, node %d by node %d", first,
+                th_fmt(why, n, "node %d sees slot %d owned by node %d, node %d by node %d", first,
                         s, agreed[s], i, o);
                 ok = 0;
             } else if (first < 0) {
@@ -803,7 +460,7 @@ static int thc_check(thc_cluster *c, short *agreed, char *why, size_t n)
             thc_node *pn;
 
             if (!thc_live(c, v->self_primary)) {
-                thc_fmt(why, n, "node %d (127.0.0.1:%d) replicates node %d, which is not live", i,
+                th_fmt(why, n, "node %d (127.0.0.1:%d) replicates node %d, which is not live", i,
                         nd->r.port, v->self_primary);
                 ok = 0;
                 break;
@@ -815,7 +472,7 @@ static int thc_check(thc_cluster *c, short *agreed, char *why, size_t n)
     }
     free(v);
     if (ok && first < 0) {
-        thc_fmt(why, n, "no live node");
+        th_fmt(why, n, "no live node");
         return -1;
     }
     if (ok) {
@@ -895,14 +552,14 @@ int thc_refresh_roles(thc_cluster *c)
 static int thc_run_tool(char *const argv[], const char *outpath, int64_t timeout_ms)
 {
     int status = 0;
-    pid_t pid = thc_spawn(argv, outpath);
+    pid_t pid = th_spawn(argv, outpath);
 
     if (pid <= 0)
         return -1;
-    if (!thc_wait_gone(pid, timeout_ms > 0 ? timeout_ms : 1, &status)) {
+    if (!th_proc_wait(pid, timeout_ms > 0 ? timeout_ms : 1, &status)) {
         thc_err("%s did not finish within %lld ms: killing it", argv[0], (long long)timeout_ms);
-        thc_terminate(pid, SIGKILL);
-        thc_print_tail(outpath, 30);
+        th_proc_stop(pid, SIGKILL);
+        th_print_tail(outpath, 0, 30);
         return -1;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -911,7 +568,7 @@ static int thc_run_tool(char *const argv[], const char *outpath, int64_t timeout
         thc_err("%s exited with status %d", argv[0], WEXITSTATUS(status));
     else
         thc_err("%s died of signal %d", argv[0], WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    thc_print_tail(outpath, 30);
+    th_print_tail(outpath, 0, 30);
     return -1;
 }
 
@@ -931,7 +588,7 @@ static int thc_start_node(thc_node *nd, const char *extra_conf)
     }
     for (attempt = 0; attempt < 3 && rc != 0; attempt++) {
         /* cluster-port: the default (port + 10000) overflows for high ports. */
-        if ((nd->bus_port = thc_free_port()) <= 0)
+        if ((nd->bus_port = th_free_port()) <= 0)
             break;
         snprintf(conf, len,
                  THC_DATA_CONF "cluster-enabled yes\ncluster-config-file nodes.conf\n"
@@ -981,9 +638,9 @@ int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
         return -1;
     }
     /* Both binaries first: a missing one fails at once, with one message. */
-    if (thc_find_bin("DQ_REDIS_SERVER", "redis-server", "/usr/bin/redis-server", cli,
+    if (th_find_bin("DQ_REDIS_SERVER", "redis-server", "/usr/bin/redis-server", cli,
                      sizeof cli) != 0 ||
-        thc_find_bin("DQ_REDIS_CLI", "redis-cli", "/usr/bin/redis-cli", cli, sizeof cli) != 0)
+        th_find_bin("DQ_REDIS_CLI", "redis-cli", "/usr/bin/redis-cli", cli, sizeof cli) != 0)
         return -1;
     for (i = 0; i < total; i++) {
         if (thc_start_node(&c->nodes[i], extra_conf) != 0)
@@ -1004,7 +661,7 @@ int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
     argv[argc++] = reps;
     argv[argc++] = (char *)"--cluster-yes";
     argv[argc] = NULL;
-    if (thc_fmt(outpath, sizeof outpath, "%s/cluster-create.out", c->nodes[0].r.dir) != 0 ||
+    if (th_fmt(outpath, sizeof outpath, "%s/cluster-create.out", c->nodes[0].r.dir) != 0 ||
         thc_run_tool(argv, outpath, deadline - th_mono_ms()) != 0) {
         thc_err("%s --cluster create failed (its output is above)", cli);
         goto fail;
@@ -1043,7 +700,7 @@ const char *thc_cluster_uri(const thc_cluster *c, char *buf, size_t n)
 
     if (!buf || n == 0)
         return buf;
-    if (thc_fmt(buf, n, "redis+cluster://") != 0) {
+    if (th_fmt(buf, n, "redis+cluster://") != 0) {
         buf[0] = '\0';
         return buf;
     }
@@ -1118,7 +775,7 @@ int thc_owner(thc_cluster *c, int slot)
         if (!rep)
             continue; /* try another node */
         if (rep->type != REDIS_REPLY_ARRAY) {
-            thc_fmt(why, sizeof why, "CLUSTER SLOTS on 127.0.0.1:%d: %s", c->nodes[i].r.port,
+            th_fmt(why, sizeof why, "CLUSTER SLOTS on 127.0.0.1:%d: %s", c->nodes[i].r.port,
                     rep->type == REDIS_REPLY_ERROR ? rep->str : "not an array");
             freeReplyObject(rep);
             continue;
@@ -1367,7 +1024,7 @@ int thc_kill_primary(thc_cluster *c, int node, int64_t timeout_ms)
                 rc = np;
                 break;
             }
-            thc_fmt(why, sizeof why, "slot %d is still owned by node %d", slot, np);
+            th_fmt(why, sizeof why, "slot %d is still owned by node %d", slot, np);
         }
         if (th_mono_ms() >= deadline)
             break;
@@ -1389,7 +1046,7 @@ static int thc_sentinel_conf(const thc_sentinel_proc *p, const char *name, int m
     FILE *f;
     int bad;
 
-    if (thc_fmt(path, sizeof path, "%s/sentinel.conf", p->dir) != 0)
+    if (th_fmt(path, sizeof path, "%s/sentinel.conf", p->dir) != 0)
         return -1;
     f = fopen(path, "w");
     if (!f) {
@@ -1414,25 +1071,6 @@ static int thc_sentinel_conf(const thc_sentinel_proc *p, const char *name, int m
     return 0;
 }
 
-/* 1 if 127.0.0.1:port answers PING with PONG. */
-static int thc_pong(int port)
-{
-    struct timeval tv = { 0, 500000 };
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
-    redisReply *rep = NULL;
-    int ok;
-
-    if (!ctx)
-        return 0;
-    if (!ctx->err && redisSetTimeout(ctx, tv) == REDIS_OK)
-        rep = redisCommand(ctx, "PING");
-    ok = rep && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0;
-    if (rep)
-        freeReplyObject(rep);
-    redisFree(ctx);
-    return ok;
-}
-
 /* Makes p's dir, writes its config, runs the sentinel, waits for PING. */
 static int thc_sentinel_launch(thc_sentinel_proc *p, const char *bin, const char *name,
                                int mport, int quorum)
@@ -1445,54 +1083,28 @@ static int thc_sentinel_launch(thc_sentinel_proc *p, const char *bin, const char
     memset(p, 0, sizeof *p);
     if (!tmp || tmp[0] != '/' || strlen(tmp) > 128)
         tmp = "/tmp";
-    if (thc_fmt(tmpl, sizeof tmpl, "%s" THC_SENTINEL_MARK "XXXXXX", tmp) != 0 || !mkdtemp(tmpl) ||
+    if (th_fmt(tmpl, sizeof tmpl, "%s" THC_SENTINEL_MARK "XXXXXX", tmp) != 0 || !mkdtemp(tmpl) ||
         !realpath(tmpl, p->dir) || strpbrk(p->dir, "\" \\")) {
         thc_err("cannot create a sentinel temp dir under %s: %s", tmp, strerror(errno));
         return -1;
     }
-    if (thc_fmt(conf, sizeof conf, "%s/sentinel.conf", p->dir) != 0 ||
-        thc_fmt(out, sizeof out, "%s/sentinel.out", p->dir) != 0 ||
-        thc_fmt(logp, sizeof logp, "%s/sentinel.log", p->dir) != 0)
+    if (th_fmt(conf, sizeof conf, "%s/sentinel.conf", p->dir) != 0 ||
+        th_fmt(out, sizeof out, "%s/sentinel.out", p->dir) != 0 ||
+        th_fmt(logp, sizeof logp, "%s/sentinel.log", p->dir) != 0)
         return -1;
     argv[0] = (char *)bin;
     argv[1] = conf;
     argv[2] = (char *)"--sentinel";
     argv[3] = NULL;
     for (attempt = 0; attempt < THC_PORT_ATTEMPTS; attempt++) {
-        int64_t deadline;
-        int status = 0;
+        int rc;
 
-        if ((p->port = thc_free_port()) <= 0 || thc_sentinel_conf(p, name, mport, quorum) != 0)
+        if ((p->port = th_free_port()) <= 0 || thc_sentinel_conf(p, name, mport, quorum) != 0)
             return -1;
-        if ((p->pid = thc_spawn(argv, out)) <= 0) {
-            p->pid = 0;
-            return -1;
-        }
-        deadline = th_mono_ms() + THC_PROC_TIMEOUT_MS;
-        for (;;) {
-            if (thc_gone(p->pid, &status)) {
-                p->pid = 0;
-                break;
-            }
-            if (thc_pong(p->port))
-                return 0;
-            if (th_mono_ms() >= deadline)
-                break;
-            th_sleep_ms(20);
-        }
-        if (p->pid == 0 && thc_file_has(logp, "Address already in use"))
-            continue; /* the port was taken meanwhile: another one */
-        if (p->pid)
-            thc_err("sentinel %s --sentinel (pid %ld) did not answer PING on 127.0.0.1:%d "
-                    "within %d ms", conf, (long)p->pid, p->port, THC_PROC_TIMEOUT_MS);
-        else
-            thc_err("sentinel %s %s --sentinel exited (status %d) before answering PING", bin,
-                    conf, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        thc_print_tail(out, 20);
-        thc_print_tail(logp, 20);
-        thc_terminate(p->pid, SIGTERM);
-        p->pid = 0;
-        return -1;
+        rc = th_serve(argv, out, logp, NULL, p->port, &p->pid);
+        if (rc <= 0)
+            return rc;
+        /* 1: the port was taken meanwhile: another one */
     }
     thc_err("sentinel: no free TCP port on 127.0.0.1 after %d attempts", THC_PORT_ATTEMPTS);
     return -1;
@@ -1516,7 +1128,7 @@ static int thc_sentinel_master_port(thc_sentinel *s, int k, char *why, size_t n)
         rep->element[1]->type == REDIS_REPLY_STRING)
         port = atoi(rep->element[1]->str);
     else
-        thc_fmt(why, n, "sentinel %d: GET-MASTER-ADDR-BY-NAME %s: %s", k, s->master_name,
+        th_fmt(why, n, "sentinel %d: GET-MASTER-ADDR-BY-NAME %s: %s", k, s->master_name,
                 rep->type == REDIS_REPLY_ERROR ? rep->str : "no address");
     freeReplyObject(rep);
     return port;
@@ -1534,7 +1146,7 @@ static int thc_sentinel_count(thc_sentinel *s, int k, const char *what, char *wh
     if (!rep)
         return -1;
     if (rep->type != REDIS_REPLY_ARRAY) {
-        thc_fmt(why, n, "sentinel %d: SENTINEL %s: %s", k, what,
+        th_fmt(why, n, "sentinel %d: SENTINEL %s: %s", k, what,
                 rep->type == REDIS_REPLY_ERROR ? rep->str : "not an array");
         freeReplyObject(rep);
         return -1;
@@ -1591,7 +1203,7 @@ int thc_sentinel_start(thc_sentinel *s, int replicas, int sentinels, const char 
         return -1;
     }
     memcpy(s->master_name, master_name, strlen(master_name) + 1);
-    if (thc_find_bin("DQ_REDIS_SERVER", "redis-server", "/usr/bin/redis-server", bin,
+    if (th_find_bin("DQ_REDIS_SERVER", "redis-server", "/usr/bin/redis-server", bin,
                      sizeof bin) != 0)
         return -1;
 
@@ -1627,17 +1239,17 @@ int thc_sentinel_start(thc_sentinel *s, int replicas, int sentinels, const char 
 
             if (port != s->data[0].port) {
                 if (port > 0)
-                    thc_fmt(why, sizeof why, "sentinel %d reports primary port %d", k, port);
+                    th_fmt(why, sizeof why, "sentinel %d reports primary port %d", k, port);
                 ok = 0;
             } else if ((nr = thc_sentinel_count(s, k, "REPLICAS", why, sizeof why)) != replicas) {
                 if (nr >= 0)
-                    thc_fmt(why, sizeof why, "sentinel %d knows %d good replicas of %d", k, nr,
+                    th_fmt(why, sizeof why, "sentinel %d knows %d good replicas of %d", k, nr,
                             replicas);
                 ok = 0;
             } else if ((ns = thc_sentinel_count(s, k, "SENTINELS", why, sizeof why)) !=
                        sentinels - 1) {
                 if (ns >= 0)
-                    thc_fmt(why, sizeof why, "sentinel %d knows %d other sentinels of %d", k, ns,
+                    th_fmt(why, sizeof why, "sentinel %d knows %d other sentinels of %d", k, ns,
                             sentinels - 1);
                 ok = 0;
             }
@@ -1670,10 +1282,10 @@ void thc_sentinel_stop(thc_sentinel *s)
         s->admin[i] = NULL;
     }
     for (i = 0; i < s->nsentinels && i < THC_MAX_SENTINELS; i++) {
-        thc_terminate(s->sentinels[i].pid, SIGTERM);
+        th_proc_stop(s->sentinels[i].pid, SIGTERM);
         s->sentinels[i].pid = 0;
         if (s->sentinels[i].dir[0])
-            thc_rm_rf(s->sentinels[i].dir);
+            th_rm_tree(s->sentinels[i].dir, THC_SENTINEL_MARK);
     }
     for (i = 0; i < s->ndata && i < THC_MAX_NODES; i++)
         th_redis_stop(&s->data[i]);
@@ -1686,7 +1298,7 @@ const char *thc_sentinel_uri(const thc_sentinel *s, char *buf, size_t n)
 
     if (!buf || n == 0)
         return buf;
-    if (thc_fmt(buf, n, "redis+sentinel://") != 0)
+    if (th_fmt(buf, n, "redis+sentinel://") != 0)
         goto small;
     for (k = 0; s && k < s->nsentinels; k++)
         if (thc_cat(buf, n, "%s127.0.0.1:%d", k ? "," : "", s->sentinels[k].port) != 0)
@@ -1711,7 +1323,7 @@ static int thc_is_master(thc_sentinel *s, int i, char *why, size_t n)
     yes = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
           rep->element[0]->type == REDIS_REPLY_STRING && !strcmp(rep->element[0]->str, "master");
     if (!yes)
-        thc_fmt(why, n, "data node %d (127.0.0.1:%d) answers ROLE %s", i, s->data[i].port,
+        th_fmt(why, n, "data node %d (127.0.0.1:%d) answers ROLE %s", i, s->data[i].port,
                 rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
                         rep->element[0]->type == REDIS_REPLY_STRING
                     ? rep->element[0]->str
@@ -1754,7 +1366,7 @@ int thc_sentinel_failover(thc_sentinel *s, int by_kill, int64_t timeout_ms)
             int done = rep && rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "OK");
 
             if (rep && !done)
-                thc_fmt(why, sizeof why, "SENTINEL FAILOVER %s: %s", s->master_name,
+                th_fmt(why, sizeof why, "SENTINEL FAILOVER %s: %s", s->master_name,
                         rep->type == REDIS_REPLY_ERROR ? rep->str : "odd reply");
             if (rep)
                 freeReplyObject(rep);
@@ -1779,10 +1391,10 @@ int thc_sentinel_failover(thc_sentinel *s, int by_kill, int64_t timeout_ms)
             if (p <= 0) {
                 agree = 0;
             } else if (p == oldport) {
-                thc_fmt(why, sizeof why, "sentinel %d still reports the old primary", k);
+                th_fmt(why, sizeof why, "sentinel %d still reports the old primary", k);
                 agree = 0;
             } else if (port > 0 && p != port) {
-                thc_fmt(why, sizeof why, "sentinels report primaries on ports %d and %d", port, p);
+                th_fmt(why, sizeof why, "sentinels report primaries on ports %d and %d", port, p);
                 agree = 0;
             }
             port = p;

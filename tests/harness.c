@@ -1,5 +1,7 @@
 /*
- * tests/harness.c - runs a real, private redis-server for tests (see harness.h).
+ * tests/harness.c - runs a real, private redis-server for tests, and the
+ * process helpers (spawn, wait for PING, stop) other harnesses share (see
+ * harness.h).
  *
  * Linux only (prctl, /proc).  Builds with -std=c11: it defines _GNU_SOURCE
  * itself.  Links with hiredis (0.14 or 1.x) only.
@@ -34,8 +36,8 @@
 
 extern char **environ;
 
-#define TH_START_TIMEOUT_S 10.0
-#define TH_STOP_TIMEOUT_S 5.0
+#define TH_START_TIMEOUT_MS 10000
+#define TH_STOP_TIMEOUT_MS 5000
 #define TH_PORT_ATTEMPTS 5
 #define TH_DIR_MARK "/dq-redis-"
 #define TH_DEFAULT_SERVER "/usr/bin/redis-server"
@@ -78,16 +80,7 @@ void th_sleep_ms(int64_t ms)
     }
 }
 
-/* Monotonic seconds, for the harness's own deadlines. */
-static double th_now(void)
-{
-    return (double)th_mono_us() / 1e6;
-}
-
-/* snprintf that reports truncation as failure. */
-static int th_fmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int th_fmt(char *buf, size_t n, const char *fmt, ...)
+int th_fmt(char *buf, size_t n, const char *fmt, ...)
 {
     va_list ap;
     int len;
@@ -101,12 +94,11 @@ static int th_fmt(char *buf, size_t n, const char *fmt, ...)
 /* ---- processes ----------------------------------------------------------- */
 
 /*
- * 1 if pid has exited (reaped here if it is our child; *status set then),
- * 0 if it still runs.  Works for servers that are not our children too (e.g.
- * started by Check's srunner and killed from a forked test): a zombie or a
- * missing /proc entry counts as exited.
+ * Works for servers that are not our children too (e.g. started by Check's
+ * srunner and killed from a forked test): a zombie or a missing /proc entry
+ * counts as exited.
  */
-static int th_gone(pid_t pid, int *status)
+int th_proc_gone(pid_t pid, int *status)
 {
     char path[64], buf[512];
     const char *p;
@@ -141,34 +133,33 @@ static int th_gone(pid_t pid, int *status)
     return p[2] == 'Z' || p[2] == 'X' || p[2] == 'x';
 }
 
-/* Waits up to timeout seconds for pid to exit.  1 if it did. */
-static int th_wait_gone(pid_t pid, double timeout, int *status)
+int th_proc_wait(pid_t pid, int64_t timeout_ms, int *status)
 {
-    double deadline = th_now() + timeout;
+    int64_t deadline = th_mono_ms() + timeout_ms;
 
     for (;;) {
-        if (th_gone(pid, status))
+        if (th_proc_gone(pid, status))
             return 1;
-        if (th_now() >= deadline)
+        if (th_mono_ms() >= deadline)
             return 0;
         th_sleep_ms(10);
     }
 }
 
-/* SIGTERM, up to TH_STOP_TIMEOUT_S, then SIGKILL. */
-static void th_terminate(pid_t pid)
+void th_proc_stop(pid_t pid, int sig)
 {
-    if (pid <= 0 || th_gone(pid, NULL))
+    if (pid <= 0 || th_proc_gone(pid, NULL))
         return;
-    if (kill(pid, SIGTERM) == 0 && th_wait_gone(pid, TH_STOP_TIMEOUT_S, NULL))
+    if (kill(pid, sig) == 0 && th_proc_wait(pid, TH_STOP_TIMEOUT_MS, NULL))
         return;
-    if (th_gone(pid, NULL))
+    if (th_proc_gone(pid, NULL))
         return;
-    th_err("redis-server pid %ld ignored SIGTERM for %.0f s: sending SIGKILL", (long)pid,
-           TH_STOP_TIMEOUT_S);
+    if (sig != SIGKILL)
+        th_err("pid %ld ignored signal %d for %d ms: sending SIGKILL", (long)pid, sig,
+               TH_STOP_TIMEOUT_MS);
     kill(pid, SIGKILL);
-    if (!th_wait_gone(pid, TH_STOP_TIMEOUT_S, NULL))
-        th_err("redis-server pid %ld still there after SIGKILL", (long)pid);
+    if (!th_proc_wait(pid, TH_STOP_TIMEOUT_MS, NULL))
+        th_err("pid %ld still there after SIGKILL", (long)pid);
 }
 
 /* ---- files --------------------------------------------------------------- */
@@ -183,10 +174,9 @@ static int th_rm_cb(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
-/* rm -rf dir, but only for dirs this harness made. */
-static void th_rm_rf(const char *dir)
+void th_rm_tree(const char *dir, const char *mark)
 {
-    if (!dir[0] || !strstr(dir, TH_DIR_MARK)) {
+    if (!dir[0] || !strstr(dir, mark)) {
         if (dir[0])
             th_err("refusing to remove %s (not a harness dir)", dir);
         return;
@@ -233,16 +223,12 @@ static char *th_read_file(const char *path, long offset)
     return buf;
 }
 
-/* Prints the last nlines lines of dir/name written after offset. */
-static void th_print_tail(const char *dir, const char *name, long offset, int nlines)
+void th_print_tail(const char *path, long offset, int nlines)
 {
-    char path[512];
     char *buf, *p;
     size_t len;
     int seen = 0;
 
-    if (th_fmt(path, sizeof path, "%s/%s", dir, name) != 0)
-        return;
     buf = th_read_file(path, offset);
     if (!buf)
         return;
@@ -264,15 +250,12 @@ static void th_print_tail(const char *dir, const char *name, long offset, int nl
     free(buf);
 }
 
-/* 1 if dir/name contains needle after offset. */
-static int th_file_has(const char *dir, const char *name, long offset, const char *needle)
+/* 1 if path contains needle after offset. */
+static int th_file_has(const char *path, long offset, const char *needle)
 {
-    char path[512];
     char *buf;
     int found;
 
-    if (th_fmt(path, sizeof path, "%s/%s", dir, name) != 0)
-        return 0;
     buf = th_read_file(path, offset);
     found = buf && strstr(buf, needle) != NULL;
     free(buf);
@@ -310,23 +293,22 @@ static int th_which(const char *name, char *out, size_t n)
     return -1;
 }
 
-/* Path of redis-server: $DQ_REDIS_SERVER, PATH, then the default; 0 if found. */
-static int th_find_server(char *out, size_t n)
+int th_find_bin(const char *var, const char *name, const char *dflt, char *out, size_t n)
 {
-    const char *env = getenv("DQ_REDIS_SERVER");
+    const char *env = getenv(var);
 
     if (env && env[0]) {
         if (th_which(env, out, n) == 0)
             return 0;
-        th_err("DQ_REDIS_SERVER=%s: not an executable file", env);
+        th_err("%s=%s: not an executable file", var, env);
         return -1;
     }
-    if (th_which("redis-server", out, n) == 0)
+    if (th_which(name, out, n) == 0)
         return 0;
-    if (th_is_exe(TH_DEFAULT_SERVER) && th_fmt(out, n, "%s", TH_DEFAULT_SERVER) == 0)
+    if (th_is_exe(dflt) && th_fmt(out, n, "%s", dflt) == 0)
         return 0;
-    th_err("redis-server not found: install redis-server (tests need a real Redis; "
-           "or set DQ_REDIS_SERVER to its path)");
+    th_err("%s not found: install it (tests need a real server; or set %s to its path)", name,
+           var);
     return -1;
 }
 
@@ -397,8 +379,7 @@ static int th_write_conf(const th_redis *r, const char *extra)
     return 0;
 }
 
-/* A free TCP port on 127.0.0.1 (bind port 0, read it back), or -1. */
-static int th_free_port(void)
+int th_free_port(void)
 {
     int attempt;
 
@@ -425,6 +406,7 @@ static int th_free_port(void)
         if (port > 0)
             return port;
     }
+    th_err("no free TCP port on 127.0.0.1");
     return -1;
 }
 
@@ -444,32 +426,24 @@ static int th_open_high(const char *path, int flags)
     return fd;
 }
 
-/* Forks and execs bin <dir>/redis.conf.  Returns the pid or -1. */
-static pid_t th_spawn(const th_redis *r, char *bin)
+pid_t th_spawn(char *const argv[], const char *outpath)
 {
-    char conf[512], out[512];
-    char *argv[3];
     char **envp;
     size_t nenv = 0, i, j;
     int nullfd, outfd, maxfd = 1024;
     struct rlimit rl;
     pid_t parent = getpid(), pid;
 
-    if (th_fmt(conf, sizeof conf, "%s/redis.conf", r->dir) != 0 ||
-        th_fmt(out, sizeof out, "%s/redis.out", r->dir) != 0)
-        return -1;
-    argv[0] = bin;
-    argv[1] = conf;
-    argv[2] = NULL;
-
     /* Everything the child needs is prepared here: after fork only
      * async-signal-safe calls.  LD_PRELOAD (sanitizer or valgrind shims)
-     * and NOTIFY_SOCKET (systemd) must not reach redis-server. */
+     * and NOTIFY_SOCKET (systemd) must not reach the server. */
     while (environ && environ[nenv])
         nenv++;
     envp = calloc(nenv + 1, sizeof *envp);
-    if (!envp)
+    if (!envp) {
+        th_err("out of memory");
         return -1;
+    }
     for (i = j = 0; i < nenv; i++) {
         if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 ||
             strncmp(environ[i], "NOTIFY_SOCKET=", 14) == 0)
@@ -482,9 +456,9 @@ static pid_t th_spawn(const th_redis *r, char *bin)
         maxfd = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
 
     nullfd = th_open_high("/dev/null", O_RDWR);
-    outfd = th_open_high(out, O_WRONLY | O_CREAT | O_APPEND);
+    outfd = th_open_high(outpath, O_WRONLY | O_CREAT | O_APPEND);
     if (nullfd == -1 || outfd == -1) {
-        th_err("cannot open /dev/null or %s: %s", out, strerror(errno));
+        th_err("cannot open /dev/null or %s: %s", outpath, strerror(errno));
         if (nullfd != -1)
             close(nullfd);
         if (outfd != -1)
@@ -524,9 +498,9 @@ static pid_t th_spawn(const th_redis *r, char *bin)
             for (fd = 3; fd < maxfd; fd++)
                 close(fd);
         }
-        execve(bin, argv, envp);
+        execve(argv[0], argv, envp);
         {
-            static const char msg[] = "th_redis: execve of redis-server failed\n";
+            static const char msg[] = "th_redis: execve failed\n";
             ssize_t ignored = write(2, msg, sizeof msg - 1);
             (void)ignored;
         }
@@ -552,14 +526,16 @@ static int th_not_loading(const char *info)
             return p[8] == '0';
         p += 8;
     }
-    return 1; /* old servers without the field */
+    return 1; /* old servers (and sentinels) without the field */
 }
 
-/* 1 if the server on sock answers PING (and has finished loading). */
-static int th_ping(const char *sock)
+/* 1 if the server on sock (or, if NULL, 127.0.0.1:port) answers PING and
+ * has finished loading. */
+static int th_ping(const char *sock, int port)
 {
     struct timeval tv = { 0, 500000 };
-    redisContext *c = redisConnectUnixWithTimeout(sock, tv);
+    redisContext *c = sock ? redisConnectUnixWithTimeout(sock, tv)
+                           : redisConnectWithTimeout("127.0.0.1", port, tv);
     redisReply *rep;
     int ok = 0;
 
@@ -586,38 +562,78 @@ static int th_ping(const char *sock)
 
 enum { TH_READY = 0, TH_EXITED = 1, TH_TIMEOUT = 2 };
 
-/* Waits for PING (and no loading) on r's socket; TH_READY/EXITED/TIMEOUT. */
-static int th_wait_ready(const th_redis *r, int *status)
+/* Waits for PING (and no loading) on sock or port; TH_READY/EXITED/TIMEOUT. */
+static int th_wait_ready(pid_t pid, const char *sock, int port, int *status)
 {
-    double deadline = th_now() + TH_START_TIMEOUT_S;
+    int64_t deadline = th_mono_ms() + TH_START_TIMEOUT_MS;
 
     for (;;) {
-        if (th_gone(r->pid, status))
+        if (th_proc_gone(pid, status))
             return TH_EXITED;
-        if (th_ping(r->sock))
+        if (th_ping(sock, port))
             return TH_READY;
-        if (th_now() >= deadline)
+        if (th_mono_ms() >= deadline)
             return TH_TIMEOUT;
         th_sleep_ms(20);
     }
 }
 
-/* Prints why a start failed, with the tails of redis.log and redis.out. */
-static void th_explain(const th_redis *r, const char *bin, int how, int status, long logoff,
+/* Prints why a start failed, with the tails of outpath and logpath. */
+static void th_explain(char *const argv[], const char *outpath, const char *logpath,
+                       const char *sock, int port, pid_t pid, int how, int status, long logoff,
                        long outoff)
 {
-    if (how == TH_TIMEOUT)
-        th_err("%s (pid %ld) did not answer PING on %s within %.0f s", bin, (long)r->pid, r->sock,
-               TH_START_TIMEOUT_S);
-    else if (WIFEXITED(status))
-        th_err("%s exited with status %d before answering PING (config %s/redis.conf)", bin,
-               WEXITSTATUS(status), r->dir);
-    else if (WIFSIGNALED(status))
-        th_err("%s died of signal %d before answering PING", bin, WTERMSIG(status));
+    char cmd[1024] = "", where[400];
+    size_t used = 0;
+    int i;
+
+    for (i = 0; argv[i] && used < sizeof cmd; i++) {
+        int len = snprintf(cmd + used, sizeof cmd - used, "%s%s", i ? " " : "", argv[i]);
+
+        if (len < 0)
+            break;
+        used += (size_t)len;
+    }
+    if (sock)
+        th_fmt(where, sizeof where, "%s", sock);
     else
-        th_err("%s exited before answering PING", bin);
-    th_print_tail(r->dir, "redis.out", outoff, 20);
-    th_print_tail(r->dir, "redis.log", logoff, 20);
+        th_fmt(where, sizeof where, "127.0.0.1:%d", port);
+    if (how == TH_TIMEOUT)
+        th_err("%s (pid %ld) did not answer PING on %s within %d ms", cmd, (long)pid, where,
+               TH_START_TIMEOUT_MS);
+    else if (WIFEXITED(status))
+        th_err("%s exited with status %d before answering PING", cmd, WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        th_err("%s died of signal %d before answering PING", cmd, WTERMSIG(status));
+    else
+        th_err("%s exited before answering PING", cmd);
+    th_print_tail(outpath, outoff, 20);
+    th_print_tail(logpath, logoff, 20);
+}
+
+int th_serve(char *const argv[], const char *outpath, const char *logpath, const char *sock,
+             int port, pid_t *pid)
+{
+    long logoff = th_file_size(logpath), outoff = th_file_size(outpath);
+    int how, status = 0;
+
+    *pid = th_spawn(argv, outpath);
+    if (*pid <= 0) {
+        *pid = 0;
+        return -1;
+    }
+    how = th_wait_ready(*pid, sock, port, &status);
+    if (how == TH_READY)
+        return 0;
+    if (how == TH_EXITED) {
+        *pid = 0;
+        if (port > 0 && th_file_has(logpath, logoff, "Address already in use"))
+            return 1;
+    }
+    th_explain(argv, outpath, logpath, sock, port, *pid, how, status, logoff, outoff);
+    th_proc_stop(*pid, SIGTERM);
+    *pid = 0;
+    return -1;
 }
 
 /*
@@ -627,36 +643,26 @@ static void th_explain(const th_redis *r, const char *bin, int how, int status, 
  */
 static int th_launch(th_redis *r, int *port_busy)
 {
-    char bin[PATH_MAX], logpath[512], outpath[512];
-    long logoff, outoff;
-    int how, status = 0;
+    char bin[PATH_MAX], conf[512], logpath[512], outpath[512];
+    char *argv[3];
+    int rc;
 
     *port_busy = 0;
-    if (th_find_server(bin, sizeof bin) != 0)
+    if (th_find_bin("DQ_REDIS_SERVER", "redis-server", TH_DEFAULT_SERVER, bin, sizeof bin) != 0)
         return -1;
-    if (th_fmt(logpath, sizeof logpath, "%s/redis.log", r->dir) != 0 ||
+    if (th_fmt(conf, sizeof conf, "%s/redis.conf", r->dir) != 0 ||
+        th_fmt(logpath, sizeof logpath, "%s/redis.log", r->dir) != 0 ||
         th_fmt(outpath, sizeof outpath, "%s/redis.out", r->dir) != 0)
         return -1;
-    logoff = th_file_size(logpath);
-    outoff = th_file_size(outpath);
-    r->pid = th_spawn(r, bin);
-    if (r->pid <= 0) {
-        r->pid = 0;
-        return -1;
-    }
-    how = th_wait_ready(r, &status);
-    if (how == TH_READY) {
+    argv[0] = bin;
+    argv[1] = conf;
+    argv[2] = NULL;
+    rc = th_serve(argv, outpath, logpath, r->sock, r->port, &r->pid);
+    if (rc == 0) {
         memcpy(th_last_sock, r->sock, sizeof th_last_sock);
         return 0;
     }
-    if (how == TH_EXITED && r->port > 0 &&
-        th_file_has(r->dir, "redis.log", logoff, "Address already in use")) {
-        *port_busy = 1;
-    } else {
-        th_explain(r, bin, how, status, logoff, outoff);
-    }
-    th_terminate(r->pid);
-    r->pid = 0;
+    *port_busy = rc == 1;
     return -1;
 }
 
@@ -690,10 +696,8 @@ int th_redis_start(th_redis *r, int tcp, const char *extra_conf)
     }
 
     for (attempt = 0; attempt < (tcp ? TH_PORT_ATTEMPTS : 1); attempt++) {
-        if (tcp && (r->port = th_free_port()) <= 0) {
-            th_err("no free TCP port on 127.0.0.1");
+        if (tcp && (r->port = th_free_port()) <= 0)
             break;
-        }
         if (th_write_conf(r, extra_conf) != 0)
             break;
         if (th_launch(r, &busy) == 0)
@@ -703,10 +707,13 @@ int th_redis_start(th_redis *r, int tcp, const char *extra_conf)
         th_err("port %d on 127.0.0.1 was taken meanwhile, retrying with another", r->port);
     }
     if (busy) {
+        char logpath[512];
+
         th_err("could not bind a free TCP port on 127.0.0.1 after %d attempts", TH_PORT_ATTEMPTS);
-        th_print_tail(r->dir, "redis.log", 0, 5);
+        if (th_fmt(logpath, sizeof logpath, "%s/redis.log", r->dir) == 0)
+            th_print_tail(logpath, 0, 5);
     }
-    th_rm_rf(r->dir);
+    th_rm_tree(r->dir, TH_DIR_MARK);
     memset(r, 0, sizeof *r);
     return -1;
 }
@@ -716,10 +723,10 @@ void th_redis_stop(th_redis *r)
     if (!r)
         return;
     if (r->pid > 0)
-        th_terminate(r->pid);
+        th_proc_stop(r->pid, SIGTERM);
     r->pid = 0;
     if (r->dir[0])
-        th_rm_rf(r->dir);
+        th_rm_tree(r->dir, TH_DIR_MARK);
     if (r->sock[0] && strcmp(th_last_sock, r->sock) == 0)
         th_last_sock[0] = '\0';
     memset(r, 0, sizeof *r);
@@ -729,9 +736,9 @@ void th_redis_kill(th_redis *r)
 {
     if (!r || r->pid <= 0)
         return;
-    if (!th_gone(r->pid, NULL)) {
+    if (!th_proc_gone(r->pid, NULL)) {
         kill(r->pid, SIGKILL);
-        if (!th_wait_gone(r->pid, TH_STOP_TIMEOUT_S, NULL))
+        if (!th_proc_wait(r->pid, TH_STOP_TIMEOUT_MS, NULL))
             th_err("redis-server pid %ld still there after SIGKILL", (long)r->pid);
     }
     r->pid = 0;
@@ -751,7 +758,7 @@ int th_redis_restart(th_redis *r)
         return -1;
     }
     if (r->pid > 0)
-        th_terminate(r->pid);
+        th_proc_stop(r->pid, SIGTERM);
     r->pid = 0;
     if (th_launch(r, &busy) == 0)
         return 0;

@@ -95,6 +95,69 @@ int64_t th_mono_us(void);
 int64_t th_mono_ms(void);
 void th_sleep_ms(int64_t ms);
 
+/*
+ * ---- building blocks, for harnesses that run other servers --------------
+ * (tests/cluster_harness.c: sentinels and redis-cli).  Messages go to
+ * stderr, prefixed "th_redis: ", as above.
+ */
+
+/* snprintf that returns -1 on truncation (or error), else 0. */
+int th_fmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/*
+ * Path of a binary into out: $var if set (it must be an executable; looked
+ * up on PATH when it has no '/'), else name on PATH, else dflt.  0, or -1
+ * after printing why.
+ */
+int th_find_bin(const char *var, const char *name, const char *dflt, char *out, size_t n);
+
+/* A free TCP port on 127.0.0.1 (bind port 0, read it back), or -1 (printed). */
+int th_free_port(void);
+
+/*
+ * Forks and execs argv[0] (a path) with argv: stdin /dev/null, stdout and
+ * stderr appended to outpath, no other fd inherited, signal dispositions and
+ * mask reset, LD_PRELOAD and NOTIFY_SOCKET dropped from the environment, and
+ * PR_SET_PDEATHSIG(SIGTERM): it dies with the calling thread.  Returns the
+ * pid, or -1 after printing why.
+ */
+pid_t th_spawn(char *const argv[], const char *outpath);
+
+/*
+ * Runs a server the way th_redis_start does: th_spawn(argv, outpath), then
+ * waits up to 10 s until it answers PING -- on the unix socket sock, or on
+ * 127.0.0.1:port when sock is NULL -- and has no data still loading (a
+ * NOAUTH error also counts as up).  Returns 0 with *pid its pid; 1 when it
+ * exited because its TCP port (port > 0) was taken, as logpath says after
+ * what it held before the start ("Address already in use"): try another
+ * port; -1 otherwise, after printing why with the last lines outpath and
+ * logpath got meanwhile.  *pid is 0 unless it returns 0: nothing is left
+ * running.
+ */
+int th_serve(char *const argv[], const char *outpath, const char *logpath, const char *sock,
+             int port, pid_t *pid);
+
+/*
+ * 1 if pid has exited (reaped here if it is our child; *status set then),
+ * 0 if it still runs.
+ */
+int th_proc_gone(pid_t pid, int *status);
+
+/* Waits up to timeout_ms for pid to exit (th_proc_gone).  1 if it did. */
+int th_proc_wait(pid_t pid, int64_t timeout_ms, int *status);
+
+/*
+ * Sends sig to pid and waits up to 5 s for it to exit, then SIGKILLs it (and
+ * waits 5 s more).  Nothing for pid <= 0 or a pid that is gone.
+ */
+void th_proc_stop(pid_t pid, int sig);
+
+/* Prints the last nlines lines path got after offset (at most its last 64 KiB). */
+void th_print_tail(const char *path, long offset, int nlines);
+
+/* rm -rf dir, unless its path lacks mark (then it only says so). */
+void th_rm_tree(const char *dir, const char *mark);
+
 #ifdef __cplusplus
 }
 #endif
