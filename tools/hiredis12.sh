@@ -4,8 +4,8 @@
 # Fetches hiredis 1.2 (libhiredis-dev + libhiredis1.1.0) from Debian's trixie
 # suite and unpacks it into PREFIX_DIR (default: $PWD/.deps/hiredis12) WITHOUT
 # installing anything on the system: it uses a private apt configuration
-# (own sources.list, lists and cache) and `dpkg -x`.  The .pc files are then
-# rewritten so that they point into PREFIX_DIR.
+# (own sources.list, lists and cache) and `dpkg -x` (tools/private_apt.sh).
+# The .pc files are then rewritten so that they point into PREFIX_DIR.
 #
 # The last line on stdout is the directory to put in PKG_CONFIG_PATH; every
 # other message goes to stderr.  Does nothing (but print that line) when
@@ -23,6 +23,9 @@ PACKAGES=(libhiredis-dev libhiredis1.1.0)
 
 log() { printf 'hiredis12: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# shellcheck source=tools/private_apt.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/private_apt.sh"
 
 prefix_arg=${1:-"$PWD/.deps/hiredis12"}
 mkdir -p -- "$prefix_arg"
@@ -88,63 +91,13 @@ if [[ -f $PCDIR/hiredis.pc && -f $PCDIR/hiredis_ssl.pc && -e $LIBDIR/libhiredis.
     fi
 fi
 
-command -v apt-get >/dev/null 2>&1 || die "apt-get not found (Debian needed)"
-command -v dpkg >/dev/null 2>&1 || die "dpkg not found (Debian needed)"
-[[ -r $KEYRING ]] || die "$KEYRING not found (apt-get install debian-archive-keyring)"
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/hiredis12.XXXXXX")
-cleanup() { rm -rf -- "$WORK"; }
-trap cleanup EXIT
-# apt drops privileges to _apt for downloads: let it traverse and write there.
-chmod 755 "$WORK"
-mkdir -p "$WORK/etc/preferences.d" "$WORK/lists/partial" \
-    "$WORK/cache/archives/partial" "$WORK/debs"
-: >"$WORK/status"
-printf 'deb [signed-by=%s] %s %s main\n' "$KEYRING" "$MIRROR" "$SUITE" \
-    >"$WORK/etc/sources.list"
-if [[ $EUID -eq 0 ]] && getent passwd _apt >/dev/null 2>&1; then
-    chown -R _apt "$WORK/lists/partial" "$WORK/cache/archives/partial" "$WORK/debs"
-fi
-
-APT_OPTS=(
-    -o "Dir::Etc::SourceList=$WORK/etc/sources.list"
-    -o "Dir::Etc::SourceParts=/nonexistent"
-    -o "Dir::Etc::Preferences=$WORK/etc/preferences"
-    -o "Dir::Etc::PreferencesParts=$WORK/etc/preferences.d"
-    -o "Dir::State::Lists=$WORK/lists"
-    -o "Dir::State::status=$WORK/status"
-    -o "Dir::Cache=$WORK/cache"
-    -o "Dir::Cache::pkgcache="
-    -o "Dir::Cache::srcpkgcache="
-    -o "Acquire::Languages=none"
-    -o "Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled=false"
-    -o "APT::Update::Post-Invoke-Success::="
-)
+apt_require
+apt_workdir hiredis12 debs
 
 log "fetching ${PACKAGES[*]} from Debian $SUITE into $PREFIX"
-if ! apt-get -q "${APT_OPTS[@]}" update >"$WORK/update.log" 2>&1; then
-    cat "$WORK/update.log" >&2
-    die "apt-get update of the private $SUITE sources failed"
-fi
-if ! (cd "$WORK/debs" && apt-get -q "${APT_OPTS[@]}" download "${PACKAGES[@]}") \
-    >"$WORK/download.log" 2>&1; then
-    cat "$WORK/download.log" >&2
-    die "apt-get download ${PACKAGES[*]} failed"
-fi
-
-shopt -s nullglob
-debs=("$WORK"/debs/*.deb)
-shopt -u nullglob
-[[ ${#debs[@]} -eq ${#PACKAGES[@]} ]] \
-    || die "expected ${#PACKAGES[@]} .deb files, got ${#debs[@]}"
-for deb in "${debs[@]}"; do
-    log "unpacking $(basename -- "$deb")"
-    dpkg -x "$deb" "$PREFIX"
-done
+apt_update "$SUITE"
+apt_download "$WORK/debs" "${PACKAGES[@]}"
+apt_unpack "$WORK/debs" "$PREFIX" "${#PACKAGES[@]}"
 
 fix_pc_files
 working || die "unpacked hiredis in $PREFIX but pkg-config does not accept it (see $PCDIR)"

@@ -4,7 +4,8 @@
 # Fetches Valkey 8.0.1 (valkey-server + valkey-tools) from Debian's
 # bookworm-backports suite and unpacks it into PREFIX_DIR (default:
 # $PWD/.deps/valkey) WITHOUT installing anything on the system: it uses a
-# private apt configuration (own sources.list, lists and cache) and `dpkg -x`.
+# private apt configuration (own sources.list, lists and cache) and `dpkg -x`
+# (tools/private_apt.sh).
 # A shared library the binaries need and that this system lacks is fetched
 # the same way (from bookworm) into PREFIX_DIR; the binaries are then run
 # through small wrappers in PREFIX_DIR/bin that set LD_LIBRARY_PATH.
@@ -32,6 +33,9 @@ PACKAGES=(valkey-server valkey-tools)
 
 log() { printf 'valkey: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# shellcheck source=tools/private_apt.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/private_apt.sh"
 
 [[ $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] \
     || die "DQ_VALKEY_VERSION must look like 8.0.1, got \"$VERSION\""
@@ -72,69 +76,10 @@ if working "$(bindir)"; then
     exit 0
 fi
 
-command -v apt-get >/dev/null 2>&1 || die "apt-get not found (Debian needed)"
 command -v apt-cache >/dev/null 2>&1 || die "apt-cache not found (Debian needed)"
-command -v dpkg >/dev/null 2>&1 || die "dpkg not found (Debian needed)"
 command -v ldd >/dev/null 2>&1 || die "ldd not found (apt-get install libc-bin)"
-[[ -r $KEYRING ]] || die "$KEYRING not found (apt-get install debian-archive-keyring)"
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/valkey.XXXXXX")
-cleanup() { rm -rf -- "$WORK"; }
-trap cleanup EXIT
-# apt drops privileges to _apt for downloads: let it traverse and write there.
-chmod 755 "$WORK"
-mkdir -p "$WORK/etc/preferences.d" "$WORK/lists/partial" \
-    "$WORK/cache/archives/partial" "$WORK/debs" "$WORK/libdebs"
-: >"$WORK/status"
-if [[ $EUID -eq 0 ]] && getent passwd _apt >/dev/null 2>&1; then
-    chown -R _apt "$WORK/lists/partial" "$WORK/cache/archives/partial" \
-        "$WORK/debs" "$WORK/libdebs"
-fi
-
-APT_OPTS=(
-    -o "Dir::Etc::SourceList=$WORK/etc/sources.list"
-    -o "Dir::Etc::SourceParts=/nonexistent"
-    -o "Dir::Etc::Preferences=$WORK/etc/preferences"
-    -o "Dir::Etc::PreferencesParts=$WORK/etc/preferences.d"
-    -o "Dir::State::Lists=$WORK/lists"
-    -o "Dir::State::status=$WORK/status"
-    -o "Dir::Cache=$WORK/cache"
-    -o "Dir::Cache::pkgcache="
-    -o "Dir::Cache::srcpkgcache="
-    -o "Acquire::Languages=none"
-    -o "Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled=false"
-    -o "APT::Update::Post-Invoke-Success::="
-)
-
-# apt_update SUITE...: points the private sources.list at SUITE... and reads
-# their package lists.
-apt_update() {
-    local s
-    : >"$WORK/etc/sources.list"
-    for s in "$@"; do
-        printf 'deb [signed-by=%s] %s %s main\n' "$KEYRING" "$MIRROR" "$s" \
-            >>"$WORK/etc/sources.list"
-    done
-    if ! apt-get -q "${APT_OPTS[@]}" update >"$WORK/update.log" 2>&1; then
-        cat "$WORK/update.log" >&2
-        die "apt-get update of the private sources ($*) failed"
-    fi
-}
-
-# apt_download DIR PKG...: downloads the .deb files of PKG... into DIR.
-apt_download() {
-    local dir=$1
-    shift
-    if ! (cd "$dir" && apt-get -q "${APT_OPTS[@]}" download "$@") \
-        >"$WORK/download.log" 2>&1; then
-        cat "$WORK/download.log" >&2
-        die "apt-get download $* failed"
-    fi
-}
+apt_require
+apt_workdir valkey debs libdebs
 
 # True when the system has package $1 installed, in a version that satisfies
 # "$2 $3" (e.g. ">= 2.34") when $2 is given.
@@ -202,25 +147,14 @@ apt_download "$WORK/debs" "${SPECS[@]}"
 LIBS=()
 while IFS= read -r l; do [[ -n $l ]] && LIBS+=("$l"); done < <(missing_libs "${SPECS[@]}")
 
-shopt -s nullglob
-debs=("$WORK"/debs/*.deb)
-shopt -u nullglob
-[[ ${#debs[@]} -eq ${#PACKAGES[@]} ]] \
-    || die "expected ${#PACKAGES[@]} .deb files, got ${#debs[@]}"
-for deb in "${debs[@]}"; do
-    log "unpacking $(basename -- "$deb")"
-    dpkg -x "$deb" "$PREFIX"
-done
+apt_unpack "$WORK/debs" "$PREFIX" "${#PACKAGES[@]}"
 
 # ---- shared libraries this system lacks, from bookworm -----------------------
 if [[ ${#LIBS[@]} -gt 0 ]]; then
     log "this system lacks ${LIBS[*]}: fetching from Debian $LIB_SUITE into $PREFIX"
     apt_update "$LIB_SUITE" "$SUITE"
     apt_download "$WORK/libdebs" "${LIBS[@]}"
-    for deb in "$WORK"/libdebs/*.deb; do
-        log "unpacking $(basename -- "$deb")"
-        dpkg -x "$deb" "$PREFIX"
-    done
+    apt_unpack "$WORK/libdebs" "$PREFIX"
 fi
 
 LIBPATH=$(private_libdirs | paste -sd: -)
