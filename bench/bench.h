@@ -133,6 +133,9 @@ void dqb_srv_row(const char *name, const dqb_series *us);
 /* A row of a value in ms/us with its spread over runs. */
 dqb_row *dqb_val_row(const char *name, const dqb_series *s, const char *unit,
                      const char *fmt);
+/* A row of ops/s (a limit): the median with thousands separators, the
+ * spread over runs as "123k..456k". */
+dqb_row *dqb_ops_row(const char *name, const dqb_series *s);
 /* Prints header and every row added so far. */
 void dqb_print_table(FILE *f, const char *header);
 
@@ -177,6 +180,9 @@ int dqb_fill_q(dq_client *c, const char *q, long n, int batch, size_t plen,
 /* dqb_fill_q on DQB_QUEUE. */
 int dqb_fill(dq_client *c, long n, int batch, size_t plen, int64_t base,
              int64_t spread, uint64_t *seed);
+/* The push workload (push and cluster): n jobs of 16 bytes on DQB_QUEUE,
+ * due 1 h..25 h on, one dq_push per job (batch 1) or dqb_fill's batches. */
+void dqb_push_far(dq_client *c, long n, int batch, uint64_t *seed);
 /* Acks every job of a list in one round trip.  Returns the number acked. */
 int dqb_ack_all(dq_client *c, dq_jobs *js);
 /* Checks that the queue is empty (nothing pending, in flight or dead). */
@@ -188,13 +194,18 @@ void dqb_expect_empty(dq_client *c, const char *what);
 enum { DQB_L_C1, DQB_L_P1, DQB_L_P16, DQB_L_ZP1, DQB_L_ZP16, DQB_NLIM };
 extern const char *const dqb_lim_short[DQB_NLIM];
 extern dqb_series dqb_lim[DQB_NLIM];
-/* Loads the minimal HSET+ZADD script redis-benchmark runs. */
+/* Loads the minimal HSET+ZADD script redis-benchmark runs on dqb_srv. */
 void dqb_limits_load_script(void);
-/* That script's text (scen_cluster.c loads it on its own node too). */
-extern const char dqb_lim_script[];
-/* Runs redis-benchmark with args (argv, NULL-terminated, --csv); returns
- * the rps of its last CSV line, or NAN (and a FAIL line). */
-double dqb_redis_benchmark(char *const *args);
+/* Loads that script on the server of a (scen_cluster.c: on its own node
+ * too); its sha into sha (size bytes), "" and a FAIL line if it failed. */
+void dqb_lim_load_script(redisContext *a, char *sha, size_t size);
+/* redis-benchmark --csv on the server that `server` names (its options,
+ * NULL-terminated: "-s", path or "-h", host, "-p", port): n ops of that
+ * script (sha) or, with zadd, of plain ZADD, by `clients` clients with
+ * `pipeline` commands in flight each.  Returns ops/s, or NAN (and a FAIL
+ * line).  The caller empties the server before and after. */
+double dqb_limit_ops(char *const *server, const char *sha, int clients,
+                     int pipeline, long n, int zadd);
 
 /* scen_push.c: jobs/s per batch size (the throughput plot). */
 #define DQB_NPUSH 4
@@ -215,12 +226,47 @@ typedef struct dqb_late_res {
     double lat_ms[];             /* one per job received */
 } dqb_late_res;
 
-/* scen_lateness.c: the dq_poll_wait consumer process (lateness and e2e):
- * receives `expect` jobs (or stops after bound_ms) and records each one's
- * lateness in the server clock; never returns. */
-void dqb_late_child(long expect, int max, double offset_us, int64_t bound_ms,
-                    dqb_late_res *res, int ready_fd, int go_fd)
-    __attribute__((noreturn));
+/* scen_lateness.c: the dq_poll_wait consumer process (lateness, e2e and
+ * cluster) on the queue DQB_QUEUE of uri: subscribes, says so on ready_fd,
+ * waits for go_fd, then receives `expect` jobs, max per poll (or stops
+ * after bound_ms) and records each one's lateness in the server clock;
+ * never returns. */
+void dqb_late_child(const char *uri, long expect, int max, double offset_us,
+                    int64_t bound_ms, dqb_late_res *res, int ready_fd,
+                    int go_fd) __attribute__((noreturn));
+
+/* scen_lateness.c: one lateness measurement (lateness and cluster): a
+ * consumer process records each job's lateness while this one pushes. */
+typedef struct dqb_late_run {
+    dqb_late_res *res;  /* the consumer's results (shared memory) */
+    size_t rsize;
+    pid_t pid;          /* the consumer process */
+    int status;         /* its wait status (dqb_late_wait) */
+    redisContext *adm;  /* the server whose clock is the reference */
+    dqb_clk_cal before; /* that clock before the consumer started */
+    double drift_us;    /* how far its offset moved (dqb_late_end) */
+} dqb_late_run;
+
+/* Room for n results, a calibration of adm's clock, then the consumer
+ * process: dqb_late_child on uri (max jobs per poll) or, with event, the
+ * libevent consumer of delayq-event.h (DQ_BENCH_EVENT builds only).
+ * Returns once it is subscribed (a FAIL line naming `what` if it never
+ * said so) and has been let go: 0, or -1 with nothing to undo. */
+int dqb_late_begin(dqb_late_run *lr, redisContext *adm, const char *uri,
+                   int event, long n, int max, int64_t bound_ms,
+                   const char *what);
+/* Waits for the consumer process to exit. */
+void dqb_late_wait(dqb_late_run *lr);
+/* Calibrates the clock again; a FAIL line naming `what` unless the
+ * consumer exited 0 with all n jobs.  Returns the uncertainty of the
+ * figures in ms: the calibration's or the drift, the larger. */
+double dqb_late_end(dqb_late_run *lr, long n, const char *what);
+/* Frees the results. */
+void dqb_late_free(dqb_late_run *lr);
+/* A lateness row: a series in ms, the clock uncertainty unc_ms as its
+ * limit and, with target, the target "<= 5 ms" on its median. */
+void dqb_late_row(const char *name, const dqb_series *s, double unc_ms,
+                  int target);
 
 /* ---- the scenarios (scen_*.c; their list is scenarios.h) ------------ */
 

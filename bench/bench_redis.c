@@ -210,6 +210,21 @@ int dqb_fill(dq_client *c, long n, int batch, size_t plen, int64_t base,
     return dqb_fill_q(c, DQB_QUEUE, n, batch, plen, base, spread, seed);
 }
 
+void dqb_push_far(dq_client *c, long n, int batch, uint64_t *seed) {
+    if (batch != 1) {
+        dqb_fill(c, n, batch, 16, 3600000, 86400000, seed);
+        return;
+    }
+    for (long i = 0; i < n; i++) {
+        int64_t d = 3600000 + dqb_rng_range(seed, 86400001);
+        if (dq_push(c, DQB_QUEUE, dqb_payload, 16, d, NULL, 0, NULL, 0,
+                    NULL) != 0) {
+            dqb_fail("dq_push: %s", dq_errmsg(c));
+            break;
+        }
+    }
+}
+
 int dqb_ack_all(dq_client *c, dq_jobs *js) {
     size_t n = dq_jobs_count(js);
     const char *ids[DQ_POLL_MAX], *toks[DQ_POLL_MAX];

@@ -102,6 +102,18 @@ dqb_row *dqb_val_row(const char *name, const dqb_series *s, const char *unit,
     return r;
 }
 
+dqb_row *dqb_ops_row(const char *name, const dqb_series *s) {
+    dqb_row *rw = dqb_val_row(name, s, "ops/s", "%.0f");
+    dqb_fmt_int(rw->value, sizeof(rw->value), dqb_s_med(s));
+    if (s->n > 1) {
+        char a[16], b[16];
+        dqb_fmt_int(a, sizeof(a), dqb_vmin(s->v, (size_t)s->n) / 1000);
+        dqb_fmt_int(b, sizeof(b), dqb_vmax(s->v, (size_t)s->n) / 1000);
+        snprintf(rw->spread, sizeof(rw->spread), "%sk..%sk", a, b);
+    }
+    return rw;
+}
+
 void dqb_print_table(FILE *f, const char *header) {
     const char *fmt = "%-40s %11s %-6s %-17s %-21s %9s %5s  %-10s %s\n";
     char line[160];

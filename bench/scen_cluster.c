@@ -43,9 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -375,36 +373,33 @@ static void dqb_cl_warm(int s, dq_client *c, int poll) {
     dqb_cl_flush(s);
 }
 
+/* Start of a throughput phase of setup s: *m zeroed, the nodes emptied,
+ * then a client of the setup warmed up by dqb_cl_warm; NULL if none. */
+static dq_client *dqb_cl_phase_client(int s, int poll, dqb_cl_meas *m) {
+    memset(m, 0, sizeof(*m));
+    dqb_cl_flush(s);
+    dq_client *cl = dqb_cl_open(s);
+    if (cl != NULL)
+        dqb_cl_warm(s, cl, poll);
+    return cl;
+}
+
 /* ---- the limit of the run: redis-benchmark on the single node --------- */
 
 static double dqb_cl_limit(const char *sha, int clients, int pipeline,
                            long n) {
-    char sn[24], sc[16], sp[16], port[16], pl[17];
-    snprintf(sn, sizeof(sn), "%ld", n);
-    snprintf(sc, sizeof(sc), "%d", clients);
-    snprintf(sp, sizeof(sp), "%d", pipeline);
+    char port[16];
     snprintf(port, sizeof(port), "%d", dqb_cl_one.port);
-    memcpy(pl, dqb_payload, 16);
-    pl[16] = '\0';
-    char *args[] = {"redis-benchmark", "-h", "127.0.0.1", "-p", port, "-n",
-                    sn, "-c", sc, "-P", sp, "-r", "100000000", "--csv",
-                    "EVALSHA", (char *)sha, "2", "{lim}:jobs", "{lim}:due",
-                    "__rand_int__", pl, "__rand_int__", NULL};
+    char *server[] = {"-h", "127.0.0.1", "-p", port, NULL};
     dqb_cl_flush(DQB_CS_ONE);
-    double v = dqb_redis_benchmark(args);
+    double v = dqb_limit_ops(server, sha, clients, pipeline, n, 0);
     dqb_cl_flush(DQB_CS_ONE);
     return v;
 }
 
 static void dqb_cl_limits(const dqb_cfg *c) {
-    char sha[48] = "";
-    redisReply *r = redisCommand(dqb_cl_adm_one, "SCRIPT LOAD %s",
-                                 dqb_lim_script);
-    if (r != NULL && r->type == REDIS_REPLY_STRING)
-        snprintf(sha, sizeof(sha), "%s", r->str);
-    else
-        dqb_fail("cluster: SCRIPT LOAD failed");
-    freeReplyObject(r);
+    char sha[48];
+    dqb_lim_load_script(dqb_cl_adm_one, sha, sizeof(sha));
     dqb_s_add(&dqb_cl_lim_p16, dqb_cl_limit(sha, 50, 16, c->lim_n_p16));
     dqb_s_add(&dqb_cl_lim_c1, dqb_cl_limit(sha, 1, 1, c->lim_n_c1));
 }
@@ -414,27 +409,13 @@ static void dqb_cl_limits(const dqb_cfg *c) {
 /* push_batch of 1000 (batch 1000) or one dq_push per job (batch 1) of n
  * far-future jobs, as scen_push.c does. */
 static void dqb_cl_push(int s, int batch, long n, dqb_cl_meas *m) {
-    memset(m, 0, sizeof(*m));
-    dqb_cl_flush(s);
-    dq_client *cl = dqb_cl_open(s);
+    dq_client *cl = dqb_cl_phase_client(s, 0, m);
     if (cl == NULL)
         return;
-    dqb_cl_warm(s, cl, 0);
     uint64_t seed = 7;
     dqb_cl_mark mk;
     dqb_cl_begin(s, &mk);
-    if (batch == 1) {
-        for (long i = 0; i < n; i++) {
-            int64_t d = 3600000 + dqb_rng_range(&seed, 86400001);
-            if (dq_push(cl, DQB_QUEUE, dqb_payload, 16, d, NULL, 0, NULL, 0,
-                        NULL) != 0) {
-                dqb_fail("cluster: dq_push: %s", dq_errmsg(cl));
-                break;
-            }
-        }
-    } else {
-        dqb_fill(cl, n, batch, 16, 3600000, 86400000, &seed);
-    }
+    dqb_push_far(cl, n, batch, &seed);
     dqb_cl_end(s, &mk, n, m);
     int64_t sch = 0;
     if (dq_stats(cl, DQB_QUEUE, &sch, NULL, NULL, NULL, NULL) != 0 || sch != n)
@@ -446,12 +427,9 @@ static void dqb_cl_push(int s, int batch, long n, dqb_cl_meas *m) {
 /* n due jobs, then one consumer (this process) polls max 1000 and acks
  * each poll with one ack_batch until nothing is left. */
 static void dqb_cl_drain(int s, long n, dqb_cl_meas *m) {
-    memset(m, 0, sizeof(*m));
-    dqb_cl_flush(s);
-    dq_client *cl = dqb_cl_open(s);
+    dq_client *cl = dqb_cl_phase_client(s, 1, m);
     if (cl == NULL)
         return;
-    dqb_cl_warm(s, cl, 1);
     uint64_t seed = 11;
     dqb_fill(cl, n, 1000, 16, 0, 0, &seed);
     dq_stats(cl, DQB_QUEUE, NULL, NULL, NULL, NULL, NULL);
@@ -486,45 +464,6 @@ static void dqb_cl_drain(int s, long n, dqb_cl_meas *m) {
 
 /* ---- lateness --------------------------------------------------------- */
 
-/* The consumer process: dqb_late_child of scen_lateness.c on uri. */
-static void dqb_cl_late_child(const char *uri, long expect, double offset_us,
-                              int64_t bound_ms, dqb_late_res *res,
-                              int ready_fd, int go_fd) {
-    dq_client *c = NULL;
-    if (dq_open(uri, NULL, &c) != 0)
-        _exit(2);
-    dq_jobs *js = NULL;
-    /* The first call opens and subscribes the wake-up connection(s). */
-    if (dq_poll_wait(c, DQB_QUEUE, 1, DQB_LEASE_MS, 0, &js) < 0)
-        _exit(2);
-    dq_jobs_free(js);
-    char x = 1;
-    if (write(ready_fd, &x, 1) != 1 || read(go_fd, &x, 1) < 0)
-        _exit(2);
-    int64_t deadline = dqb_mono_ns() + bound_ms * 1000000;
-    while (res->got < expect && dqb_mono_ns() < deadline) {
-        js = NULL;
-        int n = dq_poll_wait(c, DQB_QUEUE, 100, DQB_LEASE_MS, 500, &js);
-        int64_t now = dqb_real_us();
-        if (n < 0) {
-            fprintf(stderr, "dqbench: cluster lateness: dq_poll_wait: %s\n",
-                    dq_errmsg(c));
-            _exit(3);
-        }
-        double srv_now_ms = ((double)now + offset_us) / 1000.0;
-        for (int i = 0; i < n && res->got < expect; i++)
-            res->lat_ms[res->got++] =
-                srv_now_ms - (double)dq_job_due_ms(dq_jobs_at(js, (size_t)i));
-        if (n > 0 && dqb_ack_all(c, js) != n)
-            _exit(3);
-        dq_jobs_free(js);
-        res->t_end = dqb_mono_ns();
-    }
-    res->ok = res->got == expect;
-    dq_close(c);
-    _exit(0);
-}
-
 /* Sleeps until CLOCK_MONOTONIC reaches t_ns. */
 static void dqb_cl_sleep_until(int64_t t_ns) {
     struct timespec ts = {(time_t)(t_ns / 1000000000),
@@ -541,37 +480,20 @@ static void dqb_cl_lateness(const dqb_cfg *c, int run, int s, dqb_pctl *p,
     int64_t pace_ns = (int64_t)c->cl_late_pace_ms * 1000000;
     int64_t bound_ms = n * c->cl_late_pace_ms + DQB_CL_LATE_BASE +
                        DQB_CL_LATE_SPREAD + 10000;
+    char what[64];
+    snprintf(what, sizeof(what), "cluster lateness (%s)", dqb_cs_name[s]);
     p->p50 = p->p95 = p->p99 = p->max = NAN;
     memset(m, 0, sizeof(*m));
-    size_t rsize = sizeof(dqb_late_res) + sizeof(double) * (size_t)n;
-    dqb_late_res *res = dqb_shared_alloc(rsize);
-    if (res == NULL)
-        return;
     dqb_cl_flush(s);
-    /* Every node runs on this machine's clock: node 0 stands for all. */
-    dqb_clk_cal before = dqb_calibrate(dqb_cs[s].adm[0], 15);
+    /* From here: the consumer's first poll counts too (the clock
+     * calibration in between sends TIME, not among the counted calls). */
     dqb_cl_mark mk;
     dqb_cl_begin(s, &mk);
-    int ready[2], go[2];
-    if (pipe(ready) || pipe(go)) {
-        munmap(res, rsize);
+    /* Every node runs on this machine's clock: node 0 stands for all. */
+    dqb_late_run lr;
+    if (dqb_late_begin(&lr, dqb_cs[s].adm[0], dqb_cs[s].uri, 0, n, 100,
+                       bound_ms, what) != 0)
         return;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(ready[0]);
-        close(go[1]);
-        dqb_cl_late_child(dqb_cs[s].uri, n, before.offset_us, bound_ms, res,
-                          ready[1], go[0]);
-    }
-    close(ready[1]);
-    close(go[0]);
-    char x;
-    if (read(ready[0], &x, 1) != 1)
-        dqb_fail("cluster lateness (%s): consumer did not start",
-                 dqb_cs_name[s]);
-    close(ready[0]);
-    close(go[1]);
     dq_client *cl = dqb_cl_open(s);
     uint64_t seed = 2000 + (uint64_t)run;
     int64_t t0 = dqb_mono_ns();
@@ -585,21 +507,15 @@ static void dqb_cl_lateness(const dqb_cfg *c, int run, int s, dqb_pctl *p,
             break;
         }
     }
-    int st;
-    waitpid(pid, &st, 0);
+    dqb_late_wait(&lr);
     dqb_cl_end(s, &mk, n, m);
-    dqb_clk_cal after = dqb_calibrate(dqb_cs[s].adm[0], 15);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !res->ok)
-        dqb_fail("cluster lateness (%s): consumer got %ld of %ld jobs",
-                 dqb_cs_name[s], res->got, n);
+    double u = dqb_late_end(&lr, n, what);
     dqb_expect_empty(cl, "cluster lateness");
     dq_close(cl);
-    double drift = fabs(after.offset_us - before.offset_us);
-    double u = (before.unc_us > drift ? before.unc_us : drift) / 1000.0;
     dqb_cl_late_unc = u > dqb_cl_late_unc ? u : dqb_cl_late_unc;
-    if (res->got > 0)
-        *p = dqb_percentiles(res->lat_ms, (size_t)res->got);
-    munmap(res, rsize);
+    if (lr.res->got > 0)
+        *p = dqb_percentiles(lr.res->lat_ms, (size_t)lr.res->got);
+    dqb_late_free(&lr);
 }
 
 /* ---- one run ---------------------------------------------------------- */
@@ -720,18 +636,6 @@ void dqb_scen_cluster_run(const dqb_cfg *c, int run) {
 
 /* ---- rows ------------------------------------------------------------- */
 
-/* A limit row: ops/s with thousands separators and a k..k spread. */
-static void dqb_cl_lim_row(const char *name, const dqb_series *s) {
-    dqb_row *rw = dqb_val_row(name, s, "ops/s", "%.0f");
-    dqb_fmt_int(rw->value, sizeof(rw->value), dqb_s_med(s));
-    if (s->n > 1) {
-        char a[16], b[16];
-        dqb_fmt_int(a, sizeof(a), dqb_vmin(s->v, (size_t)s->n) / 1000);
-        dqb_fmt_int(b, sizeof(b), dqb_vmax(s->v, (size_t)s->n) / 1000);
-        snprintf(rw->spread, sizeof(rw->spread), "%sk..%sk", a, b);
-    }
-}
-
 /* A row compared with the 1 node setup of the same runs. */
 static dqb_row *dqb_cl_vs_one(const char *name, const dqb_series *v,
                               const dqb_series *one, const char *unit,
@@ -752,10 +656,8 @@ void dqb_scen_cluster_rows(const dqb_cfg *c) {
              dqb_cl_share[0], dqb_cl_share[1], dqb_cl_share[2],
              sysconf(_SC_NPROCESSORS_ONLN));
     dqb_add_section(title);
-    dqb_cl_lim_row("limit 1 node, EVALSHA -c 50 -P 16",
-                   &dqb_cl_lim_p16);
-    dqb_cl_lim_row("limit 1 node, EVALSHA -c 1 -P 1",
-                   &dqb_cl_lim_c1);
+    dqb_ops_row("limit 1 node, EVALSHA -c 50 -P 16", &dqb_cl_lim_p16);
+    dqb_ops_row("limit 1 node, EVALSHA -c 1 -P 1", &dqb_cl_lim_c1);
     for (int ph = 0; ph < DQB_NCP; ph++)
         for (int s = 0; s < DQB_NCS; s++) {
             char name[80];
@@ -846,12 +748,8 @@ void dqb_scen_cluster_rows(const dqb_cfg *c) {
             char name[80];
             snprintf(name, sizeof(name), "lateness %s, %s", pn[i],
                      dqb_cs_name[s]);
-            dqb_row *r = dqb_val_row(name, &dqb_cl_late[s][i], "ms", "%.2f");
-            snprintf(r->limit, sizeof(r->limit), "clock +-%.3f ms",
-                     dqb_cl_late_unc);
-            if (i == 1 && s != DQB_CS_ONE)
-                dqb_set_target(r, "<= 5 ms", dqb_s_med(&dqb_cl_late[s][i]),
-                               5.0, 0);
+            dqb_late_row(name, &dqb_cl_late[s][i], dqb_cl_late_unc,
+                         i == 1 && s != DQB_CS_ONE);
         }
 
     if (dqb_cl_fig) {

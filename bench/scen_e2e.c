@@ -69,7 +69,8 @@ void dqb_scen_e2e_run(const dqb_cfg *c, int run) {
     if (pc == 0) {
         close(ready[0]);
         close(go[1]);
-        dqb_late_child(n, 1000, cal.offset_us, 120000, res, ready[1], go[0]);
+        dqb_late_child(dqb_srv.uri, n, 1000, cal.offset_us, 120000, res,
+                       ready[1], go[0]);
     }
     pid_t pp = fork();
     if (pp == 0) {

@@ -40,13 +40,16 @@ double dqb_late_unc;                          /* ms, worst over runs */
 static double *dqb_late_all[DQB_NLATE];       /* samples of all runs */
 static size_t dqb_late_nall[DQB_NLATE];
 
-void dqb_late_child(long expect, int max, double offset_us, int64_t bound_ms,
-                    dqb_late_res *res, int ready_fd, int go_fd) {
-    dq_client *c = dqb_open_client();
-    if (c == NULL)
+void dqb_late_child(const char *uri, long expect, int max, double offset_us,
+                    int64_t bound_ms, dqb_late_res *res, int ready_fd,
+                    int go_fd) {
+    dq_client *c = NULL;
+    if (dq_open(uri, NULL, &c) != 0) {
+        dqb_fail("lateness: dq_open %s: %s", uri, dq_errmsg(c));
         _exit(2);
+    }
     dq_jobs *js = NULL;
-    /* The first call opens and subscribes the wake-up connection. */
+    /* The first call opens and subscribes the wake-up connection(s). */
     if (dq_poll_wait(c, DQB_QUEUE, 1, DQB_LEASE_MS, 0, &js) < 0)
         _exit(2);
     dq_jobs_free(js);
@@ -127,9 +130,9 @@ static void dqb_ev_tick(evutil_socket_t fd, short what, void *ud) {
 
 /* The consumer process of kind 1: runs a dq_consumer (concurrency 100) on
  * its own event base until every job was acked or bound_ms passed. */
-static void dqb_late_child_event(long expect, double offset_us,
-                                 int64_t bound_ms, dqb_late_res *res,
-                                 int ready_fd) {
+static void dqb_late_child_event(const char *uri, long expect,
+                                 double offset_us, int64_t bound_ms,
+                                 dqb_late_res *res, int ready_fd) {
     dqb_ev_ctx x;
     memset(&x, 0, sizeof(x));
     x.res = res;
@@ -139,7 +142,7 @@ static void dqb_late_child_event(long expect, double offset_us,
     x.deadline = dqb_mono_ns() + bound_ms * 1000000;
     x.base = event_base_new();
     if (x.base == NULL ||
-        dq_async_open(x.base, dqb_srv.uri, NULL, &x.a) != 0 ||
+        dq_async_open(x.base, uri, NULL, &x.a) != 0 ||
         dq_consumer_new(x.a, DQB_QUEUE, dqb_ev_handler, &x, &x.cons) != 0 ||
         dq_consumer_set_int(x.cons, DQ_COPT_CONCURRENCY, 100) != 0 ||
         dq_consumer_set_int(x.cons, DQ_COPT_LEASE_MS, DQB_LEASE_MS) != 0 ||
@@ -179,64 +182,96 @@ static dqb_pctl dqb_late_record(int kind, dqb_late_res *res) {
     return p;
 }
 
-/* One lateness run: a consumer process of the given kind waits, then this
- * process pushes late_n jobs due late_base..late_base+late_spread ms on. */
-static void dqb_late_run_kind(const dqb_cfg *c, int run, int kind) {
-    long n = c->late_n;
-    int64_t bound_ms = c->late_base_ms + c->late_spread_ms + 10000;
-    size_t rsize = sizeof(dqb_late_res) + sizeof(double) * (size_t)n;
-    dqb_late_res *res = dqb_shared_alloc(rsize);
-    if (res == NULL)
-        return;
-    if (dqb_late_all[kind] == NULL)
-        dqb_late_all[kind] =
-            malloc(sizeof(double) * (size_t)n * (size_t)c->runs);
-    dqb_flushall();
-    dqb_clk_cal before = dqb_calibrate(dqb_adm, 15);
+int dqb_late_begin(dqb_late_run *lr, redisContext *adm, const char *uri,
+                   int event, long n, int max, int64_t bound_ms,
+                   const char *what) {
+    memset(lr, 0, sizeof(*lr));
+    lr->rsize = sizeof(dqb_late_res) + sizeof(double) * (size_t)n;
+    lr->res = dqb_shared_alloc(lr->rsize);
+    if (lr->res == NULL)
+        return -1;
+    lr->adm = adm;
+    lr->before = dqb_calibrate(adm, 15);
     int ready[2], go[2];
-    if (pipe(ready) || pipe(go))
-        return;
-    pid_t pid = fork();
-    if (pid == 0) {
+    if (pipe(ready) || pipe(go)) {
+        dqb_late_free(lr);
+        return -1;
+    }
+    lr->pid = fork();
+    if (lr->pid == 0) {
         close(ready[0]);
         close(go[1]);
 #ifdef DQ_BENCH_EVENT
-        if (kind == 1)
-            dqb_late_child_event(n, before.offset_us, bound_ms, res,
-                                 ready[1]);
+        if (event)
+            dqb_late_child_event(uri, n, lr->before.offset_us, bound_ms,
+                                 lr->res, ready[1]);
+#else
+        (void)event;
 #endif
-        dqb_late_child(n, 100, before.offset_us, bound_ms, res, ready[1],
-                       go[0]);
+        dqb_late_child(uri, n, max, lr->before.offset_us, bound_ms, lr->res,
+                       ready[1], go[0]);
     }
     close(ready[1]);
     close(go[0]);
     char x;
     if (read(ready[0], &x, 1) != 1)
-        dqb_fail("lateness: consumer did not start");
+        dqb_fail("%s: consumer did not start", what);
     close(ready[0]);
     close(go[1]);
+    return 0;
+}
+
+void dqb_late_wait(dqb_late_run *lr) {
+    waitpid(lr->pid, &lr->status, 0);
+}
+
+double dqb_late_end(dqb_late_run *lr, long n, const char *what) {
+    dqb_clk_cal after = dqb_calibrate(lr->adm, 15);
+    int st = lr->status;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !lr->res->ok)
+        dqb_fail("%s: consumer got %ld of %ld jobs", what, lr->res->got, n);
+    lr->drift_us = fabs(after.offset_us - lr->before.offset_us);
+    return (lr->before.unc_us > lr->drift_us ? lr->before.unc_us
+                                             : lr->drift_us) / 1000.0;
+}
+
+void dqb_late_free(dqb_late_run *lr) {
+    if (lr->res != NULL)
+        munmap(lr->res, lr->rsize);
+    lr->res = NULL;
+}
+
+/* One lateness run: a consumer process of the given kind waits, then this
+ * process pushes late_n jobs due late_base..late_base+late_spread ms on. */
+static void dqb_late_run_kind(const dqb_cfg *c, int run, int kind) {
+    long n = c->late_n;
+    int64_t bound_ms = c->late_base_ms + c->late_spread_ms + 10000;
+    char what[64];
+    snprintf(what, sizeof(what), "lateness (%s)", dqb_late_kind[kind]);
+    if (dqb_late_all[kind] == NULL)
+        dqb_late_all[kind] =
+            malloc(sizeof(double) * (size_t)n * (size_t)c->runs);
+    dqb_flushall();
+    dqb_late_run lr;
+    if (dqb_late_begin(&lr, dqb_adm, dqb_srv.uri, kind == 1, n, 100,
+                       bound_ms, what) != 0)
+        return;
     dq_client *cl = dqb_open_client();
     uint64_t seed = 1000 + (uint64_t)run;
     if (cl)
         dqb_fill(cl, n, (int)(n < 1000 ? n : 1000), 16, c->late_base_ms,
                  c->late_spread_ms, &seed);
-    int st;
-    waitpid(pid, &st, 0);
-    dqb_clk_cal after = dqb_calibrate(dqb_adm, 15);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !res->ok)
-        dqb_fail("lateness (%s): consumer got %ld of %ld jobs",
-                 dqb_late_kind[kind], res->got, n);
+    dqb_late_wait(&lr);
+    double u = dqb_late_end(&lr, n, what);
     dqb_expect_empty(cl, "lateness");
     dq_close(cl);
-    double drift = fabs(after.offset_us - before.offset_us);
-    double u = (before.unc_us > drift ? before.unc_us : drift) / 1000.0;
     dqb_late_unc = u > dqb_late_unc ? u : dqb_late_unc;
-    dqb_pctl p = dqb_late_record(kind, res);
+    dqb_pctl p = dqb_late_record(kind, lr.res);
     dqb_log("lateness %s: p50 %.2f p95 %.2f p99 %.2f max %.2f ms (clock "
             "offset %.1f us +-%.1f us, drift %.1f us)", dqb_late_kind[kind],
-            p.p50, p.p95, p.p99, p.max, before.offset_us, before.unc_us,
-            drift);
-    munmap(res, rsize);
+            p.p50, p.p95, p.p99, p.max, lr.before.offset_us,
+            lr.before.unc_us, lr.drift_us);
+    dqb_late_free(&lr);
 }
 
 void dqb_scen_lateness_run(const dqb_cfg *c, int run) {
@@ -263,6 +298,14 @@ static void dqb_late_write_cdf(const dqb_cfg *c, int k) {
     fclose(f);
 }
 
+void dqb_late_row(const char *name, const dqb_series *s, double unc_ms,
+                  int target) {
+    dqb_row *rw = dqb_val_row(name, s, "ms", "%.2f");
+    snprintf(rw->limit, sizeof(rw->limit), "clock +-%.3f ms", unc_ms);
+    if (target)
+        dqb_set_target(rw, "<= 5 ms", dqb_s_med(s), 5.0, 0);
+}
+
 void dqb_scen_lateness_rows(const dqb_cfg *c) {
     char title[200];
     snprintf(title, sizeof(title),
@@ -277,12 +320,7 @@ void dqb_scen_lateness_rows(const dqb_cfg *c) {
             char nm[64];
             snprintf(nm, sizeof(nm), "lateness %s, %s", names[i],
                      dqb_late_desc[k]);
-            dqb_row *rw = dqb_val_row(nm, &dqb_late[k][i], "ms", "%.2f");
-            snprintf(rw->limit, sizeof(rw->limit), "clock +-%.3f ms",
-                     dqb_late_unc);
-            if (i == 2)
-                dqb_set_target(rw, "<= 5 ms", dqb_s_med(&dqb_late[k][i]),
-                               5.0, 0);
+            dqb_late_row(nm, &dqb_late[k][i], dqb_late_unc, i == 2);
         }
         dqb_late_write_cdf(c, k);
         free(dqb_late_all[k]);

@@ -29,7 +29,7 @@ dqb_series dqb_lim[DQB_NLIM];
 static char dqb_lim_sha[48]; /* the minimal HSET+ZADD script */
 
 /* Runs redis-benchmark with args; returns the rps of its CSV line. */
-double dqb_redis_benchmark(char *const *args) {
+static double dqb_redis_benchmark(char *const *args) {
     int p[2];
     if (pipe(p) != 0)
         return NAN;
@@ -72,9 +72,8 @@ double dqb_redis_benchmark(char *const *args) {
     return comma ? strtod(comma + 3, NULL) : NAN;
 }
 
-/* One limit: n ops of the script (or of ZADD) by `clients` clients with
- * `pipeline` commands in flight each, on an empty server; ops/s. */
-static double dqb_bench_limit(int clients, int pipeline, long n, int zadd) {
+double dqb_limit_ops(char *const *server, const char *sha, int clients,
+                     int pipeline, long n, int zadd) {
     char sn[24], sc[16], sp[16];
     snprintf(sn, sizeof(sn), "%ld", n);
     snprintf(sc, sizeof(sc), "%d", clients);
@@ -82,35 +81,52 @@ static double dqb_bench_limit(int clients, int pipeline, long n, int zadd) {
     char pl[17];
     memcpy(pl, dqb_payload, 16); /* the 16-byte payload of the push runs */
     pl[16] = '\0';
-    char *base[] = {"redis-benchmark", "-s", dqb_srv.sock, "-n", sn, "-c", sc,
-                    "-P", sp, "-r", "100000000", "--csv", NULL};
-    char *ev[] = {"EVALSHA", dqb_lim_sha, "2", "{lim}:jobs", "{lim}:due",
+    char *opts[] = {"-n", sn, "-c", sc, "-P", sp, "-r", "100000000", "--csv",
+                    NULL};
+    char *ev[] = {"EVALSHA", (char *)sha, "2", "{lim}:jobs", "{lim}:due",
                   "__rand_int__", pl, "__rand_int__", NULL};
     char *za[] = {"ZADD", "{lim}:due", "__rand_int__", "__rand_int__", NULL};
-    char *args[32];
+    char *args[40];
     int a = 0;
-    for (int i = 0; base[i]; i++)
-        args[a++] = base[i];
+    args[a++] = "redis-benchmark";
+    for (int i = 0; i < 8 && server[i]; i++)
+        args[a++] = server[i];
+    for (int i = 0; opts[i]; i++)
+        args[a++] = opts[i];
     char **cmd = zadd ? za : ev;
     for (int i = 0; cmd[i]; i++)
         args[a++] = cmd[i];
     args[a] = NULL;
+    return dqb_redis_benchmark(args);
+}
+
+/* One limit: n ops of the script (or of ZADD) by `clients` clients with
+ * `pipeline` commands in flight each, on an empty server; ops/s. */
+static double dqb_bench_limit(int clients, int pipeline, long n, int zadd) {
+    char *server[] = {"-s", dqb_srv.sock, NULL};
     dqb_flushall();
-    double v = dqb_redis_benchmark(args);
+    double v = dqb_limit_ops(server, dqb_lim_sha, clients, pipeline, n, zadd);
     dqb_flushall();
     return v;
 }
 
-const char dqb_lim_script[] =
-    "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
-    "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) "
-    "return 1";
+void dqb_lim_load_script(redisContext *a, char *sha, size_t size) {
+    redisReply *r = redisCommand(a, "SCRIPT LOAD %s",
+                                 "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
+                                 "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) "
+                                 "return 1");
+    sha[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        snprintf(sha, size, "%s", r->str);
+    else
+        dqb_fail("SCRIPT LOAD of the limit script: %s",
+                 r == NULL ? a->errstr
+                 : r->type == REDIS_REPLY_ERROR ? r->str : "not a string");
+    freeReplyObject(r);
+}
 
 void dqb_limits_load_script(void) {
-    redisReply *r = dqb_adm_cmd("SCRIPT LOAD %s", dqb_lim_script);
-    if (r != NULL && r->type == REDIS_REPLY_STRING)
-        snprintf(dqb_lim_sha, sizeof(dqb_lim_sha), "%s", r->str);
-    freeReplyObject(r);
+    dqb_lim_load_script(dqb_adm, dqb_lim_sha, sizeof(dqb_lim_sha));
 }
 
 void dqb_scen_limits_run(const dqb_cfg *c, int run) {
@@ -133,15 +149,6 @@ void dqb_scen_limits_rows(const dqb_cfg *c) {
     (void)c;
     dqb_add_section("limit: redis-benchmark on the same socket, minimal "
                     "script (1 HSET + 1 ZADD) and plain ZADD, ops/s");
-    for (int i = 0; i < DQB_NLIM; i++) {
-        dqb_series *s = &dqb_lim[i];
-        dqb_row *rw = dqb_val_row(dqb_lim_names[i], s, "ops/s", "%.0f");
-        dqb_fmt_int(rw->value, sizeof(rw->value), dqb_s_med(s));
-        if (s->n > 1) {
-            char a[16], b[16];
-            dqb_fmt_int(a, sizeof(a), dqb_vmin(s->v, (size_t)s->n) / 1000);
-            dqb_fmt_int(b, sizeof(b), dqb_vmax(s->v, (size_t)s->n) / 1000);
-            snprintf(rw->spread, sizeof(rw->spread), "%sk..%sk", a, b);
-        }
-    }
+    for (int i = 0; i < DQB_NLIM; i++)
+        dqb_ops_row(dqb_lim_names[i], &dqb_lim[i]);
 }

@@ -30,18 +30,7 @@ static double dqb_push_once(int batch, long n, double *srv_us) {
     dqb_flushall();
     dqb_reset_stats();
     int64_t t0 = dqb_mono_ns();
-    if (batch == 1) {
-        for (long i = 0; i < n; i++) {
-            int64_t d = 3600000 + dqb_rng_range(&seed, 86400001);
-            if (dq_push(cl, DQB_QUEUE, dqb_payload, 16, d, NULL, 0, NULL, 0,
-                        NULL) != 0) {
-                dqb_fail("dq_push: %s", dq_errmsg(cl));
-                break;
-            }
-        }
-    } else {
-        dqb_fill(cl, n, batch, 16, 3600000, 86400000, &seed);
-    }
+    dqb_push_far(cl, n, batch, &seed);
     int64_t t1 = dqb_mono_ns();
     *srv_us = dqb_srv_us_per_job((double)n);
     int64_t sch = 0;
