@@ -107,6 +107,9 @@ const dqt_optspec dqt_web_opts[] = {{"listen", 0, 1, DQT_O_LISTEN},
 #define W_SAMPLE_QUEUES 256         /* queues with samples */
 #define W_WATCH_MS (10 * 60 * 1000) /* sampled in the background after a view */
 
+/* Appends a string literal. */
+#define W_ADD(b, lit) evbuffer_add((b), (lit), sizeof(lit) - 1)
+
 /* ---- State ----------------------------------------------------------- */
 
 typedef struct sample {
@@ -297,7 +300,7 @@ static void j_str(struct evbuffer *b, const void *s, size_t n) {
     const unsigned char *p = s;
     char tmp[8];
     size_t run = 0; /* start of a run of bytes copied as they are */
-    evbuffer_add(b, "\"", 1);
+    W_ADD(b, "\"");
     size_t i = 0;
     run = 0;
     while (i < n) {
@@ -336,7 +339,7 @@ static void j_str(struct evbuffer *b, const void *s, size_t n) {
     }
     if (n > run)
         evbuffer_add(b, p + run, n - run);
-    evbuffer_add(b, "\"", 1);
+    W_ADD(b, "\"");
 }
 
 static void j_cstr(struct evbuffer *b, const char *s) {
@@ -348,7 +351,7 @@ static void j_hex(struct evbuffer *b, const void *s, size_t n) {
     const unsigned char *p = s;
     char chunk[512];
     size_t k = 0;
-    evbuffer_add(b, "\"", 1);
+    W_ADD(b, "\"");
     for (size_t i = 0; i < n; i++) {
         chunk[k++] = hx[p[i] >> 4];
         chunk[k++] = hx[p[i] & 15];
@@ -358,7 +361,7 @@ static void j_hex(struct evbuffer *b, const void *s, size_t n) {
         }
     }
     evbuffer_add(b, chunk, k);
-    evbuffer_add(b, "\"", 1);
+    W_ADD(b, "\"");
 }
 
 /* "key":"name" and, when name is not UTF-8, "key_hex":"...". */
@@ -403,7 +406,7 @@ static const int state_which[3] = {DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT,
 static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
     size_t len;
     const void *p = dq_job_payload(j, &len);
-    evbuffer_add(b, "{", 1);
+    W_ADD(b, "{");
     j_name(b, "id", dq_job_id(j));
     evbuffer_add_printf(b,
                         ",\"state\":\"%s\",\"attempt\":%" PRId64
@@ -412,7 +415,7 @@ static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
                         state_names[st], dq_job_attempt(j), dq_job_due_ms(j),
                         dq_job_lease_deadline_ms(j));
     j_payload(b, p, len, max);
-    evbuffer_add(b, "}", 1);
+    W_ADD(b, "}");
 }
 
 /* ---- Responses ------------------------------------------------------- */
@@ -434,6 +437,7 @@ static void common_headers(struct evhttp_request *req, const char *ctype) {
 static const char *reason(int code) {
     switch (code) {
     case 200: return "OK";
+    case 204: return "No Content";
     case 303: return "See Other";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
@@ -456,7 +460,7 @@ static void send_buf(struct evhttp_request *req, int code, const char *ctype,
 
 static void send_json(struct evhttp_request *req, int code,
                       struct evbuffer *b) {
-    evbuffer_add(b, "\n", 1);
+    W_ADD(b, "\n");
     send_buf(req, code, "application/json; charset=utf-8", b);
 }
 
@@ -467,11 +471,11 @@ static void send_error(struct evhttp_request *req, int http, const char *code,
         evhttp_send_error(req, 500, NULL);
         return;
     }
-    evbuffer_add(b, "{\"error\":", 9);
+    W_ADD(b, "{\"error\":");
     j_cstr(b, msg);
-    evbuffer_add(b, ",\"code\":", 8);
+    W_ADD(b, ",\"code\":");
     j_cstr(b, code);
-    evbuffer_add(b, "}", 1);
+    W_ADD(b, "}");
     if (http == 401)
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "WWW-Authenticate", "Bearer realm=\"delayq\"");
@@ -939,7 +943,7 @@ static void h_queues(web *w, struct evhttp_request *req) {
                         complete ? "true" : "false", dqt_wall_ms());
     for (int i = 0; i < n; i++) {
         int64_t v[5];
-        if ((rc = stats(w, qs[i].name, v, 0)) < 0) {
+        if ((rc = stats(w, qs[i].name, v, 0)) < 0 && http_for(rc) != 400) {
             evbuffer_free(b);
             qnames_free(qs, n);
             send_dq_error(w, req, rc);
@@ -949,10 +953,19 @@ static void h_queues(web *w, struct evhttp_request *req) {
         j_name(b, "name", qs[i].name);
         evbuffer_add_printf(b, ",\"partitioned\":%s,",
                             qs[i].partitioned ? "true" : "false");
-        j_counts(b, v);
-        evbuffer_add(b, "}", 1);
+        if (rc < 0) { /* e.g. partitioned with another count than ours */
+            W_ADD(b, "\"error\":");
+            j_cstr(b, dq_errmsg(w->c));
+            evbuffer_add_printf(b, ",\"code\":\"%s\"", dq_errname(rc));
+            for (int k = 0; k < 4; k++)
+                evbuffer_add_printf(b, ",\"%s\":0", count_names[k]);
+            evbuffer_add_printf(b, ",\"next_due_ms\":-1");
+        } else {
+            j_counts(b, v);
+        }
+        W_ADD(b, "}");
     }
-    evbuffer_add(b, "]}", 2);
+    W_ADD(b, "]}");
     qnames_free(qs, n);
     send_json(req, 200, b);
     evbuffer_free(b);
@@ -1000,9 +1013,9 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
             break;
     }
     struct evbuffer *b = evbuffer_new();
-    evbuffer_add(b, "{", 1);
+    W_ADD(b, "{");
     j_name(b, "name", q);
-    evbuffer_add(b, ",\"stats\":{", 10);
+    W_ADD(b, ",\"stats\":{");
     j_counts(b, v);
     evbuffer_add_printf(b, "},\"now_ms\":%" PRId64 ",\"histogram\":{\"jobs\":%"
                            PRId64 ",\"complete\":%s,\"buckets\":[",
@@ -1013,7 +1026,7 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
                             k ? "," : "", hist_b[k].label,
                             hist_b[k].upto == INT64_MAX ? -1 : hist_b[k].upto,
                             hist[k]);
-    evbuffer_add(b, "]},\"samples\":[", 14);
+    W_ADD(b, "]},\"samples\":[");
     qsamples *s = samples_for(w, q, 0);
     const sample *first = NULL, *last = NULL;
     for (int i = 0; s != NULL && i < s->n; i++) {
@@ -1027,7 +1040,7 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
             first = x;
         last = x;
     }
-    evbuffer_add(b, "],\"rates\":{", 11);
+    W_ADD(b, "],\"rates\":{");
     /* net change per minute of each count over the last 5 minutes, and the
      * jobs that died (increases of dead): no counters exist in Redis */
     if (first != NULL && last != NULL && last->t - first->t >= 1000) {
@@ -1047,9 +1060,9 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
                                 (double)(last->v[k] - first->v[k]) / mins);
         evbuffer_add_printf(b, ",\"died_per_min\":%.2f", (double)died / mins);
     } else {
-        evbuffer_add(b, "\"window_ms\":0", 13);
+        W_ADD(b, "\"window_ms\":0");
     }
-    evbuffer_add(b, "}}", 2);
+    W_ADD(b, "}}");
     send_json(req, 200, b);
     evbuffer_free(b);
 }
@@ -1106,7 +1119,7 @@ static void h_jobs(web *w, struct evhttp_request *req, const char *q) {
     }
     int64_t total = st == 0 ? v[0] + v[1] : st == 1 ? v[2] : v[3];
     struct evbuffer *b = evbuffer_new();
-    evbuffer_add(b, "{", 1);
+    W_ADD(b, "{");
     j_name(b, "queue", q);
     evbuffer_add_printf(b, ",\"state\":\"%s\",\"offset\":%" PRId64
                            ",\"count\":%d,\"total\":%" PRId64
@@ -1114,7 +1127,7 @@ static void h_jobs(web *w, struct evhttp_request *req, const char *q) {
                         state_names[st], offset, rc, total, now);
     for (int i = 0; i < rc; i++) {
         if (i)
-            evbuffer_add(b, ",", 1);
+            W_ADD(b, ",");
         j_job(b, st, dq_jobs_at(jobs, (size_t)i), W_PAYLOAD_SHORT);
     }
     evbuffer_add_printf(b, "],\"more\":%s}",
@@ -1146,12 +1159,12 @@ static void h_job(web *w, struct evhttp_request *req, const char *q,
                 const dq_job *j = dq_jobs_at(jobs, (size_t)i);
                 if (strcmp(dq_job_id(j), id) == 0) {
                     struct evbuffer *b = evbuffer_new();
-                    evbuffer_add(b, "{", 1);
+                    W_ADD(b, "{");
                     j_name(b, "queue", q);
                     evbuffer_add_printf(b, ",\"now_ms\":%" PRId64 ",\"job\":",
                                         now);
                     j_job(b, st, j, W_PAYLOAD_FULL);
-                    evbuffer_add(b, "}", 1);
+                    W_ADD(b, "}");
                     dq_jobs_free(jobs);
                     send_json(req, 200, b);
                     evbuffer_free(b);
@@ -1220,14 +1233,24 @@ static void h_action(web *w, struct evhttp_request *req, const char *q,
     evbuffer_free(b);
 }
 
+/* A label value: \\ " and newline escaped, bytes that are not UTF-8 as
+ * U+FFFD (Prometheus text is UTF-8). */
 static void prom_label(struct evbuffer *b, const char *s) {
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            evbuffer_add_printf(b, "\\%c", *s);
-        else if (*s == '\n')
-            evbuffer_add(b, "\\n", 2);
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_len((const unsigned char *)s + i, n - i);
+        if (l == 0) {
+            W_ADD(b, "\xEF\xBF\xBD");
+            i++;
+            continue;
+        }
+        if (s[i] == '\\' || s[i] == '"')
+            evbuffer_add_printf(b, "\\%c", s[i]);
+        else if (s[i] == '\n')
+            W_ADD(b, "\\n");
         else
-            evbuffer_add(b, s, 1);
+            evbuffer_add(b, s + i, l);
+        i += l;
     }
 }
 
@@ -1245,8 +1268,12 @@ static void h_metrics(web *w, struct evhttp_request *req) {
         return;
     }
     int64_t(*v)[5] = calloc((size_t)n + 1, sizeof(*v));
-    for (int i = 0; i < n && v != NULL; i++)
-        if ((rc = stats(w, qs[i].name, v[i], 0)) < 0) {
+    char *skip = calloc((size_t)n + 1, 1);
+    for (int i = 0; i < n && v != NULL && skip != NULL; i++)
+        if ((rc = stats(w, qs[i].name, v[i], 0)) < 0 && http_for(rc) == 400)
+            skip[i] = 1; /* a queue this client cannot read: left out */
+        else if (rc < 0) {
+            free(skip);
             free(v);
             qnames_free(qs, n);
             send_dq_error(w, req, rc);
@@ -1255,8 +1282,8 @@ static void h_metrics(web *w, struct evhttp_request *req) {
     struct evbuffer *b = evbuffer_new();
     evbuffer_add_printf(b, "# HELP delayq_jobs Jobs in a delayq queue, by "
                            "state.\n# TYPE delayq_jobs gauge\n");
-    for (int i = 0; i < n && v; i++)
-        for (int k = 0; k < 4; k++) {
+    for (int i = 0; i < n && v && skip; i++)
+        for (int k = 0; k < 4 && !skip[i]; k++) {
             evbuffer_add_printf(b, "delayq_jobs{queue=\"");
             prom_label(b, qs[i].name);
             evbuffer_add_printf(b, "\",state=\"%s\"} %" PRId64 "\n",
@@ -1266,7 +1293,9 @@ static void h_metrics(web *w, struct evhttp_request *req) {
                            "earliest pending job of a queue is due (0: one is "
                            "due now, -1: none is pending).\n# TYPE "
                            "delayq_next_due_seconds gauge\n");
-    for (int i = 0; i < n && v; i++) {
+    for (int i = 0; i < n && v && skip; i++) {
+        if (skip[i])
+            continue;
         evbuffer_add_printf(b, "delayq_next_due_seconds{queue=\"");
         prom_label(b, qs[i].name);
         if (v[i][4] < 0)
@@ -1276,6 +1305,7 @@ static void h_metrics(web *w, struct evhttp_request *req) {
                                 (int)(v[i][4] % 1000));
     }
     free(v);
+    free(skip);
     qnames_free(qs, n);
     send_buf(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);
     evbuffer_free(b);
@@ -1418,6 +1448,12 @@ static void on_request(struct evhttp_request *req, void *arg) {
         else
             h_static(req, dqt_web_app_css, dqt_web_app_css_len,
                      "text/css; charset=utf-8");
+        return;
+    }
+    if (strcmp(path, "/favicon.ico") == 0) {
+        struct evbuffer *b = evbuffer_new();
+        send_buf(req, 204, "image/x-icon", b);
+        evbuffer_free(b);
         return;
     }
     if (strcmp(path, "/login") == 0) {

@@ -98,10 +98,11 @@ function setupCanvas(c) {
   return { g, w, h };
 }
 function niceMax(v) {
-  if (v <= 0) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
-  return 10 * p;
+  // a maximum of 4 equal steps, each 1, 2 or 5 times a power of ten
+  if (v <= 4) return 4;
+  const raw = v / 4, p = Math.pow(10, Math.floor(Math.log10(raw)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= raw) return 4 * m * p;
+  return 40 * p;
 }
 function axes(g, w, h, max, left, bottom) {
   g.strokeStyle = '#dde1e8'; g.fillStyle = '#6b7385'; g.lineWidth = 1;
@@ -160,7 +161,7 @@ function lineChart(c, points, series) {
   g.textAlign = 'right'; g.fillText(new Date(t1).toLocaleTimeString(), w - 8, h - bottom + 5);
 }
 function legend(names) {
-  return el('div', { class: 'legend' }, ...names.map(n => el('span', {}, el('i', { style: 'background:' + COLORS[n] }), n)));
+  return el('div', { class: 'legend' }, ...names.map(n => el('span', {}, el('i', { class: 'sw-' + n }), n)));
 }
 
 // ---- Overview -------------------------------------------------------------

@@ -1,0 +1,166 @@
+// tests/web/test_browser.mjs: the `delayq web` page in a real browser.
+//
+// usage: node test_browser.mjs PATH/TO/delayq
+//
+// Runs under tests/support/with_redis (DQ_TEST_REDIS_URI).  Drives Debian's
+// chromium through playwright-core (both installed by tools/webdeps.sh;
+// node modules from $DQ_WEB_NODE_MODULES, browser from $DQ_CHROMIUM or
+// /usr/bin/chromium).  A missing browser or module is a failure with a
+// message, never a skip.  Screenshots go to $DQ_WEB_OUT_DIR and, when
+// $DQ_WEB_SCREENSHOTS_DIR is set, there too (docs/ for the README).
+import { spawn, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+
+const DELAYQ = process.argv[2];
+const URI = process.env.DQ_TEST_REDIS_URI;
+const OUT = process.env.DQ_WEB_OUT_DIR || '.';
+const SHOTS = process.env.DQ_WEB_SCREENSHOTS_DIR;
+let passed = 0, failed = 0;
+
+function fatal(msg) {
+  console.error('test_browser: ' + msg);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+if (!DELAYQ || !URI) fatal('usage: node test_browser.mjs DELAYQ under with_redis (DQ_TEST_REDIS_URI unset)');
+
+const chromium = [process.env.DQ_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-headless-shell']
+  .find(p => p && fs.existsSync(p));
+if (!chromium) fatal('no chromium (/usr/bin/chromium): run `bash tools/webdeps.sh`' + (process.env.CI ? ' (CI: this is a failure)' : ''));
+let playwright;
+try {
+  const req = createRequire(path.join(process.env.DQ_WEB_NODE_MODULES || path.resolve('.deps/web-node/node_modules'), 'x.js'));
+  playwright = req('playwright-core');
+} catch (e) {
+  fatal('playwright-core not found (' + e.message.split('\n')[0] + '): run `bash tools/webdeps.sh`');
+}
+
+function cli(args, input) {
+  const r = spawnSync(DELAYQ, ['-u', URI, ...args], { input, env: { ...process.env, DELAYQ_QUEUE: '' } });
+  if (r.status !== 0) throw new Error('delayq ' + args.join(' ') + ': ' + r.stderr);
+  return r.stdout.toString();
+}
+function stats(q) { return JSON.parse(cli(['stats', '--json', q])); }
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log('ok - ' + name + ' (' + (Date.now() - t0) + ' ms)');
+  } catch (e) {
+    failed++;
+    console.log('not ok - ' + name + ': ' + (e.stack || e));
+  }
+}
+function assert(c, msg) { if (!c) throw new Error('assertion failed: ' + msg); }
+
+// ---- data and server -------------------------------------------------------
+const Q = 'orders', QD = 'payments', QH = 'hostile<b>';
+for (const [i, d] of ['30s', '2m', '3m', '10m', '40m', '2h', '3h', '12h', '2d', '30d'].entries())
+  for (let k = 0; k <= i % 3; k++) cli(['-q', Q, 'push', JSON.stringify({ order: 1000 + i * 3 + k }), '--in', d]);
+cli(['-q', 'emails', 'push', 'welcome mail', '--in', '5m']);
+cli(['-q', 'emails', 'push', 'reminder', '--in', '1h']);
+cli(['-q', QD, 'push', 'charge card 42', '--id', 'charge-42']);
+const polled = cli(['-q', QD, 'poll', '--lease', '1m']).split('\t');
+cli(['-q', QD, 'nack', polled[0], polled[2], '--dead']);
+const EVIL = '<script>alert(1)</script><img src=x onerror=alert(2)>';
+cli(['-q', QH, 'push', EVIL, '--id', '<i>id</i>']);
+
+const web = spawn(DELAYQ, ['-u', URI, 'web', '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const first = await new Promise((res, rej) => {
+  const rl = readline.createInterface({ input: web.stdout });
+  rl.once('line', res);
+  web.once('exit', c => rej(new Error('delayq web exited ' + c)));
+}).catch(e => fatal(e.message));
+const base = first.replace(/^listening on /, '').trim().replace(/\/$/, '');
+assert(base.startsWith('http://127.0.0.1:'), first);
+
+const browser = await playwright.chromium.launch({ executablePath: chromium, args: ['--no-sandbox'] })
+  .catch(e => { web.kill(); fatal('cannot start ' + chromium + ': ' + e.message); });
+const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+const dialogs = [];
+page.on('dialog', async d => { dialogs.push(d.type() + ':' + d.message()); await d.accept(); });
+const pageErrors = [];
+page.on('pageerror', e => pageErrors.push(String(e)));
+page.on('console', m => console.log('# page console: ' + m.text()));
+page.on('response', r => { if (r.status() >= 400) console.log('# HTTP ' + r.status() + ' ' + r.url()); });
+
+async function shot(name) {
+  const file = path.join(OUT, name);
+  await page.screenshot({ path: file, fullPage: true });
+  if (SHOTS) fs.copyFileSync(file, path.join(SHOTS, name));
+}
+const cell = (q, s) => page.locator(`tr.queue-row[data-queue="${q}"] td.c-${s}`);
+
+try {
+  await check('overview lists the queues with their counts', async () => {
+    await page.goto(base + '/');
+    await cell(Q, 'scheduled').waitFor({ timeout: 10000 });
+    const st = stats(Q);
+    assert(await cell(Q, 'scheduled').textContent() === String(st.scheduled), 'scheduled count');
+    assert(await cell(QD, 'dead').textContent() === '1', 'dead count');
+    assert(await page.locator('#overview-chart').count() === 1, 'chart');
+  });
+
+  await check('counts change as jobs are pushed', async () => {
+    const before = Number(await cell('emails', 'scheduled').textContent());
+    for (let i = 0; i < 3; i++) cli(['-q', 'emails', 'push', 'newsletter ' + i, '--in', '20m']);
+    await page.waitForFunction(n => {
+      const td = document.querySelector('tr.queue-row[data-queue="emails"] td.c-scheduled');
+      return td && Number(td.textContent) === n;
+    }, before + 3, { timeout: 10000 });
+    await shot('web-overview.png');
+  });
+
+  await check('requeue a dead job through the UI (with its confirm dialog)', async () => {
+    await page.locator(`tr.queue-row[data-queue="${QD}"] a`).click();
+    await page.locator('#queue-name').waitFor();
+    await page.locator('button[data-state="dead"]').click();
+    const row = page.locator('tr.job-row[data-id="charge-42"]');
+    await row.waitFor({ timeout: 10000 });
+    const n = dialogs.length;
+    await row.locator('button.requeue').click();
+    await page.waitForFunction(() => document.querySelector('#tile-dead .v')?.textContent === '0', null, { timeout: 10000 });
+    assert(dialogs.length === n + 1 && dialogs[n].startsWith('confirm:'), 'one confirm dialog: ' + dialogs.slice(n));
+    const st = stats(QD);
+    assert(st.dead === 0 && st.scheduled + st.due === 1, 'requeued in Redis: ' + JSON.stringify(st));
+    await page.locator('button[data-state="scheduled"]').click();
+    await page.locator('tr.job-row[data-id="charge-42"]').waitFor({ timeout: 10000 });
+  });
+
+  await check('a <script> payload shows as literal text and runs nothing', async () => {
+    const before = dialogs.length;
+    await page.goto(base + '/');
+    await page.locator(`tr.queue-row[data-queue="${QH}"] a`).click();
+    const row = page.locator('tr.job-row').first();
+    await row.waitFor({ timeout: 10000 });
+    assert(await row.locator('td.payload').textContent() === EVIL, 'payload text');
+    assert(await row.locator('a.id').textContent() === '<i>id</i>', 'id text');
+    assert(await page.locator('#queue-name').textContent() === QH, 'queue name text');
+    await row.locator('a.id').click();
+    await page.locator('#job-payload').waitFor();
+    assert(await page.locator('#job-payload').textContent() === EVIL, 'full payload text');
+    assert(await page.locator('main script, main img, main b, main td i, main pre i, main h2 i').count() === 0, 'no element made from data');
+    await page.waitForTimeout(300);
+    assert(dialogs.length === before, 'no dialog fired: ' + dialogs.slice(before));
+  });
+
+  await check('queue page with the due-time histogram (screenshot)', async () => {
+    await page.goto(base + '/');
+    await page.locator(`tr.queue-row[data-queue="${Q}"] a`).click();
+    await page.locator('#histogram').waitFor();
+    // a second stats sample (one per 5 s) draws the line chart
+    await page.waitForFunction(() => !/^no rates/.test(document.querySelector('#rates')?.textContent || 'no rates'),
+      null, { timeout: 15000 });
+    await shot('web-queue.png');
+    assert(pageErrors.length === 0, 'page errors: ' + pageErrors);
+  });
+} finally {
+  await browser.close();
+  web.kill('SIGTERM');
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,557 @@
+#!/usr/bin/env python3
+"""Tests of `delayq web` (the dashboard's HTTP server and JSON API).
+
+usage: test_web_api.py PATH/TO/delayq [unittest args...]
+
+Runs under tests/support/with_redis (private redis-server, URI in
+$DQ_TEST_REDIS_URI; a missing one is a failure, never a skip).  Starts real
+`delayq web` processes on 127.0.0.1 port 0 (each prints its address on its
+first line), pushes jobs with the `delayq` CLI and talks HTTP with the
+standard library only.
+"""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+
+DELAYQ = None
+URI = None
+_seq = [0]
+
+
+def new_queue(tag):
+    _seq[0] += 1
+    return "web-%s-%d" % (tag, _seq[0])
+
+
+def cli(args, input=None, ns=None, check=True):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+    env["DELAYQ_URI"] = URI
+    if ns:
+        env["DELAYQ_NAMESPACE"] = ns
+    r = subprocess.run([DELAYQ] + list(args), input=input, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    if check and r.returncode != 0:
+        raise AssertionError("delayq %r: %d %s" % (args, r.returncode,
+                                                   r.stderr.decode()))
+    return r
+
+
+def push(queue, payload, *extra):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    r = cli(["-q", queue, "push", "-"] + list(extra), input=payload)
+    return r.stdout.decode().split()[1]
+
+
+def make_dead(queue, payload, job_id):
+    push(queue, payload, "--id", job_id)
+    r = cli(["-q", queue, "poll", "--max", "1", "--lease", "30s"])
+    jid, _att, token = r.stdout.decode().split("\t")[:3]
+    assert jid == job_id, r.stdout
+    cli(["-q", queue, "nack", jid, token, "--dead"])
+
+
+def seg(name):
+    """A path segment for any name (percent-encoding every reserved byte)."""
+    if isinstance(name, str):
+        name = name.encode()
+    if name in (b".", b".."):
+        return "~x" + name.hex()
+    return urllib.parse.quote(name, safe="")
+
+
+class Server:
+    """One `delayq web` process."""
+
+    def __init__(self, *args, uri=None, env_extra=None):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("DELAYQ_")}
+        env.update(env_extra or {})
+        self.proc = subprocess.Popen(
+            [DELAYQ, "-u", uri or URI, "web", "--listen", "127.0.0.1:0"]
+            + list(args), env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("listening on http://127.0.0.1:"):
+            self.stop()
+            raise AssertionError("delayq web did not start: %r %s" % (
+                line, self.proc.stderr.read().decode()))
+        self.port = int(line.rsplit(":", 1)[1].strip().strip("/"))
+        self.csrf = None
+
+    def request(self, method, path, headers=None, body=None, timeout=10):
+        c = http.client.HTTPConnection("127.0.0.1", self.port,
+                                       timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def json(self, method, path, headers=None, expect=200):
+        st, hd, body = self.request(method, path, headers)
+        if expect is not None and st != expect:
+            raise AssertionError("%s %s: %d %r" % (method, path, st,
+                                                   body[:300]))
+        self_ct = hd.get("Content-Type", "")
+        assert self_ct.startswith("application/json"), self_ct
+        return json.loads(body)
+
+    def get(self, path, expect=200, headers=None):
+        return self.json("GET", path, headers, expect)
+
+    def post(self, path, expect=200, csrf=True, headers=None):
+        h = dict(headers or {})
+        if csrf:
+            if self.csrf is None:
+                self.csrf = self.get("/api/session", headers=h)["csrf"]
+            h["X-CSRF-Token"] = self.csrf
+        return self.json("POST", path, h, expect)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            f.close()
+
+
+class WebCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def queue_entry(self, name):
+        for q in self.srv.get("/api/queues")["queues"]:
+            if q["name"] == name:
+                return q
+        return None
+
+
+class TestQueuesAndJobs(WebCase):
+    def test_session(self):
+        s = self.srv.get("/api/session")
+        self.assertEqual(len(s["csrf"]), 32)
+        int(s["csrf"], 16)
+        self.assertFalse(s["read_only"])
+        self.assertEqual(s["auth"], "none")
+
+    def test_queues_listed_with_counts(self):
+        q = new_queue("counts")
+        make_dead(q, "d", "dead-1")
+        push(q, "a", "--in", "1h")
+        push(q, "b", "--in", "2h")
+        push(q, "c")
+        e = self.queue_entry(q)
+        self.assertIsNotNone(e)
+        self.assertEqual((e["scheduled"], e["due"], e["inflight"], e["dead"]),
+                         (2, 1, 0, 1))
+        self.assertEqual(e["next_due_ms"], 0)
+        self.assertFalse(e["partitioned"])
+        info = self.srv.get("/api/queues/" + seg(q))
+        self.assertEqual(info["stats"]["scheduled"], 2)
+        buckets = {b["label"]: b["jobs"] for b in info["histogram"]["buckets"]}
+        self.assertEqual(buckets["due"], 1)
+        self.assertEqual(buckets["15-60m"] + buckets["1-6h"], 2)
+        self.assertEqual(info["histogram"]["jobs"], 3)
+        self.assertIn("rates", info)
+        self.assertGreaterEqual(len(info["samples"]), 1)
+
+    def test_partitions_merged_and_namespace(self):
+        q = new_queue("parts")
+        cli(["-u", URI + "?partitions=4", "-q", q, "push", "x"])
+        cli(["-u", URI + "?partitions=4", "-q", q, "push", "y"])
+        e = self.queue_entry(q)
+        self.assertIsNotNone(e)
+        self.assertTrue(e["partitioned"])
+        names = [x["name"] for x in self.srv.get("/api/queues")["queues"]]
+        self.assertEqual(names.count(q), 1)
+        self.assertFalse(any("#" in n for n in names if n.startswith(q)))
+        # with the partitioned URI the counts merge the partitions
+        s = Server(uri=URI + "?partitions=4")
+        try:
+            e = [x for x in s.get("/api/queues")["queues"] if x["name"] == q][0]
+            self.assertEqual(e["due"], 2)
+        finally:
+            s.stop()
+        # another namespace is not listed
+        other = new_queue("ns")
+        cli(["-q", other, "push", "z"], ns="elsewhere")
+        self.assertIsNone(self.queue_entry(other))
+
+    def test_paging(self):
+        q = new_queue("paging")
+        for i in range(25):
+            push(q, "job %d" % i, "--in", "%dm" % (i + 1), "--id", "p%02d" % i)
+        seen = []
+        offset = 0
+        while True:
+            page = self.srv.get("/api/queues/%s/jobs?state=scheduled&offset=%d"
+                                "&count=10" % (seg(q), offset))
+            self.assertEqual(page["total"], 25)
+            seen += [j["id"] for j in page["jobs"]]
+            offset += 10
+            if not page["more"] or not page["jobs"]:
+                break
+        self.assertEqual(seen, ["p%02d" % i for i in range(25)])
+        for bad in ("count=201", "count=0", "offset=-1", "state=nope",
+                    "count=abc"):
+            st, _, body = self.srv.request(
+                "GET", "/api/queues/%s/jobs?%s" % (seg(q), bad))
+            self.assertEqual(st, 400, bad)
+            self.assertEqual(json.loads(body)["code"], "EINVAL")
+        empty = self.srv.get("/api/queues/%s/jobs?state=inflight" % seg(q))
+        self.assertEqual(empty["jobs"], [])
+
+    def test_hostile_payloads_are_escaped(self):
+        q = new_queue("hostile")
+        evil = "<script>alert(1)</script>\"'&"
+        push(q, evil, "--id", "text")
+        push(q, evil.encode() + b"\x00\x01tail", "--id", "nul")
+        big = b"<b>&" * (256 * 1024)  # 1 MiB
+        push(q, big, "--id", "big")
+        st, hd, raw = self.srv.request(
+            "GET", "/api/queues/%s/jobs?state=scheduled" % seg(q))
+        self.assertEqual(st, 200)
+        for bad in (b"<", b">", b"&", b"'", b"\x00"):
+            self.assertNotIn(bad, raw)
+        self.assertIn(b"\\u003cscript\\u003e", raw)
+        jobs = {j["id"]: j for j in json.loads(raw)["jobs"]}
+        self.assertEqual(jobs["text"]["payload"], {"text": evil})
+        self.assertFalse(jobs["text"]["truncated"])
+        self.assertEqual(bytes.fromhex(jobs["nul"]["payload"]["hex"]),
+                         evil.encode() + b"\x00\x01tail")
+        self.assertTrue(jobs["big"]["truncated"])
+        self.assertEqual(jobs["big"]["size"], len(big))
+        self.assertEqual(jobs["big"]["payload"]["text"],
+                         big[:256].decode())
+        full = self.srv.get("/api/queues/%s/jobs/big" % seg(q))["job"]
+        self.assertFalse(full["truncated"])
+        self.assertEqual(full["payload"]["text"].encode(), big)
+        self.assertEqual(hd["X-Content-Type-Options"], "nosniff")
+
+    def test_hostile_names(self):
+        names = ["<img src=x onerror=alert(1)>", "a/b", "..", ".", "q?x=1#f",
+                 "sp ace%41", "ünï\u2028code", "~x41"]
+        for name in names:
+            jid = "id/<&>\"'..%2F"
+            push(name, "p", "--id", jid)
+            e = self.queue_entry(name)
+            self.assertIsNotNone(e, name)
+            self.assertEqual(e["due"], 1, name)
+            path = "/api/queues/" + seg(name)
+            if name == "~x41":  # a name starting "~x" must be sent as %7E
+                path = "/api/queues/%7Ex41"
+            self.assertEqual(self.srv.get(path)["name"], name)
+            job = self.srv.get(path + "/jobs/" + seg(jid))["job"]
+            self.assertEqual(job["id"], jid)
+            r = self.srv.post(path + "/jobs/" + seg(jid) + "/cancel")
+            self.assertEqual(r["canceled"], 1)
+            self.assertEqual(self.queue_entry(name), None)
+        # a queue name that is not UTF-8 comes with its hex
+        raw = b"bin\xff\xfe"
+        subprocess.run([DELAYQ, "-u", URI, "-q", raw, "push", "x"], check=True,
+                       stdout=subprocess.DEVNULL)
+        qs = [q for q in self.srv.get("/api/queues")["queues"]
+              if q.get("name_hex") == raw.hex()]
+        self.assertEqual(len(qs), 1)
+        self.assertEqual(self.srv.get("/api/queues/~x" + raw.hex())["stats"]
+                         ["due"], 1)
+        # malformed names and ids
+        for bad in ("/api/queues/%zz", "/api/queues/a%00b", "/api/queues/~xzz",
+                    "/api/queues/a//jobs", "/api/queues/" + "x" * 201):
+            st, _, body = self.srv.request("GET", bad)
+            self.assertEqual(st, 400, bad)
+            json.loads(body)
+
+    def test_job_lookup_not_found(self):
+        q = new_queue("lookup")
+        push(q, "x", "--id", "here")
+        st, _, body = self.srv.request("GET", "/api/queues/%s/jobs/nothere"
+                                       % seg(q))
+        self.assertEqual(st, 404)
+        self.assertEqual(json.loads(body)["code"], "ENOTFOUND")
+        self.assertEqual(self.srv.get("/api/queues/%s/jobs/here" % seg(q))
+                         ["job"]["state"], "scheduled")
+
+    def test_metrics(self):
+        q = new_queue("metrics")
+        push(q, "x")
+        push(q, "y", "--in", "1h")
+        st, hd, body = self.srv.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        self.assertTrue(hd["Content-Type"].startswith("text/plain; version=0.0.4"))
+        text = body.decode()  # UTF-8, whatever the queue names hold
+        self.assertIn('delayq_jobs{queue="%s",state="due"} 1' % q, text)
+        self.assertIn('delayq_jobs{queue="%s",state="scheduled"} 1' % q, text)
+        self.assertIn("# TYPE delayq_jobs gauge", text)
+        self.assertIn('delayq_next_due_seconds{queue="%s"} 0.000' % q, text)
+        # the same series as `delayq stats --prometheus`
+        cli_text = cli(["stats", "--prometheus", q]).stdout.decode()
+        for line in cli_text.splitlines():
+            if line.startswith("delayq_jobs{"):
+                self.assertIn(line, text)
+
+
+class TestActionsAndCsrf(WebCase):
+    def test_csrf_and_state_changes(self):
+        q = new_queue("csrf")
+        make_dead(q, "dead payload", "d1")
+        make_dead(q, "dead payload", "d2")
+        make_dead(q, "dead payload", "d3")
+        path = "/api/queues/%s/dead/d1/requeue" % seg(q)
+        self.srv.post(path, expect=403, csrf=False)
+        e = self.srv.post(path, expect=403, csrf=False,
+                          headers={"X-CSRF-Token": "0" * 32})
+        self.assertEqual(e["code"], "ECSRF")
+        self.assertEqual(self.queue_entry(q)["dead"], 3)
+        self.assertEqual(self.srv.post(path)["requeued"], 1)
+        e = self.queue_entry(q)
+        self.assertEqual((e["dead"], e["due"]), (2, 1))
+        self.srv.post(path, expect=404)
+        self.assertEqual(self.srv.post("/api/queues/%s/dead/d2/purge"
+                                       % seg(q))["purged"], 1)
+        self.assertEqual(self.srv.post("/api/queues/%s/dead/requeue-all"
+                                       % seg(q))["requeued"], 1)
+        q2 = new_queue("csrf-purge")
+        make_dead(q2, "x", "d4")
+        self.assertEqual(self.srv.post("/api/queues/%s/dead/purge"
+                                       % seg(q2))["purged"], 1)
+        self.assertEqual(self.queue_entry(q)["dead"], 0)
+        self.assertIsNone(self.queue_entry(q2))
+        # cancel: pending -> gone; unknown -> 404; in flight -> 409
+        push(q, "c", "--id", "c1", "--in", "1h")
+        self.assertEqual(self.srv.post("/api/queues/%s/jobs/c1/cancel"
+                                       % seg(q))["canceled"], 1)
+        self.srv.post("/api/queues/%s/jobs/c1/cancel" % seg(q), expect=404)
+        push(q, "c", "--id", "c2")
+        cli(["-q", q, "poll", "--max", "5", "--lease", "1m"])
+        self.srv.post("/api/queues/%s/jobs/c2/cancel" % seg(q), expect=409)
+
+    def test_gets_never_change_state_and_get_on_post_paths(self):
+        q = new_queue("getsafe")
+        make_dead(q, "x", "g1")
+        for p in ("/dead/g1/requeue", "/dead/requeue-all", "/dead/purge"):
+            st, _, _ = self.srv.request("GET", "/api/queues/%s%s" % (seg(q), p))
+            self.assertIn(st, (404, 405))
+        self.assertEqual(self.queue_entry(q)["dead"], 1)
+
+    def test_read_only(self):
+        q = new_queue("ro")
+        make_dead(q, "x", "r1")
+        s = Server("--read-only")
+        try:
+            self.assertTrue(s.get("/api/session")["read_only"])
+            e = s.post("/api/queues/%s/dead/r1/requeue" % seg(q), expect=403)
+            self.assertEqual(e["code"], "EREADONLY")
+            s.post("/api/queues/%s/dead/purge" % seg(q), expect=403)
+            s.post("/api/queues/%s/jobs/r1/cancel" % seg(q), expect=403)
+            self.assertEqual(s.get("/api/queues/%s" % seg(q))["stats"]["dead"],
+                             1)
+        finally:
+            s.stop()
+
+
+class TestAuth(unittest.TestCase):
+    def test_non_loopback_needs_token(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("DELAYQ_")}
+        r = subprocess.run([DELAYQ, "-u", URI, "web", "--listen", "0.0.0.0:0"],
+                           env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn(b"token", r.stderr)
+        for bad in ("nohost", "example.com:80", "127.0.0.1:99999"):
+            r = subprocess.run([DELAYQ, "-u", URI, "web", "--listen", bad],
+                               env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=30)
+            self.assertEqual(r.returncode, 2, bad)
+
+    def test_token_mode(self):
+        s = Server("--token", "s3cret-t0ken")
+        try:
+            for p in ("/api/session", "/api/queues", "/metrics"):
+                st, hd, _ = s.request("GET", p)
+                self.assertEqual(st, 401, p)
+                self.assertIn("Bearer", hd.get("WWW-Authenticate", ""))
+            st, _, _ = s.request("GET", "/api/session",
+                                 {"Authorization": "Bearer wrong"})
+            self.assertEqual(st, 401)
+            st, _, _ = s.request("GET", "/api/session",
+                                 {"Authorization": "Bearer s3cret-t0ken"})
+            self.assertEqual(st, 200)
+            # the page itself is public (it holds no data)
+            st, _, body = s.request("GET", "/")
+            self.assertEqual(st, 200)
+            self.assertIn(b"<html", body)
+            # login form: a wrong token sets no cookie
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            st, hd, _ = s.request("POST", "/login", form, "token=nope")
+            self.assertEqual(st, 303)
+            self.assertNotIn("Set-Cookie", hd)
+            st, hd, _ = s.request("POST", "/login", form, "token=s3cret-t0ken")
+            self.assertEqual(st, 303)
+            cookie = hd["Set-Cookie"]
+            self.assertIn("HttpOnly", cookie)
+            self.assertIn("SameSite=Strict", cookie)
+            self.assertNotIn("s3cret", cookie)
+            st, _, _ = s.request("GET", "/api/queues",
+                                 {"Cookie": cookie.split(";")[0]})
+            self.assertEqual(st, 200)
+            st, _, _ = s.request("GET", "/api/queues",
+                                 {"Cookie": "delayq_session=" + "0" * 32})
+            self.assertEqual(st, 401)
+        finally:
+            s.stop()
+        # the token from the environment
+        s = Server(env_extra={"DELAYQ_WEB_TOKEN": "from-env"})
+        try:
+            self.assertEqual(s.request("GET", "/api/session")[0], 401)
+            self.assertEqual(s.request("GET", "/api/session", {
+                "Authorization": "Bearer from-env"})[0], 200)
+        finally:
+            s.stop()
+
+    def test_foreign_host_refused_without_token(self):
+        s = Server()
+        try:
+            st, _, _ = s.request("GET", "/api/session",
+                                 {"Host": "evil.example:80"})
+            self.assertEqual(st, 403)
+            st, _, _ = s.request("GET", "/api/session",
+                                 {"Host": "localhost:%d" % s.port})
+            self.assertEqual(st, 200)
+        finally:
+            s.stop()
+
+
+class TestRobustness(WebCase):
+    def test_slow_client_does_not_block(self):
+        slow = socket.create_connection(("127.0.0.1", self.srv.port))
+        try:
+            slow.sendall(b"GET /api/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-")
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            st, _, _ = self.srv.request("GET", "/api/session", timeout=2)
+            self.assertEqual(st, 200)
+            self.assertLess(time.monotonic() - t0, 2.0)
+        finally:
+            slow.close()
+
+    def raw(self, data):
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=5)
+        try:
+            s.sendall(data)
+            out = b""
+            while True:
+                try:
+                    chunk = s.recv(65536)
+                except socket.timeout:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            return out
+        finally:
+            s.close()
+
+    def test_malformed_requests(self):
+        out = self.raw(b"THIS IS NOT HTTP\r\n\r\n")
+        self.assertTrue(out.startswith(b"HTTP/1.") and b" 400 " in out[:20],
+                        out[:100])
+        out = self.raw(b"GET /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       + b"X-Big: " + b"a" * 20000 + b"\r\n\r\n")
+        self.assertTrue(out == b"" or b" 400 " in out[:20] or
+                        b" 413 " in out[:20], out[:100])
+        body = b"x" * (70 * 1024)
+        out = self.raw(b"POST /api/queues/q/dead/purge HTTP/1.1\r\nHost: "
+                       b"127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body)
+                       + body)
+        self.assertTrue(out == b"" or b" 413 " in out[:20] or
+                        b" 400 " in out[:20], out[:100])
+        st, _, _ = self.srv.request("DELETE", "/api/queues")
+        self.assertIn(st, (400, 405, 501))
+        st, _, _ = self.srv.request("GET", "/nothing")
+        self.assertEqual(st, 404)
+        # and it still answers
+        self.assertEqual(self.srv.request("GET", "/api/session")[0], 200)
+
+    def test_redis_down_gives_json_errors(self):
+        d = tempfile.mkdtemp()
+        dead = "unix://" + os.path.join(d, "nothing.sock")
+        s = Server(uri=dead)
+        try:
+            for p in ("/api/queues", "/api/queues/q", "/api/queues/q/jobs",
+                      "/api/queues/q/jobs/x"):
+                st, hd, body = s.request("GET", p)
+                self.assertIn(st, (502, 503), p)
+                e = json.loads(body)
+                self.assertEqual(e["code"], "EIO", p)
+                self.assertTrue(e["error"])
+            st, _, _ = s.request("GET", "/metrics")
+            self.assertIn(st, (502, 503))
+            e = s.post("/api/queues/q/dead/purge", expect=None)
+            self.assertEqual(e["code"], "EIO")
+            self.assertEqual(s.request("GET", "/api/session")[0], 200)
+            self.assertIsNone(s.proc.poll())
+        finally:
+            s.stop()
+            os.rmdir(d)
+
+
+class TestPage(WebCase):
+    def test_page_and_assets(self):
+        st, hd, body = self.srv.request("GET", "/")
+        self.assertEqual(st, 200)
+        self.assertTrue(hd["Content-Type"].startswith("text/html"))
+        self.assertIn("script-src 'self'", hd["Content-Security-Policy"])
+        self.assertNotIn(b"http://", body.replace(b"http://www.w3.org", b""))
+        self.assertNotIn(b"https://", body)
+        st, hd, js = self.srv.request("GET", "/app.js")
+        self.assertEqual(st, 200)
+        self.assertNotIn(b"innerHTML", js)
+        self.assertNotIn(b"https://", js)
+        self.assertIn(b"getContext('2d')", js)
+        st, _, css = self.srv.request("GET", "/app.css")
+        self.assertEqual(st, 200)
+
+    def test_help(self):
+        for args in (["help", "web"], ["web", "--help"]):
+            r = cli(args)
+            self.assertIn(b"--listen", r.stdout)
+            self.assertIn(b"--read-only", r.stdout)
+            self.assertIn(b"DELAYQ_WEB_TOKEN", r.stdout)
+
+
+def main():
+    global DELAYQ, URI
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_web_api.py PATH/TO/delayq")
+    DELAYQ = sys.argv.pop(1)
+    URI = os.environ.get("DQ_TEST_REDIS_URI")
+    if not URI:
+        sys.exit("DQ_TEST_REDIS_URI is not set: run under "
+                 "tests/support/with_redis (a failure, not a skip)")
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
