@@ -9,6 +9,9 @@
 #                                cluster) suites of build run again against
 #                                Valkey 8.0.1 from Debian bookworm-backports
 #                                (tools/valkey.sh, unpacked into .deps/valkey);
+#                                then browser: `delayq web` in chromium
+#                                (tools/webdeps.sh, meson suite 'browser',
+#                                left out of the other meson test runs);
 #                                then build-fuzz: clang + libFuzzer, each fuzz
 #                                target of tests/fuzz run for a bounded time
 #   bash tools/test.sh --quick   only the first build (no deps step)
@@ -48,7 +51,7 @@ fi
 # ---- bookkeeping for the summary printed at exit ---------------------------
 declare -A RESULT=()
 BUILDS=(build)
-[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12 valkey)
+[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12 valkey browser)
 [[ $QUICK -eq 1 || $FUZZ_SECONDS -eq 0 ]] || BUILDS+=(build-fuzz)
 for b in "${BUILDS[@]}"; do RESULT[$b]="not run"; done
 PASSED=0 FAILED=0 SKIPPED=0
@@ -198,7 +201,8 @@ meson compile -C build
 banner "build: test"
 rc=0
 rm -f build/meson-logs/testlog.json
-meson test -C build --print-errorlogs --num-processes "$JOBS" || rc=$?
+meson test -C build --print-errorlogs --num-processes "$JOBS" \
+    --no-suite browser || rc=$?
 count_results build
 print_figures build
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -221,7 +225,8 @@ rm -f build-asan/meson-logs/testlog.json
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes "$JOBS" \
-    --timeout-multiplier 3 --no-suite slow --no-suite bench || rc=$?
+    --timeout-multiplier 3 --no-suite slow --no-suite bench \
+    --no-suite browser || rc=$?
 count_results build-asan
 print_figures build-asan
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -259,7 +264,8 @@ banner "build-hiredis12: test"
 rc=0
 rm -f build-hiredis12/meson-logs/testlog.json
 LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" || rc=$?
+    meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" \
+    --no-suite browser || rc=$?
 count_results build-hiredis12
 print_figures build-hiredis12
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -291,6 +297,18 @@ count_results build
 print_figures build
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[valkey]=ok
+
+# ---- e2. browser: the `delayq web` page in Debian's chromium ---------------
+CURRENT=browser
+RESULT[browser]=running
+banner "browser: deps (tools/webdeps.sh) and meson test --suite browser"
+bash tools/webdeps.sh
+rc=0
+rm -f build/meson-logs/testlog.json
+meson test -C build --print-errorlogs --suite browser || rc=$?
+count_results build
+[[ $rc -eq 0 ]] || exit "$rc"
+RESULT[browser]=ok
 
 # ---- f. build-fuzz: clang + libFuzzer (tests/fuzz), bounded runs ------------
 if [[ $FUZZ_SECONDS -eq 0 ]]; then
