@@ -5,7 +5,8 @@
  * The input is fed to a hiredis reply parser (redisReader: the same code
  * that parses real replies, in 0.14 and 1.x); every complete reply it yields
  * goes to every decoder of lib/ops.h (poll, ack, int, stats, dead list, and
- * push chunks of a plan of 1 and of n jobs).  Decoders must reject what
+ * push chunks of a plan of 1 and of n jobs) and to the cluster slot map
+ * loader (route.h).  Decoders must reject what
  * they do not expect with DQ_EPROTO (never crash, leak or misread), and what
  * they accept must be coherent (counts, NUL-terminated ids and payloads).
  */
@@ -17,6 +18,7 @@
 
 #include "conn.h"
 #include "ops.h"
+#include "route.h"
 
 #define CHECK(cond)     \
     do {                \
@@ -80,8 +82,28 @@ static int num_ok(const dq__reply *dr, size_t i) {
            d < 9223372036854775808.0;
 }
 
+/* The cluster slot map from a CLUSTER SHARDS / SLOTS reply: refused
+ * with a code and message, or every known slot names a node. */
+static void decode_slotmap(const dq__reply *r) {
+    static dq__slotmap m;
+    for (int shards = 0; shards < 2; shards++) {
+        dq__slotmap_init(&m, shards);
+        dq__err err;
+        dq__err_clear(&err);
+        int rc = dq__slotmap_load(&m, r, shards, "asked", &err);
+        if (rc < 0)
+            check_err(rc, &err);
+        for (int i = 0; i < DQ_SLOTS; i++)
+            CHECK(m.owner[i] >= -1 && m.owner[i] < m.nnodes);
+        for (int i = 0; i < m.nnodes; i++)
+            CHECK(m.nodes[i].port > 0 && m.nodes[i].port <= 65535);
+        dq__slotmap_clear(&m);
+    }
+}
+
 static void decode_all(const dq__reply *r, dq__core *core) {
     dq__err err;
+    decode_slotmap(r);
     dq_jobs *jobs = NULL;
     int64_t next = 0;
     dq__err_clear(&err);

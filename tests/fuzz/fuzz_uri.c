@@ -2,8 +2,10 @@
  * tests/fuzz/fuzz_uri.c - fuzz target: the Redis URI parser (lib/uri.c).
  *
  * The input, cut at its first NUL, is parsed; the result must be coherent:
- * on success a TCP host (1..255 bytes, no blank, '%', '?' or '#') and port
- * 1..65535, or a unix path; a database 0..1000000.  On failure a known code,
+ * on success hosts (1..255 bytes, no blank, '%', '?', '#' or ',') and ports
+ * 1..65535 - one for a node, up to 16 seeds for a cluster or Sentinels -
+ * or a unix path; a database 0..1000000 (0 in a cluster), a primary's name
+ * exactly for Sentinel, partitions 0..1024.  On failure a known code,
  * a message, and nothing left to free.  ASan/LSan catch the rest.
  */
 #include <stdint.h>
@@ -33,17 +35,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dq__err_clear(&err);
     int rc = dq__uri_parse(s, &u, &err);
     if (rc == DQ_OK) {
-        CHECK(u.kind == DQ_URI_TCP || u.kind == DQ_URI_UNIX);
+        CHECK(u.kind >= DQ_URI_TCP && u.kind <= DQ_URI_SENTINEL);
         CHECK(u.db >= 0 && u.db <= 1000000);
-        if (u.kind == DQ_URI_TCP) {
+        CHECK(u.partitions >= 0 && u.partitions <= 1024);
+        if (u.kind != DQ_URI_UNIX) {
             CHECK(u.host != NULL && u.path == NULL);
-            size_t hl = strlen(u.host);
-            CHECK(hl >= 1 && hl <= 255);
-            for (size_t i = 0; i < hl; i++)
-                CHECK((unsigned char)u.host[i] > ' ' && u.host[i] != '%' &&
-                      u.host[i] != '?' && u.host[i] != '#');
-            CHECK(u.port >= 1 && u.port <= 65535);
-            CHECK(u.tls == (strncmp(s, "rediss://", 9) == 0));
+            CHECK(u.nseeds >= 1 && u.nseeds <= DQ_URI_MAX_SEEDS);
+            CHECK(u.host == u.seeds[0].host && u.port == u.seeds[0].port);
+            CHECK(u.kind == DQ_URI_TCP ? u.nseeds == 1 : 1);
+            CHECK((u.kind == DQ_URI_SENTINEL) == (u.master != NULL));
+            CHECK(u.kind != DQ_URI_CLUSTER || u.db == 0);
+            for (int k = 0; k < u.nseeds; k++) {
+                const char *h = u.seeds[k].host;
+                size_t hl = strlen(h);
+                CHECK(hl >= 1 && hl <= 255);
+                for (size_t i = 0; i < hl; i++)
+                    CHECK((unsigned char)h[i] > ' ' && h[i] != '%' &&
+                          h[i] != '?' && h[i] != '#' && h[i] != ',');
+                CHECK(u.seeds[k].port >= 1 && u.seeds[k].port <= 65535);
+            }
+            CHECK(u.tls == (strncmp(s, "rediss", 6) == 0));
         } else {
             CHECK(u.path != NULL && u.host == NULL && !u.tls);
             CHECK(strlen(u.path) >= 1 && strlen(u.path) <= 107);
@@ -52,10 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(rc == DQ_EURI || rc == DQ_ENOMEM || rc == DQ_ENULL);
         CHECK(err.code == rc && err.msg[0] != '\0');
         CHECK(u.host == NULL && u.path == NULL && u.user == NULL &&
-              u.password == NULL);
+              u.password == NULL && u.nseeds == 0 && u.master == NULL);
     }
     dq__uri_clear(&u);
-    CHECK(u.host == NULL && u.path == NULL);
+    CHECK(u.host == NULL && u.path == NULL && u.nseeds == 0);
     dq__uri_clear(&u); /* twice is harmless */
     free(s);
     return 0;

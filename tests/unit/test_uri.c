@@ -243,6 +243,61 @@ START_TEST(clear_twice) {
 }
 END_TEST
 
+/* Cluster and Sentinel URIs: several hosts, default ports, the primary's
+ * name, partitions. */
+START_TEST(cluster_and_sentinel) {
+    dq__uri u = parse_ok("redis+cluster://u:p@h1:7000,[::1]:7001,h3");
+    ck_assert_int_eq(u.kind, DQ_URI_CLUSTER);
+    ck_assert_int_eq(u.nseeds, 3);
+    ck_assert_str_eq(u.seeds[0].host, "h1");
+    ck_assert_int_eq(u.seeds[0].port, 7000);
+    ck_assert_str_eq(u.seeds[1].host, "::1");
+    ck_assert_int_eq(u.seeds[1].port, 7001);
+    ck_assert_str_eq(u.seeds[2].host, "h3");
+    ck_assert_int_eq(u.seeds[2].port, 6379);
+    ck_assert_str_eq(u.host, "h1"); /* the first seed */
+    ck_assert_str_eq(u.user, "u");
+    ck_assert_str_eq(u.password, "p");
+    ck_assert_int_eq(u.partitions, 0);
+    dq__uri_clear(&u);
+    u = parse_ok("rediss+cluster://h:1/?partitions=16");
+    ck_assert_int_eq(u.tls, 1);
+    ck_assert_int_eq(u.partitions, 16);
+    dq__uri_clear(&u);
+    u = parse_ok("redis+cluster://h:1/0");
+    ck_assert_int_eq(u.db, 0);
+    dq__uri_clear(&u);
+
+    u = parse_ok("redis+sentinel://s1,s2:26380/my%20master/3?partitions=4");
+    ck_assert_int_eq(u.kind, DQ_URI_SENTINEL);
+    ck_assert_int_eq(u.nseeds, 2);
+    ck_assert_int_eq(u.seeds[0].port, 26379);
+    ck_assert_int_eq(u.seeds[1].port, 26380);
+    ck_assert_str_eq(u.master, "my master");
+    ck_assert_int_eq(u.db, 3);
+    ck_assert_int_eq(u.partitions, 4);
+    dq__uri_clear(&u);
+    u = parse_ok("redis://h/2?partitions=1024");
+    ck_assert_int_eq(u.partitions, 1024);
+    dq__uri_clear(&u);
+    u = parse_ok("unix:///s?db=2&partitions=3");
+    ck_assert_int_eq(u.partitions, 3);
+    dq__uri_clear(&u);
+
+    parse_bad("redis+cluster://h:1/1", DQ_EURI);      /* db 0 only */
+    parse_bad("redis+cluster://h1,,h2", DQ_EURI);     /* empty host */
+    parse_bad("redis+cluster://h1,", DQ_EURI);
+    parse_bad("redis+sentinel://s1,s2", DQ_EURI);     /* no primary name */
+    parse_bad("redis+sentinel://s1/", DQ_EURI);
+    parse_bad("redis+sentinel://s1/m/x", DQ_EURI);
+    parse_bad("redis://h1,h2", DQ_EURI);              /* one node: one host */
+    parse_bad("redis://h?partitions=0", DQ_EURI);
+    parse_bad("redis://h?partitions=1025", DQ_EURI);
+    parse_bad("redis://h?db=1", DQ_EURI);             /* db goes in the path */
+    parse_bad("redis+cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", DQ_EURI);
+}
+END_TEST
+
 static Suite *uri_suite(void) {
     Suite *s = suite_create("uri");
     struct {
@@ -254,7 +309,7 @@ static Suite *uri_suite(void) {
         {"bad_db", bad_db},           {"bad_hosts", bad_hosts},
         {"bad_escapes", bad_escapes}, {"unix_forms", unix_forms},
         {"unix_bad", unix_bad},       {"schemes", schemes_and_lengths},
-        {"clear", clear_twice},
+        {"clear", clear_twice},       {"cluster", cluster_and_sentinel},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         TCase *tc = tcase_create(tests[i].name);
