@@ -1420,3 +1420,135 @@ int thc_sentinel_failover(thc_sentinel *s, int by_kill, int64_t timeout_ms)
             why);
     return -1;
 }
+
+/* ---- cluster over TLS ------------------------------------------------------------ */
+
+/* thc_start_node with a free tls-port of its own (retried if taken). */
+static int thc_start_node_tls(thc_node *nd, const char *extra_conf, const char *cert_dir,
+                              int *tls_port)
+{
+    size_t len = 1024 + 3 * strlen(cert_dir) + (extra_conf ? strlen(extra_conf) : 0);
+    char *conf = malloc(len);
+    int attempt, rc = -1;
+
+    if (!conf) {
+        thc_err("out of memory");
+        return -1;
+    }
+    for (attempt = 0; attempt < THC_PORT_ATTEMPTS && rc != 0; attempt++) {
+        if ((*tls_port = th_free_port()) <= 0)
+            break;
+        snprintf(conf, len,
+                 "tls-port %d\ntls-cert-file %s/server.crt\ntls-key-file %s/server.key\n"
+                 "tls-ca-cert-file %s/ca.crt\ntls-cluster yes\ntls-replication yes\n%s",
+                 *tls_port, cert_dir, cert_dir, cert_dir, extra_conf ? extra_conf : "");
+        rc = thc_start_node(nd, conf);
+        /* With tls-replication a replica announces its tls-port to its
+         * primary: announce the plain one, which thc_wait_ok looks for in
+         * the primary's INFO replication. */
+        if (rc == 0)
+            rc = thc_cmd_ok(&nd->admin, nd->r.port, "thc_cluster_start_tls",
+                            "CONFIG SET replica-announce-port %d", nd->r.port);
+        if (rc != 0) {
+            thc_drop_admin(nd);
+            th_redis_stop(&nd->r);
+        }
+    }
+    free(conf);
+    if (rc != 0)
+        *tls_port = 0;
+    return rc;
+}
+
+int thc_cluster_start_tls(thc_cluster *c, int primaries, int replicas_per_primary,
+                          const char *extra_conf, const char *cert_dir, int *tls_ports)
+{
+    char cli[PATH_MAX], outpath[512], reps[16];
+    char *argv[THC_MAX_NODES + 8];
+    char addrs[THC_MAX_NODES][32];
+    int64_t deadline = th_mono_ms() + THC_START_TIMEOUT_MS;
+    int i, argc = 0, nprim = 0, total;
+
+    if (!c)
+        return -1;
+    memset(c, 0, sizeof *c);
+    total = primaries * (1 + replicas_per_primary);
+    if (primaries < 3 || replicas_per_primary < 0 || total > THC_MAX_NODES || !cert_dir ||
+        !cert_dir[0] || strpbrk(cert_dir, "\" \\\n") || !tls_ports) {
+        thc_err("thc_cluster_start_tls: bad arguments (%d primaries with %d replicas each: "
+                "3 primaries at least, %d nodes at most; a cert dir without quotes, spaces "
+                "or backslashes; tls_ports)", primaries, replicas_per_primary, THC_MAX_NODES);
+        return -1;
+    }
+    for (i = 0; i < THC_MAX_NODES; i++)
+        tls_ports[i] = 0;
+    if (th_find_bin("DQ_REDIS_SERVER", "redis-server", "/usr/bin/redis-server", cli,
+                     sizeof cli) != 0 ||
+        th_find_bin("DQ_REDIS_CLI", "redis-cli", "/usr/bin/redis-cli", cli, sizeof cli) != 0)
+        return -1;
+    for (i = 0; i < total; i++) {
+        if (thc_start_node_tls(&c->nodes[i], extra_conf, cert_dir, &tls_ports[i]) != 0) {
+            thc_err("thc_cluster_start_tls: node %d did not start with a tls-port (is the "
+                    "server built with TLS? see its log above)", i);
+            goto fail;
+        }
+        c->count = i + 1;
+        snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%d", c->nodes[i].r.port);
+    }
+
+    /* Created over the plain ports: redis-cli then meets the nodes on the
+     * bus ports they report, and the bus itself runs TLS (tls-cluster). */
+    snprintf(reps, sizeof reps, "%d", replicas_per_primary);
+    argv[argc++] = cli;
+    argv[argc++] = (char *)"--cluster";
+    argv[argc++] = (char *)"create";
+    for (i = 0; i < total; i++)
+        argv[argc++] = addrs[i];
+    argv[argc++] = (char *)"--cluster-replicas";
+    argv[argc++] = reps;
+    argv[argc++] = (char *)"--cluster-yes";
+    argv[argc] = NULL;
+    if (th_fmt(outpath, sizeof outpath, "%s/cluster-create.out", c->nodes[0].r.dir) != 0 ||
+        thc_run_tool(argv, outpath, deadline - th_mono_ms()) != 0) {
+        thc_err("%s --cluster create failed (its output is above)", cli);
+        goto fail;
+    }
+    if (thc_wait_until(c, deadline, NULL, "thc_cluster_start_tls") != 0)
+        goto fail;
+    for (i = 0; i < total; i++)
+        nprim += c->nodes[i].role == THC_PRIMARY;
+    if (nprim != primaries) {
+        thc_err("thc_cluster_start_tls: %d primaries after create, wanted %d", nprim, primaries);
+        goto fail;
+    }
+    return 0;
+
+fail:
+    thc_cluster_stop(c);
+    for (i = 0; i < THC_MAX_NODES; i++)
+        tls_ports[i] = 0;
+    return -1;
+}
+
+const char *thc_cluster_tls_uri(const thc_cluster *c, const int *tls_ports, char *buf, size_t n)
+{
+    int i, any = 0;
+
+    if (!buf || n == 0)
+        return buf;
+    if (th_fmt(buf, n, "rediss+cluster://") != 0) {
+        buf[0] = '\0';
+        return buf;
+    }
+    for (i = 0; c && tls_ports && i < c->count; i++) {
+        if (!thc_live(c, i) || c->nodes[i].role != THC_PRIMARY || tls_ports[i] <= 0)
+            continue;
+        if (thc_cat(buf, n, "%s127.0.0.1:%d", any ? "," : "", tls_ports[i]) != 0) {
+            thc_err("thc_cluster_tls_uri: buffer of %zu bytes is too small", n);
+            buf[0] = '\0';
+            return buf;
+        }
+        any = 1;
+    }
+    return buf;
+}

@@ -163,6 +163,37 @@ const char *thc_sentinel_uri(const thc_sentinel *s, char *buf, size_t n);
  */
 int thc_sentinel_failover(thc_sentinel *s, int by_kill, int64_t timeout_ms);
 
+/* ---- cluster over TLS ------------------------------------------------------ */
+
+/*
+ * thc_cluster_start, with every node also serving TLS on its own free
+ * tls-port on 127.0.0.1 (stored in tls_ports[i], in node order) and
+ * "tls-cluster yes" + "tls-replication yes": the cluster bus and replication
+ * run over TLS, and CLUSTER SHARDS lists each node's "tls-port" (Redis lists
+ * it only with tls-cluster yes).  The plain port (nodes[i].r.port) stays, on
+ * 127.0.0.1 only, for the harness's own admin connections and redis-cli; a
+ * plain client sees plain ports in CLUSTER NODES / SLOTS / SHARDS' "port",
+ * so every other call of this header works unchanged (each node announces
+ * its plain port to its primary: replica-announce-port).  cert_dir holds
+ * ca.crt, server.crt and server.key (PEM): tls-ca-cert-file,
+ * tls-cert-file, tls-key-file (the nodes also present server.crt as a
+ * client of each other's bus, so it must be valid for client use too).
+ * tls-auth-clients keeps Redis's default (yes: clients need a certificate
+ * of that CA); extra_conf (may be NULL) comes last and overrides.  The
+ * server must be built with TLS.  tls_ports has room for THC_MAX_NODES.
+ * Returns 0, or -1 after printing why (nothing left running).
+ */
+int thc_cluster_start_tls(thc_cluster *c, int primaries, int replicas_per_primary,
+                          const char *extra_conf, const char *cert_dir, int *tls_ports);
+
+/*
+ * "rediss+cluster://127.0.0.1:t1,127.0.0.1:t2,..." with the TLS ports of the
+ * live primaries (by the roles last seen), tls_ports as
+ * thc_cluster_start_tls filled it.  Returns buf ("" if n is too small).
+ */
+const char *thc_cluster_tls_uri(const thc_cluster *c, const int *tls_ports, char *buf,
+                                size_t n);
+
 /* ---- helpers ------------------------------------------------------------ */
 
 /* A hiredis connection to 127.0.0.1:port with 5 s timeouts, or NULL (printed). */
