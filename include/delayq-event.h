@@ -160,6 +160,11 @@ typedef void dq_stats_cb(dq_async *a, int64_t scheduled, int64_t due,
                          int64_t inflight, int64_t dead, int64_t next_due_ms,
                          int status, void *userdata);
 
+/* counters: as dq_counters (all 0 on failure). */
+typedef void dq_counters_cb(dq_async *a, int64_t delivered, int64_t acked,
+                            int64_t retried, int64_t failed, int status,
+                            void *userdata);
+
 /* ---- Operations: twins of delayq.h, same arguments and checks --------- */
 
 DQ_EXTERN int dq_async_push(dq_async *a, const char *queue,
@@ -204,6 +209,8 @@ DQ_EXTERN int dq_async_dead_purge(dq_async *a, const char *queue,
                                   void *userdata);
 DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                              void *userdata);
+DQ_EXTERN int dq_async_counters(dq_async *a, const char *queue,
+                                dq_counters_cb *cb, void *userdata);
 /* Twin of dq_list (read-only listing of one state, for paging). */
 DQ_EXTERN int dq_async_list(dq_async *a, const char *queue, int which,
                             int64_t offset, int count, dq_list_cb *cb,

@@ -163,6 +163,16 @@ enum dq_option {
                                       queue; a partitioned client whose
                                       count differs gets DQ_EINVAL.
                                       See README "Partitioned queues". */
+    DQ_OPT_COUNTERS = 10,          /* int, 0 or 1, default 0: the client's
+                                      polls, acks and nacks also count, per
+                                      queue and in Redis (a hash
+                                      <ns>:{queue}:counts), the jobs
+                                      delivered, acked, retried and failed
+                                      (dead-lettered), for dq_counters, the
+                                      dashboard and /metrics.  Costs two
+                                      more commands in those scripts; give
+                                      it to every producer and consumer of
+                                      a queue whose counts you want. */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -504,6 +514,17 @@ DQ_EXTERN int dq_list(dq_client *c, const char *queue, int which,
 DQ_EXTERN int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
                        int64_t *due, int64_t *inflight, int64_t *dead,
                        int64_t *next_due_ms);
+
+/* Totals for one queue kept by the clients that set DQ_OPT_COUNTERS (all 0
+ * while none did), read atomically; each out pointer may be NULL.
+ *   delivered: jobs handed out by polls (every delivery, retries included)
+ *   acked:     jobs acked
+ *   retried:   jobs nacked for a retry
+ *   failed:    jobs dead-lettered (nacked as dead, or out of attempts)
+ * They only grow: rates come from two readings.  Returns 0 or a code. */
+DQ_EXTERN int dq_counters(dq_client *c, const char *queue,
+                          int64_t *delivered, int64_t *acked,
+                          int64_t *retried, int64_t *failed);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,7 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 
 /* Callback shapes (which one an op has follows from op.kind). */
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
-       CB_STATS };
+       CB_STATS, CB_COUNTS };
 
 /* What a call of an op is at (cst[]): to send, to send to op->ask after an
  * ASKING, sent, done; with flags for a call sent behind an ASKING and for
@@ -84,6 +84,7 @@ struct aop {
         dq_results_cb *res;
         dq_extend_cb *ext;
         dq_stats_cb *stats;
+        dq_counters_cb *counts;
         void (*any)(void);
     } cb;                 /* caller's callback (see has_cb) */
     int has_cb;           /* cb set and not forgotten */
@@ -354,6 +355,13 @@ static void op_finish(dq_async *a, aop *op) {
         case CB_STATS: {
             const int64_t *s = o->stats;
             op->cb.stats(a, s[0], s[1], s[2], s[3], s[4], st, op->ud);
+            break;
+        }
+        case CB_COUNTS: {
+            int got = st == DQ_OK;
+            const int64_t *s = o->stats;
+            op->cb.counts(a, got ? s[0] : 0, got ? s[1] : 0, got ? s[2] : 0,
+                          got ? s[3] : 0, st, op->ud);
             break;
         }
         default: /* ack, nack, cancel, dead requeue/purge */
@@ -905,6 +913,7 @@ int dq_async_open(struct event_base *base, const char *uri,
     /* In a cluster the scripts wake consumers over sharded pub/sub: a
      * plain PUBLISH there goes to every node. */
     a->core.sharded = a->uri.kind == DQ_URI_CLUSTER;
+    a->core.counting = a->core.opts.counters > 0;
     dq__core_set_partitions(&a->core, a->core.opts.partitions > 0
                                          ? (int)a->core.opts.partitions
                                          : a->uri.partitions);
@@ -1200,6 +1209,14 @@ int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
     NEW_OP(a);
     int rc = dq__op_stats(&op->op, &a->core, queue, &a->err);
     return submit(a, op, rc, CB_STATS, CB(cb), userdata);
+}
+
+int dq_async_counters(dq_async *a, const char *queue, dq_counters_cb *cb,
+                      void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_counts(&op->op, &a->core, queue, &a->err);
+    return submit(a, op, rc, CB_COUNTS, CB(cb), userdata);
 }
 
 /* ---- Watch: the wake-up subscription of a consumer ---- */

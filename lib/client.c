@@ -96,6 +96,7 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
         return rc;
     c->core.db = c->uri.db;
     c->core.sharded = c->uri.kind == DQ_URI_CLUSTER;
+    c->core.counting = c->core.opts.counters > 0;
     dq__core_set_partitions(&c->core, c->core.opts.partitions > 0
                                          ? (int)c->core.opts.partitions
                                          : c->uri.partitions);
@@ -746,6 +747,19 @@ int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
     for (int i = 0; rc == DQ_OK && i < 5; i++)
         if (outs[i] != NULL)
             *outs[i] = op.stats[i];
+    dq__op_clear(&op);
+    return rc;
+}
+
+int dq_counters(dq_client *c, const char *queue, int64_t *delivered,
+                int64_t *acked, int64_t *retried, int64_t *failed) {
+    ENTER(c);
+    dq__op op;
+    int rc = run_op(c, &op, dq__op_counts(&op, &c->core, queue, &c->err));
+    int64_t *outs[4] = {delivered, acked, retried, failed};
+    for (int i = 0; i < 4; i++)
+        if (outs[i] != NULL)
+            *outs[i] = rc == DQ_OK ? op.stats[i] : 0;
     dq__op_clear(&op);
     return rc;
 }

@@ -38,6 +38,7 @@ struct dq_options {
     int64_t wait_replicas_timeout_ms; /* WAIT timeout */
     int64_t done_ttl_ms;              /* how long acks are remembered */
     int64_t partitions;               /* 0 = as the URI says (else 1) */
+    int64_t counters;                 /* scripts keep the queue counters */
     char *ns;                         /* key namespace, NULL = "dq" */
     char *user;                       /* ACL user override */
     char *password;                   /* password override */

@@ -391,6 +391,23 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err) {
     return oom(op, dq__build_stats(&op->one, core), err);
 }
 
+static int build_counts_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    (void)op;
+    return dq__build_counts(c, core);
+}
+
+int dq__op_counts(dq__op *op, dq__core *core, const char *queue,
+                 dq__err *err) {
+    op_init(op, DQ_OPK_COUNTS, "counters");
+    int rc = dq__check_queue(queue, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    if (parted(op, core, queue))
+        return each_part(op, core, queue, build_counts_part, err);
+    single(op, core, queue);
+    return oom(op, dq__build_counts(&op->one, core), err);
+}
+
 /* ---- Replies ---- */
 
 /* The WAIT reply of a push. */
@@ -611,6 +628,13 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
             op->v += v; /* summed over partitions */
         break;
     }
+    case DQ_OPK_COUNTS: {
+        int64_t ct[4];
+        rc = dq__decode_counts(r, ct, &e);
+        for (int i = 0; rc >= 0 && i < 4; i++)
+            op->stats[i] += ct[i]; /* summed over partitions */
+        break;
+    }
     case DQ_OPK_STATS: {
         int64_t st[5];
         rc = dq__decode_stats(r, st, &e);
@@ -719,6 +743,7 @@ int dq__op_status(const dq__op *op) {
     case DQ_OPK_ACK:
     case DQ_OPK_EXTEND:
     case DQ_OPK_STATS:
+    case DQ_OPK_COUNTS:
         return DQ_OK;
     case DQ_OPK_PUSH_BATCH:
         return dq__push_plan_count(&op->plan);

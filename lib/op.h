@@ -47,7 +47,7 @@
 enum dq__op_kind {
     DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
-    DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS
+    DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS
 };
 
 /* What a driver does after dq__op_feed. */
@@ -92,7 +92,8 @@ typedef struct dq__op {
     int64_t next_us;      /* poll: us until the next job is due, -1 none */
     int64_t now_ms;       /* list: the server's time of the listing */
     long long v;          /* integer result */
-    int64_t stats[5];     /* stats */
+    int64_t stats[5];     /* stats; counters: delivered, acked, retried,
+                             failed */
     char id[DQ_ID_BUF];   /* job id, for messages */
     dq__cmd one;           /* single-call operations */
     dq__push_plan plan;    /* pushes */
@@ -147,6 +148,8 @@ int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,
 int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
                const char *id, int64_t delay_ms, dq__err *err);
 int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
+int dq__op_counts(dq__op *op, dq__core *core, const char *queue,
+                 dq__err *err);
 
 /* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);

@@ -121,8 +121,8 @@ static void gen_id(dq__core *core, char *out) {
 
 /* ---- Keys ---- */
 
-static const char *const key_suffix[DQ_NKEYS] = {"due", "lease", "jobs",
-                                                  "dead", "done"};
+static const char *const key_suffix[DQ_NKEYS] = {"due",  "lease", "jobs",
+                                                  "dead", "done",  "counts"};
 
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
@@ -154,7 +154,7 @@ void dq__core_keys_part(dq__core *core, const char *queue, int part) {
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
     if (k->len[0] != 0 && k->db == core->db && k->part == part &&
         strcmp(k->queue, queue) == 0 && strcmp(k->ns, ns) == 0 &&
-        (k->chanarg[0] == '!') == core->sharded)
+        k->sharded == core->sharded && k->counting == core->counting)
         return;
     char enc[DQ_ENC_QUEUE_MAX + 16];
     size_t el = encode_queue(queue, enc);
@@ -173,7 +173,10 @@ void dq__core_keys_part(dq__core *core, const char *queue, int part) {
     k->db = core->db;
     k->chanlen = (size_t)snprintf(k->chan, sizeof(k->chan), "%s:{%s}:wake:%d",
                                   ns, enc, core->db);
-    k->chanarglen = (size_t)snprintf(k->chanarg, sizeof(k->chanarg), "%s%s",
+    k->sharded = core->sharded;
+    k->counting = core->counting;
+    k->chanarglen = (size_t)snprintf(k->chanarg, sizeof(k->chanarg), "%s%s%s",
+                                     core->counting ? "+" : "",
                                      core->sharded ? "!" : "", k->chan);
     k->slot = dq__key_slot(k->key[0], k->len[0]);
 }
@@ -210,7 +213,7 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq__scripts[script].sha;
     c->lens[1] = 40;
-    c->argv[2] = "5";
+    c->argv[2] = DQ_NKEYS_STR;
     c->lens[2] = 1;
     for (int i = 0; i < DQ_NKEYS; i++) {
         c->argv[3 + i] = k->key[i];
@@ -659,6 +662,11 @@ int dq__build_parts(dq__cmd *c, dq__core *core) {
     return dq__cmd_seal(c);
 }
 
+int dq__build_counts(dq__cmd *c, dq__core *core) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_COUNTS, &core->keys, 0);
+    return rc == DQ_OK ? dq__cmd_seal(c) : rc;
+}
+
 int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms) {
     int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 3);
     if (rc != DQ_OK)
@@ -880,6 +888,15 @@ int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err) {
     for (size_t i = 0; i < 5; i++)
         if (elem_i64(dq__reply_at(r, i), &out[i]))
             return dq__err_set(err, DQ_EPROTO, "stats: unexpected reply");
+    return DQ_OK;
+}
+
+int dq__decode_counts(const dq__reply *r, int64_t out[4], dq__err *err) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 4)
+        return dq__err_set(err, DQ_EPROTO, "counters: unexpected reply");
+    for (size_t i = 0; i < 4; i++)
+        if (elem_i64(dq__reply_at(r, i), &out[i]) || out[i] < 0)
+            return dq__err_set(err, DQ_EPROTO, "counters: unexpected reply");
     return DQ_OK;
 }
 

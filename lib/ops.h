@@ -10,7 +10,8 @@
 #include "reply.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 5          /* keys every script gets (see lua/common.lua) */
+#define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
+#define DQ_NKEYS_STR "6"   /* the same, as EVALSHA's numkeys argument */
 #define DQ_CHUNK 1000       /* jobs per script call of a batch */
 /* Generated ids: 14 characters of [0-9A-Za-z], ~83 random bits.  Short on
  * purpose: an id is stored twice per job (ZSET member and HASH field), and
@@ -30,15 +31,18 @@ typedef struct dq__keys {
     char queue[DQ_QUEUE_MAX + 1]; /* queue name these keys belong to */
     int part;                     /* partition, -1 for the plain queue */
     char ns[65];                  /* namespace they were built with */
-    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done */
+    char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done,
+                                       counts */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
     int db;                       /* database the channel was built for */
     char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
     size_t chanlen;
-    char chanarg[DQ_KEY_MAX + 17]; /* ARGV[1]: chan, '!'-prefixed when
-                                      sharded (lua/common.lua) */
+    char chanarg[DQ_KEY_MAX + 18]; /* ARGV[1]: chan after the flags '+'
+                                      (counters) and '!' (sharded), see
+                                      lua/common.lua */
     size_t chanarglen;
     int slot;                     /* the queue's cluster hash slot */
+    int sharded, counting;        /* the core's flags chanarg was made for */
 } dq__keys;
 
 /* A partitioned queue as one client knows it: whether the partition
@@ -62,6 +66,7 @@ typedef struct dq__core {
     uint64_t rng_pid;  /* pid the generator was seeded in */
     int db;            /* database selected by the URI (wake channel) */
     int sharded;       /* wake-ups over sharded pub/sub (a cluster) */
+    int counting;      /* scripts keep the queue's counters */
     int partitions;    /* of every queue this client uses; 1 = plain */
     dq__qparts qp[DQ_QPARTS_CACHE]; /* partitioned queues last used */
     unsigned qp_next;  /* entry to reuse next */
@@ -71,7 +76,7 @@ typedef struct dq__core {
 int dq__core_init(dq__core *core, const dq_options *opts);
 void dq__core_clear(dq__core *core);
 
-/* One script call: "EVALSHA sha 5 k1..k5 channel argv...".  Built as an
+/* One script call: "EVALSHA sha 6 k1..k6 channel argv...".  Built as an
  * argv (pointing into the caller's data), then sealed into owned RESP
  * bytes (resp, resp_len, and a NUL after them: hiredis's async side peeks
  * one byte past a formatted command) that any link can send as they are,
@@ -195,6 +200,7 @@ int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
                     const char *token, int64_t lease_ms);
 int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags);
 int dq__build_stats(dq__cmd *c, dq__core *core);
+int dq__build_counts(dq__cmd *c, dq__core *core);
 /* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
 int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count);
@@ -213,6 +219,8 @@ int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
 int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err);
 /* Integer reply of nack/extend/cancel/dead_change: *v; DQ_OK or code. */
 int dq__decode_int(const dq__reply *r, long long *v, dq__err *err);
+/* Counters: out[4] = delivered, acked, retried, failed. */
+int dq__decode_counts(const dq__reply *r, int64_t out[4], dq__err *err);
 /* Stats: out[5] = scheduled, due, inflight, dead, next_ms. */
 int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err);
 /* List: jobs with attempt and time (and lease deadline for in-flight jobs);

@@ -77,6 +77,9 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
     case DQ_OPT_PARTITIONS:
         slot = &o->partitions, hi = 1024;
         break;
+    case DQ_OPT_COUNTERS:
+        slot = &o->counters, hi = 1;
+        break;
     default:
         return DQ_EINVAL;
     }

@@ -64,6 +64,7 @@ if window > 0 then
     if trim > n + 16 then trim = n + 16 end
 end
 
+counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
 if #in_dead < n then redis.call('ZREM', K_LEASE, unpack(ok)) end
 if #in_dead > 0 then redis.call('ZREM', K_DEAD, unpack(in_dead)) end
@@ -74,4 +75,5 @@ if window > 0 then
     redis.call('ZADD', K_DONE, unpack(zadd))
     redis.call('PEXPIRE', K_DONE, window)
 end
+count('acked', n)
 return out

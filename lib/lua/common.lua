@@ -12,14 +12,16 @@
 --                        dead-lettered the job while its holder's token was
 --                        still valid)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
+--   KEYS[6] counts HASH  delivered, acked, retried, failed: totals kept
+--                        only by clients with DQ_OPT_COUNTERS
 --   KEYS[5] done   ZSET  id -> the token a finished job was acked with (a
 --                        number: the us of that delivery + a little),
 --                        so a retried push answers "done" and a retried ack
 --                        "yours landed" (see ack.lua)
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
 -- number: pub/sub is server-wide, databases are not); the operation's own
--- arguments start at ARGV[2].  A leading '!' (never in a namespace) asks
--- for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
+-- arguments start at ARGV[2].  Leading flag bytes (never in a namespace):
+-- '+' keeps the counters (KEYS[6]), then '!' asks for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
 -- every node, SPUBLISH reaches only the subscribers on the owner of the
 -- channel's slot, which is the queue's own slot (same hash tag).
 -- A job id is in at most one of due, lease and dead.  A queue without jobs
@@ -43,11 +45,24 @@
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
 
-local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE =
-    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local CHANNEL, PUBLISH = ARGV[1], 'PUBLISH'
+local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE, K_COUNTS =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local CHANNEL, PUBLISH, COUNTING = ARGV[1], 'PUBLISH', false
+if string.byte(CHANNEL, 1) == 43 then
+    CHANNEL, COUNTING = string.sub(CHANNEL, 2), true
+end
 if string.byte(CHANNEL, 1) == 33 then
     CHANNEL, PUBLISH = string.sub(CHANNEL, 2), 'SPUBLISH'
+end
+
+-- The counters: counts_read() before the first write of a script (it
+-- checks the key's type, so a wrong one fails the call before it changed
+-- anything), count() after.  Both do nothing unless the client counts.
+local function counts_read()
+    if COUNTING then redis.call('HLEN', K_COUNTS) end
+end
+local function count(field, n)
+    if COUNTING and n > 0 then redis.call('HINCRBY', K_COUNTS, field, n) end
 end
 
 -- The field of a job's meta ("attempts:token") in the jobs hash.

@@ -17,15 +17,18 @@ if to_dead then
 else
     before = first_due()
 end
+counts_read()
 redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3]))
 if where and where ~= (to_dead and 'dead' or 'due') then
     redis.call('ZREM', HELD_KEY[where], id)
 end
 if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
+    count('failed', 1)
     return 1
 end
 local at = now + tonumber(ARGV[4])
 redis.call('ZADD', K_DUE, at, id)
+count('retried', 1)
 wake(at, before)
 return 0

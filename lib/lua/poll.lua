@@ -92,6 +92,7 @@ if n > 0 then
         end
     end
     if #died > 0 then redis.call('ZCARD', K_DEAD) end -- type check first
+    counts_read()
     -- Writes: lease and due were read above, jobs and dead too.
     if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
     if #from_due > 0 then redis.call('ZREM', K_DUE, unpack(from_due)) end
@@ -111,6 +112,8 @@ if n > 0 then
     end
     if #died > 0 then redis.call('ZADD', K_DEAD, unpack(died)) end
     if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(mfs(gone))) end
+    count('delivered', (#out - 2) / 5)
+    count('failed', #died / 2)
 end
 
 if n < max then

@@ -20,8 +20,8 @@
             ck_abort_msg(__VA_ARGS__);                                        \
     } while (0)
 
-static const char *const kinds[DQ_NKEYS] = {"due", "lease", "jobs", "dead",
-                                            "done"};
+static const char *const kinds[DQ_NKEYS] = {"due",  "lease", "jobs",
+                                            "dead", "done",  "counts"};
 
 /* Decodes the tag of key (between the first '{' and the next '}') back
  * into a name; fails the test if the tag is malformed. */
@@ -92,7 +92,8 @@ START_TEST(shape_and_examples) {
     dq__core core;
     ck_assert_int_eq(dq__core_init(&core, NULL), DQ_OK);
     ck_assert_str_eq(keys_of(&core, "orders", "dq"), "dq:{orders}:due");
-    ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:done");
+    ck_assert_str_eq(core.keys.key[4], "dq:{orders}:done");
+    ck_assert_str_eq(core.keys.key[DQ_NKEYS - 1], "dq:{orders}:counts");
     /* The wake-up channel names the database: pub/sub crosses them. */
     ck_assert_str_eq(core.keys.chan, "dq:{orders}:wake:0");
     core.db = 3;
