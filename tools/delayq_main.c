@@ -63,8 +63,22 @@ const char *dqt_need_queue(const dqt_cli *g) {
     return g->queue;
 }
 
-/* Options for the command's clients (namespace), or NULL after a message
- * with *exit_code set. */
+/* 1 if the clients count deliveries, acks, retries and failures
+ * (DQ_OPT_COUNTERS): --counters or DELAYQ_COUNTERS=1; 0 for 0 or unset; -1
+ * after a message for another value. */
+static int want_counters(const dqt_cli *g) {
+    const char *e = getenv("DELAYQ_COUNTERS");
+    if (e == NULL || *e == '\0' || strcmp(e, "0") == 0)
+        return 0;
+    if (strcmp(e, "1") == 0)
+        return 1;
+    fprintf(stderr, "delayq %s: DELAYQ_COUNTERS: '%s' is not 0 or 1\n",
+            g->cmd ? g->cmd : "", e);
+    return -1;
+}
+
+/* Options for the command's clients (namespace, counters), or NULL after a
+ * message with *exit_code set. */
 dq_options *dqt_client_options(const dqt_cli *g, int *exit_code) {
     dq_options *o = dq_options_new();
     if (o == NULL) {
@@ -79,6 +93,19 @@ dq_options *dqt_client_options(const dqt_cli *g, int *exit_code) {
                 g->cmd, g->ns);
         dq_options_free(o);
         *exit_code = DQT_EXIT_USAGE;
+        return NULL;
+    }
+    int counters = want_counters(g);
+    if (counters < 0) {
+        dq_options_free(o);
+        *exit_code = DQT_EXIT_USAGE;
+        return NULL;
+    }
+    if (counters && dq_options_set_int(o, DQ_OPT_COUNTERS, 1) != 0) {
+        fprintf(stderr, "delayq %s: this libdelayq cannot count "
+                        "(DQ_OPT_COUNTERS)\n", g->cmd);
+        dq_options_free(o);
+        *exit_code = DQT_EXIT_FAILED;
         return NULL;
     }
     return o;
@@ -155,7 +182,7 @@ static const command *find_command(const char *name) {
 static void print_cmd_help(const command *c) {
     fputs(c->help, stdout);
     printf("\nGlobal options: --uri URI, --queue NAME, --namespace NS, "
-           "--help.\nExit codes: 0 ok, 1 failed / not found, 2 usage, "
+           "--counters, --help.\nExit codes: 0 ok, 1 failed / not found, 2 usage, "
            "3 cannot connect, 4 stale token.\nSee 'delayq --help'.\n");
 }
 

@@ -571,6 +571,82 @@ class TestStats(CliCase):
         self.assertEqual(rc, 0)
 
 
+class TestCounters(CliCase):
+    """--counters / DELAYQ_COUNTERS=1 (DQ_OPT_COUNTERS) and the totals that
+    `delayq stats` shows."""
+
+    def totals(self, queue):
+        st = self.stats(queue)
+        return tuple(st[k] for k in ("delivered", "acked", "retried",
+                                     "failed"))
+
+    def test_counted_and_shown(self):
+        q = new_queue("counters")
+        self.assertEqual(self.totals(q), (0, 0, 0, 0))
+        for i in range(4):
+            self.ok(["--counters", "push", "c%d" % i, "--id", "c%d" % i], q)
+        jobs = json.loads(self.ok(["poll", "--counters", "--json", "--max",
+                                   "4", "--lease", "1m"], q))
+        self.assertEqual(len(jobs), 4)
+        self.ok(["--counters", "ack", jobs[0]["id"], jobs[0]["token"]], q)
+        self.ok(["--counters", "nack", jobs[1]["id"], jobs[1]["token"]], q)
+        self.ok(["--counters", "nack", jobs[2]["id"], jobs[2]["token"],
+                 "--dead"], q)
+        # without the option nothing is counted
+        self.ok(["ack", jobs[3]["id"], jobs[3]["token"]], q)
+        self.assertEqual(self.totals(q), (4, 1, 1, 1))
+        # the environment variable does the same; 0 does not count
+        env = env_for(q)
+        env["DELAYQ_COUNTERS"] = "0"
+        r = run(["poll", "--json"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(json.loads(r.stdout)), 1)   # the retried one
+        self.assertEqual(self.totals(q), (4, 1, 1, 1))
+        self.ok(["push", "e", "--id", "e1"], q)
+        env["DELAYQ_COUNTERS"] = "1"
+        r = run(["poll", "--json"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.totals(q), (5, 1, 1, 1))
+        env["DELAYQ_COUNTERS"] = "yes"
+        r = run(["poll"], env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(b"DELAYQ_COUNTERS", r.stderr)
+        # table: the counts, then the totals
+        out = self.ok(["stats"], q).splitlines()
+        self.assertEqual(out[0].split()[0], "QUEUE")
+        i = [x.split()[0] if x.split() else "" for x in out].index("TOTALS")
+        self.assertEqual(out[i].split(), ["TOTALS", "DELIVERED", "ACKED",
+                                          "RETRIED", "FAILED"])
+        self.assertEqual(out[i + 1].split(), [q, "5", "1", "1", "1"])
+        # Prometheus: counters, with HELP and TYPE
+        lines = self.ok(["stats", "--prometheus"], q).splitlines()
+        for name, v in (("delivered", 5), ("acked", 1), ("retried", 1),
+                        ("failed", 1)):
+            self.assertIn("# TYPE delayq_jobs_%s_total counter" % name, lines)
+            self.assertIn('delayq_jobs_%s_total{queue="%s"} %d'
+                          % (name, q, v), lines)
+
+    def test_consume_counts(self):
+        q = new_queue("counters-consume")
+        self.push(q, "ok", "--id", "ok1")
+        self.push(q, "bad", "--id", "bad1")
+        env = env_for(q)
+        env["DELAYQ_COUNTERS"] = "1"
+        r = subprocess.run([DELAYQ, "consume", "--max-attempts", "2",
+                            "--backoff", "100ms", "--jitter", "0",
+                            "--max-jobs", "3", "--", "sh", "-c",
+                            'test "$DELAYQ_JOB_ID" != bad1'],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=env, timeout=CMD_TIMEOUT)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        # ok1 once, bad1 twice: retried once, then dead-lettered
+        self.assertEqual(self.totals(q), (3, 1, 1, 1))
+
+    def test_help_mentions_counters(self):
+        self.assertIn("--counters", self.ok(["--help"]))
+        self.assertIn("delivered", self.ok(["stats", "--help"]))
+
+
 class TestDead(CliCase):
     def test_requeue_and_purge(self):
         q = new_queue("dead")
