@@ -74,6 +74,9 @@ _OPT_INT = {
     "max_attempts": 4, "wait_cap_ms": 5, "wait_replicas": 6,
     "wait_replicas_timeout_ms": 7, "done_ttl_ms": 8, "partitions": 9,
 }
+# Options that are on or off: True/False (or 1/0), given to the library as
+# int 1/0.
+_OPT_BOOL = {"counters": 10}
 _OPT_STR = {
     "namespace": 100, "username": 101, "password": 102, "tls_ca_file": 103,
     "tls_cert_file": 104, "tls_key_file": 105, "tls_server_name": 106,
@@ -273,6 +276,8 @@ _PROTOTYPES = {
 _OPTIONAL_PROTOTYPES = {
     "dq_list": (_c_int, [_P_CLIENT, _c_str, _c_int, _c_i64, _c_int,
                          ctypes.POINTER(_P_JOBS), _P_I64]),
+    "dq_counters": (_c_int, [_P_CLIENT, _c_str, _P_I64, _P_I64, _P_I64,
+                             _P_I64]),
     # delayq-consumer.h
     "dq_consumer_set_int": (_c_int, [_P_CONSUMER, _c_int, _c_i64]),
     "dq_consumer_set_outcome_cb": (_c_int, [_P_CONSUMER, _OUTCOME_CB,
@@ -318,6 +323,7 @@ def _load():
 
 _lib = _load()
 HAVE_LIST = hasattr(_lib, "dq_list")
+HAVE_COUNTERS = hasattr(_lib, "dq_counters")
 HAVE_CONSUMER = hasattr(_lib, "dq_consumer_new_sync")
 
 
@@ -441,16 +447,20 @@ class Client:
            max_attempts=None, connect_timeout_ms=None,
            command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
            wait_replicas=None, wait_replicas_timeout_ms=None,
-           done_ttl_ms=None, partitions=None, username=None, password=None,
-           tls_ca_file=None,
+           done_ttl_ms=None, partitions=None, counters=None, username=None,
+           password=None, tls_ca_file=None,
            tls_cert_file=None, tls_key_file=None, tls_server_name=None)
 
-    Options left as None keep the library's defaults (see delayq.h)."""
+    Options left as None keep the library's defaults (see delayq.h).
+    counters=True (DQ_OPT_COUNTERS) makes this client's polls, acks and
+    nacks count deliveries, acks, retries and failures per queue in Redis,
+    for counters(); give it to every producer and consumer of a queue."""
 
     def __init__(self, uri="redis://127.0.0.1:6379", **options):
         self._c = None
         self._lock = threading.RLock()
-        unknown = set(options) - set(_OPT_INT) - set(_OPT_STR)
+        unknown = (set(options) - set(_OPT_INT) - set(_OPT_BOOL)
+                   - set(_OPT_STR))
         if unknown:
             raise TypeError("unknown option(s): %s"
                             % ", ".join(sorted(unknown)))
@@ -465,6 +475,11 @@ class Client:
                     if isinstance(value, bool) or not isinstance(value, int):
                         raise TypeError("%s must be an int" % key)
                     rc = _lib.dq_options_set_int(opts, _OPT_INT[key], value)
+                elif key in _OPT_BOOL:
+                    if not isinstance(value, int) or value not in (0, 1):
+                        raise TypeError("%s must be True or False" % key)
+                    rc = _lib.dq_options_set_int(opts, _OPT_BOOL[key],
+                                                 int(value))
                 else:
                     rc = _lib.dq_options_set_str(
                         opts, _OPT_STR[key], _enc(value, key, "EINVAL"))
@@ -755,6 +770,22 @@ class Client:
                                       *[ctypes.byref(x) for x in v]))
         return dict(zip(("scheduled", "due", "inflight", "dead",
                          "next_due_ms"), (x.value for x in v)))
+
+    def counters(self, queue):
+        """Totals of a queue kept by the clients with counters=True
+        (DQ_OPT_COUNTERS), summed over partitions: dict with delivered,
+        acked, retried and failed (all 0 while no client counts).  Needs a
+        library with dq_counters."""
+        if not HAVE_COUNTERS:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_counters")
+        q = _enc(queue, "queue", "EQUEUE")
+        v = [_c_i64(0) for _ in range(4)]
+        with self._lock:
+            self._check(_lib.dq_counters(self._handle(), q,
+                                         *[ctypes.byref(x) for x in v]))
+        return dict(zip(("delivered", "acked", "retried", "failed"),
+                        (x.value for x in v)))
 
     def consumer(self, queue, handler, **options):
         """A Consumer of queue on this client (see Consumer)."""

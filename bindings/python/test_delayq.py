@@ -387,6 +387,33 @@ class TestDeadLetters(Base):
         self.assertEqual((j.id, j.payload, j.token), ("s1", b"later", ""))
 
 
+class TestCounters(Base):
+    def test_counted_by_clients_with_the_option(self):
+        zero = {"delivered": 0, "acked": 0, "retried": 0, "failed": 0}
+        self.assertEqual(self.c.counters(self.q), zero)
+        with delayq.Client(SERVER.uri, counters=True) as c:
+            for i in range(4):
+                c.push(self.q, b"x", id="k%d" % i)
+            jobs = c.poll(self.q, max=4)
+            self.assertEqual(len(jobs), 4)
+            jobs[0].ack()
+            self.assertFalse(jobs[1].nack())
+            self.assertTrue(jobs[2].nack(dead=True))
+            self.c.ack(self.q, jobs[3].id, jobs[3].token)  # does not count
+            self.assertEqual(c.counters(self.q),
+                             {"delivered": 4, "acked": 1, "retried": 1,
+                              "failed": 1})
+        with delayq.Client(SERVER.uri, counters=False) as c:
+            self.assertEqual(len(c.poll(self.q)), 1)
+        self.assertEqual(self.c.counters(self.q)["delivered"], 4)
+        with self.assertRaises(TypeError):
+            delayq.Client(SERVER.uri, counters=2)
+        with self.assertRaises(TypeError):
+            delayq.Client(SERVER.uri, counters="yes")
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.counters("")
+
+
 @unittest.skipUnless(delayq.HAVE_CONSUMER or os.environ.get(
     "DELAYQ_REQUIRE_CONSUMER") == "1", "library without delayq-consumer.h")
 class TestConsumer(Base):
