@@ -106,15 +106,18 @@ const dqt_optspec dqt_web_opts[] = {{"listen", 0, 1, DQT_O_LISTEN},
 #define W_SAMPLE_EVERY_MS 5000      /* at most one sample per queue per */
 #define W_SAMPLE_QUEUES 256         /* queues with samples */
 #define W_WATCH_MS (10 * 60 * 1000) /* sampled in the background after a view */
+#define W_NV 9 /* values read per queue: 5 of dq_stats, 4 of dq_counters */
 
 /* Appends a string literal. */
 #define W_ADD(b, lit) evbuffer_add((b), (lit), sizeof(lit) - 1)
 
 /* ---- State ----------------------------------------------------------- */
 
+/* A sample: the counts of dq_stats and the totals of dq_counters. */
 typedef struct sample {
     int64_t t; /* wall ms */
-    int64_t v[4];
+    int64_t v[4]; /* scheduled, due, inflight, dead */
+    int64_t k[4]; /* delivered, acked, retried, failed */
 } sample;
 
 typedef struct qsamples {
@@ -852,7 +855,8 @@ static qsamples *samples_for(web *w, const char *queue, int create) {
     return s;
 }
 
-static void sample_add(qsamples *s, const int64_t v[4]) {
+/* v: the W_NV values of stats(). */
+static void sample_add(qsamples *s, const int64_t v[W_NV]) {
     int64_t now = dqt_wall_ms();
     if (s->n > 0) {
         const sample *last = &s->s[(s->head + W_SAMPLES - 1) % W_SAMPLES];
@@ -862,14 +866,25 @@ static void sample_add(qsamples *s, const int64_t v[4]) {
     sample *x = &s->s[s->head];
     x->t = now;
     memcpy(x->v, v, sizeof(x->v));
+    memcpy(x->k, v + 5, sizeof(x->k));
     s->head = (s->head + 1) % W_SAMPLES;
     if (s->n < W_SAMPLES)
         s->n++;
 }
 
-/* Stats of a queue, recorded as a sample.  0 or a code. */
-static int stats(web *w, const char *queue, int64_t v[5], int viewed) {
+/* Stats and counters of a queue into v (scheduled, due, inflight, dead,
+ * next_due_ms, delivered, acked, retried, failed).  0 or a code. */
+static int read_queue(web *w, const char *queue, int64_t v[W_NV]) {
     int rc = dq_stats(w->c, queue, &v[0], &v[1], &v[2], &v[3], &v[4]);
+    if (rc < 0)
+        return rc;
+    rc = dq_counters(w->c, queue, &v[5], &v[6], &v[7], &v[8]);
+    return rc < 0 ? rc : 0;
+}
+
+/* Stats and counters of a queue, recorded as a sample.  0 or a code. */
+static int stats(web *w, const char *queue, int64_t v[W_NV], int viewed) {
+    int rc = read_queue(w, queue, v);
     if (rc < 0)
         return rc;
     qsamples *s = samples_for(w, queue, viewed);
@@ -892,9 +907,8 @@ static void on_tick(evutil_socket_t fd, short ev, void *arg) {
     for (int i = 0; i < w->nq; i++) {
         if (now - w->q[i]->viewed_ms > W_WATCH_MS)
             continue;
-        int64_t v[5];
-        if (dq_stats(w->c, w->q[i]->name, &v[0], &v[1], &v[2], &v[3],
-                     &v[4]) < 0)
+        int64_t v[W_NV];
+        if (read_queue(w, w->q[i]->name, v) < 0)
             return;
         sample_add(w->q[i], v);
     }
@@ -905,10 +919,26 @@ static void on_tick(evutil_socket_t fd, short ev, void *arg) {
 static const char *const count_names[4] = {"scheduled", "due", "inflight",
                                            "dead"};
 
+static const char *const counter_names[4] = {"delivered", "acked",
+                                             "retried", "failed"};
+
 static void j_counts(struct evbuffer *b, const int64_t v[5]) {
     for (int k = 0; k < 4; k++)
         evbuffer_add_printf(b, "\"%s\":%" PRId64 ",", count_names[k], v[k]);
     evbuffer_add_printf(b, "\"next_due_ms\":%" PRId64, v[4]);
+}
+
+/* The totals of dq_counters: k[0..3]. */
+static void j_counters(struct evbuffer *b, const int64_t k[4]) {
+    for (int i = 0; i < 4; i++)
+        evbuffer_add_printf(b, "%s\"%s\":%" PRId64, i ? "," : "",
+                            counter_names[i], k[i]);
+}
+
+/* How much a counter grew from a to c: a total lower than before means the
+ * counts were reset (their key deleted), so all of c is new. */
+static int64_t grown(int64_t a, int64_t c) {
+    return c >= a ? c - a : c;
 }
 
 static void h_session(web *w, struct evhttp_request *req) {
@@ -942,7 +972,7 @@ static void h_queues(web *w, struct evhttp_request *req) {
                            ",\"queues\":[",
                         complete ? "true" : "false", dqt_wall_ms());
     for (int i = 0; i < n; i++) {
-        int64_t v[5];
+        int64_t v[W_NV];
         if ((rc = stats(w, qs[i].name, v, 0)) < 0 && http_for(rc) != 400) {
             evbuffer_free(b);
             qnames_free(qs, n);
@@ -981,7 +1011,7 @@ static const struct {
 #define W_NHIST (sizeof(hist_b) / sizeof(hist_b[0]))
 
 static void h_queue(web *w, struct evhttp_request *req, const char *q) {
-    int64_t v[5];
+    int64_t v[W_NV];
     int rc;
     if ((rc = client(w)) != 0 || (rc = stats(w, q, v, 1)) < 0) {
         send_dq_error(w, req, rc);
@@ -1017,6 +1047,8 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
     j_name(b, "name", q);
     W_ADD(b, ",\"stats\":{");
     j_counts(b, v);
+    W_ADD(b, "},\"counters\":{");
+    j_counters(b, v + 5);
     evbuffer_add_printf(b, "},\"now_ms\":%" PRId64 ",\"histogram\":{\"jobs\":%"
                            PRId64 ",\"complete\":%s,\"buckets\":[",
                         now, seen, complete ? "true" : "false");
@@ -1033,16 +1065,18 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
         const sample *x =
             &s->s[(s->head + W_SAMPLES - s->n + i) % W_SAMPLES];
         evbuffer_add_printf(b, "%s[%" PRId64 ",%" PRId64 ",%" PRId64
+                               ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
                                ",%" PRId64 ",%" PRId64 "]",
                             i ? "," : "", x->t, x->v[0], x->v[1], x->v[2],
-                            x->v[3]);
+                            x->v[3], x->k[0], x->k[1], x->k[2], x->k[3]);
         if (x->t >= dqt_wall_ms() - 5 * 60000 && first == NULL)
             first = x;
         last = x;
     }
     W_ADD(b, "],\"rates\":{");
-    /* net change per minute of each count over the last 5 minutes, and the
-     * jobs that died (increases of dead): no counters exist in Redis */
+    /* over the last 5 minutes: the net change per minute of each count,
+     * the jobs that died (increases of dead), and the growth per minute of
+     * each counter */
     if (first != NULL && last != NULL && last->t - first->t >= 1000) {
         double mins = (double)(last->t - first->t) / 60000.0;
         int64_t died = 0;
@@ -1059,10 +1093,35 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
             evbuffer_add_printf(b, ",\"%s_per_min\":%.2f", count_names[k],
                                 (double)(last->v[k] - first->v[k]) / mins);
         evbuffer_add_printf(b, ",\"died_per_min\":%.2f", (double)died / mins);
+        for (int k = 0; k < 4; k++)
+            evbuffer_add_printf(b, ",\"%s_per_min\":%.2f", counter_names[k],
+                                (double)grown(first->k[k], last->k[k]) / mins);
     } else {
         W_ADD(b, "\"window_ms\":0");
     }
-    W_ADD(b, "}}");
+    /* the counters' growth per minute at each sample after the first,
+     * over the minute before it (or the samples there are, back to the
+     * one before): [t, delivered, acked, retried, failed] */
+    W_ADD(b, ",\"series\":[");
+#define W_AT(i) (&s->s[(s->head + W_SAMPLES - s->n + (i)) % W_SAMPLES])
+    for (int i = 1; s != NULL && i < s->n; i++) {
+        const sample *c = W_AT(i);
+        int j = i - 1;
+        while (j > 0 && c->t - W_AT(j - 1)->t <= 60000)
+            j--;
+        int64_t sum[4] = {0, 0, 0, 0}, dt = c->t - W_AT(j)->t;
+        for (int m = j + 1; m <= i; m++)
+            for (int k = 0; k < 4; k++)
+                sum[k] += grown(W_AT(m - 1)->k[k], W_AT(m)->k[k]);
+        evbuffer_add_printf(b, "%s[%" PRId64, i > 1 ? "," : "", c->t);
+        for (int k = 0; k < 4; k++)
+            evbuffer_add_printf(b, ",%.2f",
+                                dt > 0 ? (double)sum[k] * 60000.0 / (double)dt
+                                       : 0.0);
+        W_ADD(b, "]");
+    }
+#undef W_AT
+    W_ADD(b, "]}}");
     send_json(req, 200, b);
     evbuffer_free(b);
 }
@@ -1109,7 +1168,7 @@ static void h_jobs(web *w, struct evhttp_request *req, const char *q) {
     }
     evhttp_clear_headers(&qs);
     int rc;
-    int64_t v[5], now = 0;
+    int64_t v[W_NV], now = 0;
     dq_jobs *jobs = NULL;
     if ((rc = client(w)) != 0 || (rc = stats(w, q, v, 1)) < 0 ||
         (rc = dq_list(w->c, q, state_which[st], offset, (int)count, &jobs,
@@ -1267,7 +1326,7 @@ static void h_metrics(web *w, struct evhttp_request *req) {
         send_error(req, 503, "EIO", msg);
         return;
     }
-    int64_t(*v)[5] = calloc((size_t)n + 1, sizeof(*v));
+    int64_t(*v)[W_NV] = calloc((size_t)n + 1, sizeof(*v));
     char *skip = calloc((size_t)n + 1, 1);
     for (int i = 0; i < n && v != NULL && skip != NULL; i++)
         if ((rc = stats(w, qs[i].name, v[i], 0)) < 0 && http_for(rc) == 400)
@@ -1303,6 +1362,24 @@ static void h_metrics(web *w, struct evhttp_request *req) {
         else
             evbuffer_add_printf(b, "\"} %" PRId64 ".%03d\n", v[i][4] / 1000,
                                 (int)(v[i][4] % 1000));
+    }
+    static const char *const counter_help[4] = {
+        "Jobs handed out by polls (retries included)", "Jobs acked",
+        "Jobs nacked for a retry", "Jobs dead-lettered"};
+    for (int k = 0; k < 4; k++) {
+        evbuffer_add_printf(b, "# HELP delayq_jobs_%s_total %s, counted by "
+                               "the clients with DQ_OPT_COUNTERS.\n# TYPE "
+                               "delayq_jobs_%s_total counter\n",
+                            counter_names[k], counter_help[k],
+                            counter_names[k]);
+        for (int i = 0; i < n && v && skip; i++) {
+            if (skip[i])
+                continue;
+            evbuffer_add_printf(b, "delayq_jobs_%s_total{queue=\"",
+                                counter_names[k]);
+            prom_label(b, qs[i].name);
+            evbuffer_add_printf(b, "\"} %" PRId64 "\n", v[i][5 + k]);
+        }
     }
     free(v);
     free(skip);

@@ -66,6 +66,12 @@ cli(['-q', 'emails', 'push', 'reminder', '--in', '1h']);
 cli(['-q', QD, 'push', 'charge card 42', '--id', 'charge-42']);
 const polled = cli(['-q', QD, 'poll', '--lease', '1m']).split('\t');
 cli(['-q', QD, 'nack', polled[0], polled[2], '--dead']);
+// counted deliveries and acks on the orders queue (DQ_OPT_COUNTERS)
+for (let i = 0; i < 5; i++) cli(['--counters', '-q', Q, 'push', 'counted ' + i]);
+for (const line of cli(['--counters', '-q', Q, 'poll', '--max', '5']).trim().split('\n')) {
+  const f = line.split('\t');
+  cli(['--counters', '-q', Q, 'ack', f[0], f[2]]);
+}
 const EVIL = '<script>alert(1)</script><img src=x onerror=alert(2)>';
 cli(['-q', QH, 'push', EVIL, '--id', '<i>id</i>']);
 
@@ -156,7 +162,19 @@ try {
     await page.waitForFunction(() => !/^no rates/.test(document.querySelector('#rates')?.textContent || 'no rates'),
       null, { timeout: 15000 });
     await shot('web-queue.png');
+    const totals = await page.locator('#counters').textContent();
+    assert(/^totals: delivered 5, acked 5, retried 0, failed 0/.test(totals), 'counter totals: ' + totals);
+    assert(await page.locator('#counter-rates').count() === 1, 'counter chart');
     assert(pageErrors.length === 0, 'page errors: ' + pageErrors);
+  });
+
+  await check('a queue without counters says how to get them', async () => {
+    await page.goto(base + '/');
+    await page.locator('tr.queue-row[data-queue="emails"] a').click();
+    await page.locator('#queue-name').waitFor();
+    const t = await page.locator('#counters').textContent();
+    assert(t === 'no counters: start producers and consumers with DQ_OPT_COUNTERS (URI clients: see docs)', 'hint: ' + t);
+    assert(await page.locator('#counter-rates').count() === 0, 'no counter chart');
   });
 } finally {
   await browser.close();

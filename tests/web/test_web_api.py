@@ -173,6 +173,53 @@ class TestQueuesAndJobs(WebCase):
         self.assertEqual(info["histogram"]["jobs"], 3)
         self.assertIn("rates", info)
         self.assertGreaterEqual(len(info["samples"]), 1)
+        # [t, 4 counts, 4 counters]; no client counts here
+        self.assertEqual(len(info["samples"][0]), 9)
+        self.assertEqual(info["counters"], {"delivered": 0, "acked": 0,
+                                            "retried": 0, "failed": 0})
+        self.assertIsInstance(info["rates"]["series"], list)
+
+    def test_counters(self):
+        """Clients with --counters (DQ_OPT_COUNTERS): totals in the JSON
+        and counters in /metrics, the same as `delayq stats`."""
+        q = new_queue("counters")
+        for i in range(3):
+            cli(["--counters", "-q", q, "push", "j%d" % i, "--id", "j%d" % i])
+        r = cli(["--counters", "-q", q, "poll", "--max", "3", "--json"])
+        jobs = json.loads(r.stdout)
+        self.assertEqual(len(jobs), 3)
+        cli(["--counters", "-q", q, "ack", jobs[0]["id"], jobs[0]["token"]])
+        cli(["--counters", "-q", q, "nack", jobs[1]["id"], jobs[1]["token"]])
+        cli(["--counters", "-q", q, "nack", jobs[2]["id"], jobs[2]["token"],
+             "--dead"])
+        want = {"delivered": 3, "acked": 1, "retried": 1, "failed": 1}
+        info = self.srv.get("/api/queues/" + seg(q))
+        self.assertEqual(info["counters"], want)
+        self.assertEqual(info["samples"][-1][5:], [3, 1, 1, 1])
+        # rates from two samples (5 s apart at the least)
+        time.sleep(5.2)
+        cli(["--counters", "-q", q, "poll", "--max", "1"])  # the retried one
+        info = self.srv.get("/api/queues/" + seg(q))
+        self.assertEqual(info["counters"]["delivered"], 4)
+        r = info["rates"]
+        self.assertGreater(r["window_ms"], 0)
+        self.assertGreater(r["delivered_per_min"], 0)
+        self.assertEqual(r["acked_per_min"], 0)
+        self.assertGreaterEqual(len(r["series"]), 1)
+        self.assertEqual(len(r["series"][-1]), 5)
+        self.assertGreater(sum(p[1] for p in r["series"]), 0)
+        st, _, body = self.srv.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        lines = body.decode().splitlines()
+        want["delivered"] = 4
+        for name, v in want.items():
+            self.assertIn("# TYPE delayq_jobs_%s_total counter" % name, lines)
+            self.assertIn('delayq_jobs_%s_total{queue="%s"} %d'
+                          % (name, q, v), lines)
+        cli_text = cli(["stats", "--prometheus", q]).stdout.decode()
+        for line in cli_text.splitlines():
+            if line.startswith("delayq_jobs_"):
+                self.assertIn(line, lines)
 
     def test_partitions_merged_and_namespace(self):
         q = new_queue("parts")

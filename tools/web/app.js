@@ -5,6 +5,9 @@
 
 const COLORS = { scheduled: '#3b82f6', due: '#f59e0b', inflight: '#10b981', dead: '#ef4444' };
 const STATES = ['scheduled', 'due', 'inflight', 'dead'];
+// dq_counters' totals, as /api/queues/<q> gives them in "counters"
+const COUNTERS = ['delivered', 'acked', 'retried', 'failed'];
+const COUNTER_COLORS = { delivered: '#3b82f6', acked: '#10b981', retried: '#f59e0b', failed: '#ef4444' };
 let session = null;
 let timer = null;
 let view = { name: null, state: 'scheduled', offset: 0, count: 50 };
@@ -163,6 +166,25 @@ function lineChart(c, points, series) {
 function legend(names) {
   return el('div', { class: 'legend' }, ...names.map(n => el('span', {}, el('i', { class: 'sw-' + n }), n)));
 }
+// The card of the counters: totals as text, and their growth per minute
+// (rates.series) as lines; a hint instead when no client counts.
+function countersCard(info) {
+  const k = info.counters || {}, r = info.rates;
+  const card = el('div', { class: 'card', id: 'counters-card' }, el('h2', {}, 'Deliveries, acks, retries and failures per minute'));
+  if (!COUNTERS.some(n => k[n] > 0)) {
+    card.append(el('p', { class: 'muted', id: 'counters' },
+      'no counters: start producers and consumers with DQ_OPT_COUNTERS (URI clients: see docs)'));
+    return { card, draw() {} };
+  }
+  const canvas = el('canvas', { id: 'counter-rates' });
+  const perMin = r.window_ms ? '; over the last ' + dur(r.window_ms) + ': ' +
+    COUNTERS.map(n => n + ' ' + r[n + '_per_min'] + '/min').join(', ') : '';
+  card.append(el('div', { class: 'legend' }, ...COUNTERS.map(n => el('span', {}, el('i', { class: 'sw-' + n }), n))), canvas,
+    el('p', { class: 'muted', id: 'counters' }, 'totals: ' + COUNTERS.map(n => n + ' ' + k[n]).join(', ') + perMin));
+  return { card, draw() {
+    lineChart(canvas, r.series || [], COUNTERS.map((n, i) => ({ name: n, color: COUNTER_COLORS[n], index: i + 1 })));
+  } };
+}
 
 // ---- Overview -------------------------------------------------------------
 async function overview() {
@@ -213,6 +235,7 @@ async function queuePage(hex) {
     STATES.map(s => s + ' ' + (r[s + '_per_min'] >= 0 ? '+' : '') + r[s + '_per_min'] + '/min').join(', ') +
     '; died ' + r.died_per_min + '/min' : 'no rates yet: samples are taken every 5 s while the queue is watched';
 
+  const counters = countersCard(info);
   const tabs = el('div', { class: 'tabs' }, ...['scheduled', 'inflight', 'dead'].map(s =>
     el('button', { class: s === view.state ? 'on' : '', 'data-state': s, onclick: () => { view.state = s; view.offset = 0; queuePage(hex); } }, s)));
   const actions = el('div', { class: 'row' });
@@ -248,11 +271,13 @@ async function queuePage(hex) {
   clear(main).append(
     el('div', { class: 'card' }, el('h2', { id: 'queue-name' }, info.name), tiles),
     el('div', { class: 'card' }, el('h2', {}, 'When scheduled jobs fall due' + (info.histogram.complete ? '' : ' (first ' + info.histogram.jobs + ' jobs)')), hist),
+    counters.card,
     el('div', { class: 'card' }, el('h2', {}, 'Counts over time'), legend(STATES), lines, el('p', { class: 'muted', id: 'rates' }, ratesText)),
     el('div', { class: 'card' }, el('h2', {}, 'Jobs'), tabs, actions, el('table', { id: 'jobs' }, el('thead', {}, head), body), pager),
     detail);
   barChart(hist, info.histogram.buckets.map(b => b.label), [{ name: 'jobs', color: COLORS.scheduled, values: info.histogram.buckets.map(b => b.jobs) }]);
   lineChart(lines, info.samples, STATES.map((s, i) => ({ name: s, color: COLORS[s], index: i + 1 })));
+  counters.draw();
   schedule(() => queuePage(hex), 3000);
 }
 
