@@ -16,16 +16,11 @@ const dqt_optspec dqt_no_opts[] = {{NULL, 0, 0, 0}};
 
 /* ---- Command line parsing ------------------------------------------------ */
 
-/* --counters: the id of a global option known to this file only.  It sets
- * DELAYQ_COUNTERS=1, which dqt_client_options reads, so that the option and
- * the variable are one setting (commands run by consume inherit it). */
-enum { O_COUNTERS = 1000 };
-
 /* Global options, accepted before and after the command. */
 static const dqt_optspec global_opts[] = {
     {"help", 'h', 0, DQT_O_HELP},     {"uri", 'u', 1, DQT_O_URI},
     {"queue", 'q', 1, DQT_O_QUEUE},   {"namespace", 'n', 1, DQT_O_NS},
-    {"version", 0, 0, DQT_O_VERSION}, {"counters", 0, 0, O_COUNTERS},
+    {"version", 0, 0, DQT_O_VERSION}, {"counters", 0, 0, DQT_O_COUNTERS},
     {NULL, 0, 0, 0}};
 
 void dqt_args_free(dqt_args *a) {
@@ -139,11 +134,8 @@ int dqt_parse_args(dqt_cli *g, int argc, char **argv, const dqt_optspec *specs,
         case DQT_O_NS:
             g->ns = val;
             break;
-        case O_COUNTERS:
-            if (setenv("DELAYQ_COUNTERS", "1", 1) != 0) {
-                fprintf(stderr, "delayq: out of memory\n");
-                return DQT_EXIT_FAILED;
-            }
+        case DQT_O_COUNTERS:
+            g->counters = 1;
             break;
         default:
             break;

@@ -155,77 +155,6 @@ const dqt_optspec dqt_stats_opts[] = {{"json", 0, 0, DQT_O_JSON},
 
 static volatile sig_atomic_t got_stop; /* SIGINT/SIGTERM count */
 
-/* The totals of dq_counters, in its order. */
-static const char *const counter_names[4] = {"delivered", "acked", "retried",
-                                             "failed"};
-
-/* Writes a Prometheus label value: \ " and newline escaped. */
-static void prom_label(const char *s) {
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            printf("\\%c", *s);
-        else if (*s == '\n')
-            fputs("\\n", stdout);
-        else
-            putchar(*s);
-    }
-}
-
-/* Prints the counts st and the totals k (4 per queue) of queues as a table
- * (the counts, then the totals), JSON lines (mode DQT_O_JSON) or Prometheus
- * text (DQT_O_PROM, the series of `delayq web`'s /metrics). */
-static void print_stats(char **queues, int nq, const dqt_qstats *st,
-                        const int64_t (*k)[4], int mode, int64_t now) {
-    if (mode == DQT_O_JSON) {
-        static const char *const names[4] = {"scheduled", "due", "inflight",
-                                             "dead"};
-        for (int i = 0; i < nq; i++) {
-            fputs("{\"queue\":", stdout);
-            dqt_json_cstr(stdout, queues[i]);
-            for (int j = 0; j < 4; j++)
-                printf(",\"%s\":%" PRId64, names[j], st[i].v[j]);
-            printf(",\"next_due_ms\":%" PRId64, st[i].v[4]);
-            for (int j = 0; j < 4; j++)
-                printf(",\"%s\":%" PRId64, counter_names[j], k[i][j]);
-            printf(",\"time_ms\":%" PRId64 "}\n", now);
-        }
-        return;
-    }
-    dqt_print_stats(queues, nq, st, mode, now);
-    if (mode == DQT_O_PROM) {
-        static const char *const help[4] = {
-            "Jobs handed out by polls (retries included)", "Jobs acked",
-            "Jobs nacked for a retry", "Jobs dead-lettered"};
-        for (int j = 0; j < 4; j++) {
-            printf("# HELP delayq_jobs_%s_total %s, counted by the clients "
-                   "with DQ_OPT_COUNTERS.\n# TYPE delayq_jobs_%s_total "
-                   "counter\n",
-                   counter_names[j], help[j], counter_names[j]);
-            for (int i = 0; i < nq; i++) {
-                printf("delayq_jobs_%s_total{queue=\"", counter_names[j]);
-                prom_label(queues[i]);
-                printf("\"} %" PRId64 "\n", k[i][j]);
-            }
-        }
-        return;
-    }
-    int qw = 5;
-    for (int i = 0; i < nq; i++)
-        if ((int)dqt_escaped_width(queues[i]) > qw)
-            qw = (int)dqt_escaped_width(queues[i]);
-    if (qw > 40)
-        qw = 40;
-    printf("\n%-*s  %10s  %10s  %10s  %10s\n", qw, "TOTALS", "DELIVERED",
-           "ACKED", "RETRIED", "FAILED");
-    for (int i = 0; i < nq; i++) {
-        dqt_escaped(stdout, queues[i], strlen(queues[i]), (size_t)qw);
-        int pad = qw - (int)dqt_escaped_width(queues[i]);
-        printf("%*s  %10" PRId64 "  %10" PRId64 "  %10" PRId64 "  %10" PRId64
-               "\n",
-               pad > 0 ? pad : 0, "", k[i][0], k[i][1], k[i][2], k[i][3]);
-    }
-}
-
 /* Signal handler of SIGINT and SIGTERM during stats --watch. */
 static void on_stop(int sig) {
     (void)sig;
@@ -284,10 +213,7 @@ int dqt_cmd_stats(dqt_cli *g) {
     if ((rc = dqt_open_client(g)))
         return rc;
     dqt_qstats *st = calloc((size_t)nq, sizeof(*st));
-    int64_t(*k)[4] = calloc((size_t)nq, sizeof(*k));
-    if (st == NULL || k == NULL) {
-        free(st);
-        free(k);
+    if (st == NULL) {
         fprintf(stderr, "delayq stats: out of memory\n");
         return DQT_EXIT_FAILED;
     }
@@ -301,8 +227,8 @@ int dqt_cmd_stats(dqt_cli *g) {
             rc = dq_stats(g->c, queues[i], &st[i].v[0], &st[i].v[1],
                           &st[i].v[2], &st[i].v[3], &st[i].v[4]);
             if (rc >= 0)
-                rc = dq_counters(g->c, queues[i], &k[i][0], &k[i][1],
-                                 &k[i][2], &k[i][3]);
+                rc = dq_counters(g->c, queues[i], &st[i].k[0], &st[i].k[1],
+                                 &st[i].k[2], &st[i].k[3]);
             if (rc < 0) {
                 if (got_stop)
                     break;
@@ -321,8 +247,7 @@ int dqt_cmd_stats(dqt_cli *g) {
                    dqt_fmt_dur(interval, d, sizeof(d)),
                    dqt_fmt_iso(dqt_wall_ms(), iso, sizeof(iso)));
         }
-        print_stats(queues, nq, st, (const int64_t(*)[4])k, mode,
-                    dqt_wall_ms());
+        dqt_print_stats(queues, nq, st, mode, dqt_wall_ms());
         fflush(stdout);
         if (!watch || (count > 0 && round + 1 >= count))
             break;
@@ -333,7 +258,6 @@ int dqt_cmd_stats(dqt_cli *g) {
         }
     }
     free(st);
-    free(k);
     return ret;
 }
 

@@ -67,6 +67,8 @@ const char *dqt_need_queue(const dqt_cli *g) {
  * (DQ_OPT_COUNTERS): --counters or DELAYQ_COUNTERS=1; 0 for 0 or unset; -1
  * after a message for another value. */
 static int want_counters(const dqt_cli *g) {
+    if (g->counters)
+        return 1;
     const char *e = getenv("DELAYQ_COUNTERS");
     if (e == NULL || *e == '\0' || strcmp(e, "0") == 0)
         return 0;

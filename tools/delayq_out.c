@@ -304,8 +304,16 @@ static void prom_label(const char *s) {
     }
 }
 
-/* Prints the counts of queues as a table, JSON lines (mode DQT_O_JSON)
- * or Prometheus text (DQT_O_PROM). */
+/* The totals of dq_counters, in its order, and what each counts. */
+static const char *const counter_names[4] = {"delivered", "acked", "retried",
+                                             "failed"};
+static const char *const counter_help[4] = {
+    "Jobs handed out by polls (retries included)", "Jobs acked",
+    "Jobs nacked for a retry", "Jobs dead-lettered"};
+
+/* Prints the counts and totals of queues as tables (the counts, then the
+ * totals), JSON lines (mode DQT_O_JSON) or Prometheus text (DQT_O_PROM, the
+ * series of `delayq web`'s /metrics). */
 void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
                      int64_t now) {
     static const char *const names[4] = {"scheduled", "due", "inflight",
@@ -316,8 +324,10 @@ void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
             dqt_json_cstr(stdout, queues[i]);
             for (int k = 0; k < 4; k++)
                 printf(",\"%s\":%" PRId64, names[k], st[i].v[k]);
-            printf(",\"next_due_ms\":%" PRId64 ",\"time_ms\":%" PRId64 "}\n",
-                   st[i].v[4], now);
+            printf(",\"next_due_ms\":%" PRId64, st[i].v[4]);
+            for (int k = 0; k < 4; k++)
+                printf(",\"%s\":%" PRId64, counter_names[k], st[i].k[k]);
+            printf(",\"time_ms\":%" PRId64 "}\n", now);
         }
     } else if (mode == DQT_O_PROM) {
         puts("# HELP delayq_jobs Jobs in a delayq queue, by state.");
@@ -342,6 +352,17 @@ void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
                 printf("\"} %" PRId64 ".%03d\n", st[i].v[4] / 1000,
                        (int)(st[i].v[4] % 1000));
         }
+        for (int k = 0; k < 4; k++) {
+            printf("# HELP delayq_jobs_%s_total %s, counted by the clients "
+                   "with DQ_OPT_COUNTERS.\n# TYPE delayq_jobs_%s_total "
+                   "counter\n",
+                   counter_names[k], counter_help[k], counter_names[k]);
+            for (int i = 0; i < nq; i++) {
+                printf("delayq_jobs_%s_total{queue=\"", counter_names[k]);
+                prom_label(queues[i]);
+                printf("\"} %" PRId64 "\n", st[i].k[k]);
+            }
+        }
     } else {
         int qw = 5;
         for (int i = 0; i < nq; i++)
@@ -365,6 +386,16 @@ void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
                    "  %10" PRId64 "  %s\n",
                    pad > 0 ? pad : 0, "", st[i].v[0], st[i].v[1], st[i].v[2],
                    st[i].v[3], rel);
+        }
+        printf("\n%-*s  %10s  %10s  %10s  %10s\n", qw, "TOTALS", "DELIVERED",
+               "ACKED", "RETRIED", "FAILED");
+        for (int i = 0; i < nq; i++) {
+            dqt_escaped(stdout, queues[i], strlen(queues[i]), (size_t)qw);
+            int pad = qw - (int)dqt_escaped_width(queues[i]);
+            printf("%*s  %10" PRId64 "  %10" PRId64 "  %10" PRId64
+                   "  %10" PRId64 "\n",
+                   pad > 0 ? pad : 0, "", st[i].k[0], st[i].k[1], st[i].k[2],
+                   st[i].k[3]);
         }
     }
 }

@@ -46,7 +46,7 @@ enum {
     DQT_O_OFFSET, DQT_O_LIMIT, DQT_O_PROM, DQT_O_WATCH, DQT_O_COUNT,
     DQT_O_ALL, DQT_O_CONC, DQT_O_MAXATT, DQT_O_BACKOFF, DQT_O_MAXBACK,
     DQT_O_GRACE, DQT_O_MAXJOBS, DQT_O_QUIET, DQT_O_JITTER,
-    DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY
+    DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY, DQT_O_COUNTERS
 };
 
 /* One option a command accepts.  arg: 0 none, 1 required, 2 optional
@@ -83,6 +83,7 @@ typedef struct dqt_cli {
     const char *ns;    /* --namespace / DELAYQ_NAMESPACE, may be NULL */
     int help;          /* --help seen */
     int version;       /* --version seen */
+    int counters;      /* --counters seen */
     dq_client *c;      /* open client or NULL */
     dqt_args a;        /* parsed command line of the command */
 } dqt_cli;
@@ -124,9 +125,11 @@ extern const char dqt_help_push[], dqt_help_cancel[], dqt_help_poll[],
 /* Job states as listed. */
 enum { DQT_ST_SCHEDULED = 0, DQT_ST_INFLIGHT = 1, DQT_ST_DEAD = 2 };
 
-/* Counts of one queue: scheduled, due, inflight, dead, next_due_ms. */
+/* Counts of one queue: scheduled, due, inflight, dead, next_due_ms; and
+ * its totals (dq_counters): delivered, acked, retried, failed. */
 typedef struct dqt_qstats {
     int64_t v[5];
+    int64_t k[4];
 } dqt_qstats;
 
 const char *dqt_fmt_iso(int64_t ms, char *out, size_t n);
