@@ -230,7 +230,9 @@ typedef struct dq_client dq_client;
  * A client whose connection breaks later reconnects by itself on its next
  * call; the call that saw the break fails with DQ_EIO or DQ_ETIMEDOUT (and
  * may or may not have taken effect: pushes with a caller-chosen id and
- * DQ_PUSH_KEEP/REPLACE are safe to retry).
+ * DQ_PUSH_KEEP/REPLACE are safe to retry).  The read-only calls (dq_stats,
+ * dq_list, dq_dead_list, dq_counters) reconnect and try once more by
+ * themselves after a DQ_EIO.
  */
 DQ_EXTERN int dq_open(const char *uri, const dq_options *opts,
                       dq_client **out);

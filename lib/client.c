@@ -688,6 +688,14 @@ int dq_extend(dq_client *c, const char *queue, const char *id,
 
 /* ---- Dead letters and stats ---- */
 
+/* 1 if a read-only call (stats, listings, counters) that failed with rc
+ * goes once more: a connection found broken (the server restarted, an
+ * idle link was cut) is reopened by the next try, and a read changes
+ * nothing, so trying again is safe.  A timeout is not retried. */
+static int read_again(int rc, int again) {
+    return again && rc == DQ_EIO;
+}
+
 /* One page of a listing (dq_list, dq_dead_list). */
 static int list_page(dq_client *c, const char *queue, int which,
                      int64_t offset, int count, dq_jobs **out,
@@ -696,9 +704,14 @@ static int list_page(dq_client *c, const char *queue, int which,
     if (rc != DQ_OK)
         return rc;
     dq__op op;
-    rc = run_op(c, &op,
-                dq__op_list(&op, &c->core, queue, which, offset, count,
-                           &c->err));
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op,
+                    dq__op_list(&op, &c->core, queue, which, offset, count,
+                               &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
     if (rc >= 0) {
         *out = op.jobs;
         op.jobs = NULL;
@@ -742,7 +755,13 @@ int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
              int64_t *next_due_ms) {
     ENTER(c);
     dq__op op;
-    int rc = run_op(c, &op, dq__op_stats(&op, &c->core, queue, &c->err));
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op, dq__op_stats(&op, &c->core, queue, &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
     int64_t *outs[5] = {scheduled, due, inflight, dead, next_due_ms};
     for (int i = 0; rc == DQ_OK && i < 5; i++)
         if (outs[i] != NULL)
@@ -755,7 +774,13 @@ int dq_counters(dq_client *c, const char *queue, int64_t *delivered,
                 int64_t *acked, int64_t *retried, int64_t *failed) {
     ENTER(c);
     dq__op op;
-    int rc = run_op(c, &op, dq__op_counts(&op, &c->core, queue, &c->err));
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op, dq__op_counts(&op, &c->core, queue, &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
     int64_t *outs[4] = {delivered, acked, retried, failed};
     for (int i = 0; i < 4; i++)
         if (outs[i] != NULL)

@@ -772,6 +772,8 @@ static int discover(web *w, qname **out, int *complete, char *msg,
         }
         const char *a[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", count};
         redisReply *r = scan_cmd(w, msg, msz, 6, a);
+        if (r == NULL && w->rc == NULL && scan_connect(w, msg, msz) == 0)
+            r = scan_cmd(w, msg, msz, 6, a); /* the link broke: once more */
         if (r == NULL)
             goto fail;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||

@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import socket
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -562,6 +563,52 @@ class TestRobustness(WebCase):
         finally:
             s.stop()
             os.rmdir(d)
+
+
+    def test_redis_restart(self):
+        """A Redis that restarts under the dashboard: the next requests
+        are served again, without a restart of `delayq web`."""
+        d = tempfile.mkdtemp()
+        sock = os.path.join(d, "r.sock")
+        uri = "unix://" + sock
+        binary = os.environ.get("DQ_REDIS_SERVER") or shutil.which(
+            "redis-server") or "/usr/bin/redis-server"
+
+        def start():
+            p = subprocess.Popen(
+                [binary, "--port", "0", "--unixsocket", sock, "--save", "",
+                 "--appendonly", "no", "--dir", d],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertTrue(os.path.exists(sock), "redis-server did not start")
+            return p
+
+        def stop(p):
+            p.terminate()
+            p.wait(10)
+
+        r = start()
+        s = None
+        try:
+            cli(["-u", uri, "-q", "rq1", "push", "a"])
+            s = Server(uri=uri)
+            names = [q["name"] for q in s.get("/api/queues")["queues"]]
+            self.assertEqual(names, ["rq1"])
+            stop(r)
+            r = start()
+            cli(["-u", uri, "-q", "rq2", "push", "b"])
+            # both the SCAN link and the client's link broke: each
+            # reconnects and the read goes once more
+            names = [q["name"] for q in s.get("/api/queues")["queues"]]
+            self.assertEqual(names, ["rq2"])
+            self.assertEqual(s.get("/api/queues/rq2")["stats"]["due"], 1)
+        finally:
+            if s is not None:
+                s.stop()
+            stop(r)
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class TestPage(WebCase):
