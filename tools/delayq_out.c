@@ -74,8 +74,7 @@ const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out, size_t n) {
 
 /* ---- Text and JSON output ------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n) {
+size_t dqt_utf8_len(const unsigned char *p, size_t n) {
     unsigned char c = p[0];
     size_t len;
     uint32_t cp;
@@ -106,11 +105,10 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
     return len;
 }
 
-/* 1 if the n bytes at s are valid UTF-8. */
-static int is_utf8(const void *s, size_t n) {
+int dqt_is_utf8(const void *s, size_t n) {
     const unsigned char *p = s;
     for (size_t i = 0; i < n;) {
-        size_t l = utf8_len(p + i, n - i);
+        size_t l = dqt_utf8_len(p + i, n - i);
         if (l == 0)
             return 0;
         i += l;
@@ -124,7 +122,7 @@ void dqt_json_str(FILE *f, const void *s, size_t n) {
     putc('"', f);
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
-        size_t l = utf8_len(p + i, n - i);
+        size_t l = dqt_utf8_len(p + i, n - i);
         if (l == 0) {
             fputs("\\ufffd", f);
             i++;
@@ -171,7 +169,7 @@ static void base64(FILE *f, const unsigned char *p, size_t n) {
 
 /* ,"payload":"..." for UTF-8 payloads, else ,"payload_base64":"...". */
 void dqt_json_payload(FILE *f, const void *p, size_t n) {
-    if (is_utf8(p, n)) {
+    if (dqt_is_utf8(p, n)) {
         fputs(",\"payload\":", f);
         dqt_json_str(f, p, n);
     } else {

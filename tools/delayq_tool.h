@@ -135,6 +135,10 @@ typedef struct dqt_qstats {
 const char *dqt_fmt_iso(int64_t ms, char *out, size_t n);
 const char *dqt_fmt_dur(int64_t ms, char *out, size_t n);
 const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out, size_t n);
+/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
+size_t dqt_utf8_len(const unsigned char *p, size_t n);
+/* 1 if the n bytes at s are valid UTF-8. */
+int dqt_is_utf8(const void *s, size_t n);
 void dqt_json_str(FILE *f, const void *s, size_t n);
 void dqt_json_cstr(FILE *f, const char *s);
 void dqt_json_payload(FILE *f, const void *p, size_t n);

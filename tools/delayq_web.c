@@ -240,49 +240,6 @@ static char *seg_decode(const char *s, size_t n) {
     return pct_decode(s, n);
 }
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-    unsigned char c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return len;
-}
-
-static int is_utf8(const void *s, size_t n) {
-    const unsigned char *p = s;
-    for (size_t i = 0; i < n;) {
-        size_t l = utf8_len(p + i, n - i);
-        if (l == 0)
-            return 0;
-        i += l;
-    }
-    return 1;
-}
-
 /* Valid UTF-8 without control characters other than tab, LF and CR. */
 static int is_printable(const void *s, size_t n) {
     const unsigned char *p = s;
@@ -290,7 +247,7 @@ static int is_printable(const void *s, size_t n) {
         if ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') ||
             p[i] == 0x7F)
             return 0;
-    return is_utf8(s, n);
+    return dqt_is_utf8(s, n);
 }
 
 /* ---- JSON ------------------------------------------------------------ */
@@ -308,7 +265,7 @@ static void j_str(struct evbuffer *b, const void *s, size_t n) {
     run = 0;
     while (i < n) {
         unsigned char c = p[i];
-        size_t l = utf8_len(p + i, n - i);
+        size_t l = dqt_utf8_len(p + i, n - i);
         const char *esc = NULL;
         if (l == 0)
             esc = "\\ufffd";
@@ -371,7 +328,7 @@ static void j_hex(struct evbuffer *b, const void *s, size_t n) {
 static void j_name(struct evbuffer *b, const char *key, const char *s) {
     evbuffer_add_printf(b, "\"%s\":", key);
     j_cstr(b, s);
-    if (!is_utf8(s, strlen(s))) {
+    if (!dqt_is_utf8(s, strlen(s))) {
         evbuffer_add_printf(b, ",\"%s_hex\":", key);
         j_hex(b, s, strlen(s));
     }
@@ -956,19 +913,28 @@ static void h_session(web *w, struct evhttp_request *req) {
     evbuffer_free(b);
 }
 
-static void h_queues(web *w, struct evhttp_request *req) {
+/* The client and the queues of the namespace, for a listing; -1 after an
+ * error answer was sent. */
+static int queues_for(web *w, struct evhttp_request *req, qname **qs,
+                      int *complete) {
     char msg[512];
+    int rc = client(w);
+    if (rc != 0) {
+        send_dq_error(w, req, rc);
+        return -1;
+    }
+    int n = discover(w, qs, complete, msg, sizeof(msg));
+    if (n < 0)
+        send_error(req, 503, "EIO", msg);
+    return n;
+}
+
+static void h_queues(web *w, struct evhttp_request *req) {
     qname *qs;
     int complete, rc;
-    if ((rc = client(w)) != 0) {
-        send_dq_error(w, req, rc);
+    int n = queues_for(w, req, &qs, &complete);
+    if (n < 0)
         return;
-    }
-    int n = discover(w, &qs, &complete, msg, sizeof(msg));
-    if (n < 0) {
-        send_error(req, 503, "EIO", msg);
-        return;
-    }
     struct evbuffer *b = evbuffer_new();
     evbuffer_add_printf(b, "{\"complete\":%s,\"time_ms\":%" PRId64
                            ",\"queues\":[",
@@ -1299,7 +1265,7 @@ static void h_action(web *w, struct evhttp_request *req, const char *q,
 static void prom_label(struct evbuffer *b, const char *s) {
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t l = utf8_len((const unsigned char *)s + i, n - i);
+        size_t l = dqt_utf8_len((const unsigned char *)s + i, n - i);
         if (l == 0) {
             W_ADD(b, "\xEF\xBF\xBD");
             i++;
@@ -1316,18 +1282,11 @@ static void prom_label(struct evbuffer *b, const char *s) {
 }
 
 static void h_metrics(web *w, struct evhttp_request *req) {
-    char msg[512];
     qname *qs;
     int complete, rc;
-    if ((rc = client(w)) != 0) {
-        send_dq_error(w, req, rc);
+    int n = queues_for(w, req, &qs, &complete);
+    if (n < 0)
         return;
-    }
-    int n = discover(w, &qs, &complete, msg, sizeof(msg));
-    if (n < 0) {
-        send_error(req, 503, "EIO", msg);
-        return;
-    }
     int64_t(*v)[W_NV] = calloc((size_t)n + 1, sizeof(*v));
     char *skip = calloc((size_t)n + 1, 1);
     for (int i = 0; i < n && v != NULL && skip != NULL; i++)
