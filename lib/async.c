@@ -109,7 +109,7 @@ struct aop {
     size_t wait_out;      /* WAIT replies awaited */
     int aborted;          /* failed by the client: nothing more is sent */
     int lost;             /* a link took calls of it */
-    int redirects;        /* MOVED / ASK replies so far */
+    int redirects;        /* MOVED replies so far */
     dq__redirect ask;     /* where C_ASK calls go */
     dq__op op;             /* the operation (engine) */
 };
@@ -684,7 +684,11 @@ static void call_took(dq_async *a, aop *op, size_t i, dq__alink *l, int act,
         return;
     }
     op->cst[i] = C_DONE;
-    if (act == DQ_FEED_REDIRECT && ++op->redirects > 64 + (int)o->ncmds) {
+    /* MOVED loops are bounded here; an ASK is followed by a paused retry
+     * whenever its target cannot serve it yet, so the command timeout
+     * bounds those. */
+    if (act == DQ_FEED_REDIRECT && !o->redir.ask &&
+        ++op->redirects > 64 + (int)o->ncmds) {
         dq__err e;
         dq__err_set(&e, DQ_EREDIS, "%s: redirected more than 64 times",
                    o->what);

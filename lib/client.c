@@ -310,7 +310,7 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
     int64_t deadline = dq__mono_us() + limit_ms * 1000, pause = 1000;
     asks ask_to;
     ask_to.n = 0;
-    for (int rounds = 0;; rounds++) {
+    for (int rounds = 0;;) {
         round rd;
         memset(&rd, 0, sizeof(rd));
         rd.asks = &ask_to;
@@ -348,7 +348,9 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
                               op->what, op->retry_why[0] ? op->retry_why
                                                         : c->err.msg,
                               limit_ms);
-        if (!rd.retry && rounds > 64 + (int)op->ncmds)
+        /* Redirections without a pause between them are bounded; a slot
+         * that stays "not now" is bounded by the command timeout above. */
+        if (!rd.retry && ++rounds > 64 + (int)op->ncmds)
             return dq__err_set(&c->err, DQ_EREDIS,
                               "%s: redirected more than 64 times", op->what);
         if (rd.retry) {

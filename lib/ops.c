@@ -213,15 +213,20 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq__scripts[script].sha;
     c->lens[1] = 40;
-    c->argv[2] = DQ_NKEYS_STR;
+    /* The counts key only goes along when it is used: a key that does not
+     * exist makes Redis answer TRYAGAIN to a multi-key script while its
+     * slot migrates, so an unused one would only cost. */
+    int nk = k->counting || script == DQ_SCRIPT_COUNTS ? DQ_NKEYS
+                                                        : DQ_NKEYS - 1;
+    c->argv[2] = nk == DQ_NKEYS ? DQ_NKEYS_STR : DQ_NKEYS_STR_LESS;
     c->lens[2] = 1;
-    for (int i = 0; i < DQ_NKEYS; i++) {
+    for (int i = 0; i < nk; i++) {
         c->argv[3 + i] = k->key[i];
         c->lens[3 + i] = k->len[i];
     }
-    c->argv[3 + DQ_NKEYS] = k->chanarg; /* ARGV[1] of every script */
-    c->lens[3 + DQ_NKEYS] = k->chanarglen;
-    c->argc = 4 + DQ_NKEYS;
+    c->argv[3 + nk] = k->chanarg; /* ARGV[1] of every script */
+    c->lens[3 + nk] = k->chanarglen;
+    c->argc = 4 + nk;
     return DQ_OK;
 }
 

@@ -12,6 +12,7 @@
 
 #define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
 #define DQ_NKEYS_STR "6"   /* the same, as EVALSHA's numkeys argument */
+#define DQ_NKEYS_STR_LESS "5" /* without the counts key (not counting) */
 #define DQ_CHUNK 1000       /* jobs per script call of a batch */
 /* Generated ids: 14 characters of [0-9A-Za-z], ~83 random bits.  Short on
  * purpose: an id is stored twice per job (ZSET member and HASH field), and
@@ -76,7 +77,8 @@ typedef struct dq__core {
 int dq__core_init(dq__core *core, const dq_options *opts);
 void dq__core_clear(dq__core *core);
 
-/* One script call: "EVALSHA sha 6 k1..k6 channel argv...".  Built as an
+/* One script call: "EVALSHA sha 6 k1..k6 channel argv..." (5 keys when
+ * the client keeps no counters).  Built as an
  * argv (pointing into the caller's data), then sealed into owned RESP
  * bytes (resp, resp_len, and a NUL after them: hiredis's async side peeks
  * one byte past a formatted command) that any link can send as they are,

@@ -13,7 +13,8 @@
 --                        still valid)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
 --   KEYS[6] counts HASH  delivered, acked, retried, failed: totals kept
---                        only by clients with DQ_OPT_COUNTERS
+--                        only by clients with DQ_OPT_COUNTERS (the key is
+--                        passed only then, with the '+' flag below)
 --   KEYS[5] done   ZSET  id -> the token a finished job was acked with (a
 --                        number: the us of that delivery + a little),
 --                        so a retried push answers "done" and a retried ack
