@@ -618,8 +618,16 @@ static int thc_start_node(thc_node *nd, const char *extra_conf)
     return 0;
 }
 
-int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
-                      const char *extra_conf)
+static int thc_start_node_tls(thc_node *nd, const char *extra_conf, const char *cert_dir,
+                              int *tls_port);
+
+/* Starts the nodes (with a tls-port each when cert_dir is set, their
+ * ports in tls_ports), creates the cluster over their plain ports with
+ * redis-cli --cluster create and waits until it is ok; what names the
+ * caller in messages.  0, or -1 with nothing left running. */
+static int cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
+                         const char *extra_conf, const char *cert_dir, int *tls_ports,
+                         const char *what)
 {
     char cli[PATH_MAX], outpath[512], reps[16];
     char *argv[THC_MAX_NODES + 8];
@@ -632,8 +640,8 @@ int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
     memset(c, 0, sizeof *c);
     total = primaries * (1 + replicas_per_primary);
     if (primaries < 3 || replicas_per_primary < 0 || total > THC_MAX_NODES) {
-        thc_err("thc_cluster_start: %d primaries with %d replicas each: need 3 primaries at "
-                "least (redis-cli --cluster create) and %d nodes at most", primaries,
+        thc_err("%s: %d primaries with %d replicas each: need 3 primaries at "
+                "least (redis-cli --cluster create) and %d nodes at most", what, primaries,
                 replicas_per_primary, THC_MAX_NODES);
         return -1;
     }
@@ -643,14 +651,23 @@ int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
         th_find_bin("DQ_REDIS_CLI", "redis-cli", "/usr/bin/redis-cli", cli, sizeof cli) != 0)
         return -1;
     for (i = 0; i < total; i++) {
-        if (thc_start_node(&c->nodes[i], extra_conf) != 0)
+        if (!cert_dir) {
+            if (thc_start_node(&c->nodes[i], extra_conf) != 0)
+                goto fail;
+        } else if (thc_start_node_tls(&c->nodes[i], extra_conf, cert_dir, &tls_ports[i]) != 0) {
+            thc_err("%s: node %d did not start with a tls-port (is the server built with "
+                    "TLS? see its log above)", what, i);
             goto fail;
+        }
         c->count = i + 1;
         snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%d", c->nodes[i].r.port);
     }
 
     /* redis-cli --cluster create: assigns slots and replicas, meets the
-     * nodes and waits until they agree (it may wait forever: bounded here). */
+     * nodes and waits until they agree (it may wait forever: bounded here).
+     * Always over the plain ports: with TLS, redis-cli then meets the nodes
+     * on the bus ports they report, and the bus itself runs TLS
+     * (tls-cluster). */
     snprintf(reps, sizeof reps, "%d", replicas_per_primary);
     argv[argc++] = cli;
     argv[argc++] = (char *)"--cluster";
@@ -666,12 +683,12 @@ int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
         thc_err("%s --cluster create failed (its output is above)", cli);
         goto fail;
     }
-    if (thc_wait_until(c, deadline, NULL, "thc_cluster_start") != 0)
+    if (thc_wait_until(c, deadline, NULL, what) != 0)
         goto fail;
     for (i = 0; i < total; i++)
         nprim += c->nodes[i].role == THC_PRIMARY;
     if (nprim != primaries) {
-        thc_err("thc_cluster_start: %d primaries after create, wanted %d", nprim, primaries);
+        thc_err("%s: %d primaries after create, wanted %d", what, nprim, primaries);
         goto fail;
     }
     return 0;
@@ -679,6 +696,13 @@ int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
 fail:
     thc_cluster_stop(c);
     return -1;
+}
+
+int thc_cluster_start(thc_cluster *c, int primaries, int replicas_per_primary,
+                      const char *extra_conf)
+{
+    return cluster_start(c, primaries, replicas_per_primary, extra_conf, NULL, NULL,
+                         "thc_cluster_start");
 }
 
 void thc_cluster_stop(thc_cluster *c)
@@ -1463,69 +1487,17 @@ static int thc_start_node_tls(thc_node *nd, const char *extra_conf, const char *
 int thc_cluster_start_tls(thc_cluster *c, int primaries, int replicas_per_primary,
                           const char *extra_conf, const char *cert_dir, int *tls_ports)
 {
-    char cli[PATH_MAX], outpath[512], reps[16];
-    char *argv[THC_MAX_NODES + 8];
-    char addrs[THC_MAX_NODES][32];
-    int64_t deadline = th_mono_ms() + THC_START_TIMEOUT_MS;
-    int i, argc = 0, nprim = 0, total;
-
-    if (!c)
-        return -1;
-    memset(c, 0, sizeof *c);
-    total = primaries * (1 + replicas_per_primary);
-    if (primaries < 3 || replicas_per_primary < 0 || total > THC_MAX_NODES || !cert_dir ||
-        !cert_dir[0] || strpbrk(cert_dir, "\" \\\n") || !tls_ports) {
-        thc_err("thc_cluster_start_tls: bad arguments (%d primaries with %d replicas each: "
-                "3 primaries at least, %d nodes at most; a cert dir without quotes, spaces "
-                "or backslashes; tls_ports)", primaries, replicas_per_primary, THC_MAX_NODES);
+    if (!cert_dir || !cert_dir[0] || strpbrk(cert_dir, "\" \\\n") || !tls_ports) {
+        thc_err("thc_cluster_start_tls: a cert dir without quotes, spaces or backslashes "
+                "and tls_ports are needed");
         return -1;
     }
-    for (i = 0; i < THC_MAX_NODES; i++)
+    for (int i = 0; i < THC_MAX_NODES; i++)
         tls_ports[i] = 0;
-    if (th_find_bin("DQ_REDIS_SERVER", "redis-server", "/usr/bin/redis-server", cli,
-                     sizeof cli) != 0 ||
-        th_find_bin("DQ_REDIS_CLI", "redis-cli", "/usr/bin/redis-cli", cli, sizeof cli) != 0)
-        return -1;
-    for (i = 0; i < total; i++) {
-        if (thc_start_node_tls(&c->nodes[i], extra_conf, cert_dir, &tls_ports[i]) != 0) {
-            thc_err("thc_cluster_start_tls: node %d did not start with a tls-port (is the "
-                    "server built with TLS? see its log above)", i);
-            goto fail;
-        }
-        c->count = i + 1;
-        snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%d", c->nodes[i].r.port);
-    }
-
-    /* Created over the plain ports: redis-cli then meets the nodes on the
-     * bus ports they report, and the bus itself runs TLS (tls-cluster). */
-    snprintf(reps, sizeof reps, "%d", replicas_per_primary);
-    argv[argc++] = cli;
-    argv[argc++] = (char *)"--cluster";
-    argv[argc++] = (char *)"create";
-    for (i = 0; i < total; i++)
-        argv[argc++] = addrs[i];
-    argv[argc++] = (char *)"--cluster-replicas";
-    argv[argc++] = reps;
-    argv[argc++] = (char *)"--cluster-yes";
-    argv[argc] = NULL;
-    if (th_fmt(outpath, sizeof outpath, "%s/cluster-create.out", c->nodes[0].r.dir) != 0 ||
-        thc_run_tool(argv, outpath, deadline - th_mono_ms()) != 0) {
-        thc_err("%s --cluster create failed (its output is above)", cli);
-        goto fail;
-    }
-    if (thc_wait_until(c, deadline, NULL, "thc_cluster_start_tls") != 0)
-        goto fail;
-    for (i = 0; i < total; i++)
-        nprim += c->nodes[i].role == THC_PRIMARY;
-    if (nprim != primaries) {
-        thc_err("thc_cluster_start_tls: %d primaries after create, wanted %d", nprim, primaries);
-        goto fail;
-    }
-    return 0;
-
-fail:
-    thc_cluster_stop(c);
-    for (i = 0; i < THC_MAX_NODES; i++)
+    if (cluster_start(c, primaries, replicas_per_primary, extra_conf, cert_dir, tls_ports,
+                      "thc_cluster_start_tls") == 0)
+        return 0;
+    for (int i = 0; i < THC_MAX_NODES; i++)
         tls_ports[i] = 0;
     return -1;
 }
