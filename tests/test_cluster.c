@@ -502,29 +502,6 @@ static void batch_5000(dq_client *c, thc_cluster *cl, const char *q,
 
 /* ---- dq_poll_wait woken by another client's push ------------------------- */
 
-typedef struct waiter {
-    dq_client *c;
-    const char *q;
-    int rc;
-    int64_t done_us;
-    char id[DQ_ID_BUF], token[DQ_TOKEN_BUF], err[256];
-} waiter;
-
-static void *wait_thread(void *arg) {
-    waiter *w = arg;
-    dq_jobs *jobs = NULL;
-    w->rc = dq_poll_wait(w->c, w->q, 1, 30000, 10000, &jobs);
-    w->done_us = th_mono_us();
-    if (w->rc == 1) {
-        snprintf(w->id, sizeof(w->id), "%s", dq_job_id(dq_jobs_at(jobs, 0)));
-        snprintf(w->token, sizeof(w->token), "%s",
-                 dq_job_token(dq_jobs_at(jobs, 0)));
-    } else {
-        snprintf(w->err, sizeof(w->err), "%s", dq_errmsg(w->c));
-    }
-    dq_jobs_free(jobs);
-    return NULL;
-}
 
 /* Waits until node o has a (sharded) subscriber on channel. */
 static void wait_subscribed(thc_cluster *cl, int o, const char *chan) {
@@ -545,7 +522,7 @@ static void wait_subscribed(thc_cluster *cl, int o, const char *chan) {
     }
 }
 
-/* Three rounds: a waiter (wait cap 10 s) on q, woken by producer's push;
+/* Three rounds: a tu_waiter (wait cap 10 s) on q, woken by producer's push;
  * returns the slowest wake-up (ms). */
 static int64_t wake_rounds(thc_cluster *cl, const char *uri, int parts,
                            dq_client *producer, const char *q) {
@@ -561,9 +538,9 @@ static int64_t wake_rounds(thc_cluster *cl, const char *uri, int parts,
         int p = part_of(id, parts);
         tag_of(q, p, tag, sizeof(tag));
         snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
-        waiter w = {.c = wc, .q = q};
+        tu_waiter w = {.c = wc, .q = q};
         pthread_t th;
-        ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
+        ck_assert_int_eq(pthread_create(&th, NULL, tu_wait_thread, &w), 0);
         wait_subscribed(cl, owner_of_part(cl, q, p), chan);
         th_sleep_ms(150); /* let it poll once and go to sleep */
         int64_t t0 = th_mono_us();

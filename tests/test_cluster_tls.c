@@ -308,31 +308,8 @@ static int round_trip(dq_client *c, const char *q, int parts, int n) {
     return acked;
 }
 
-typedef struct waiter {
-    dq_client *c;
-    const char *q;
-    int rc;
-    int64_t done_us;
-    char id[DQ_ID_BUF], token[DQ_TOKEN_BUF], err[256];
-} waiter;
 
-static void *wait_thread(void *arg) {
-    waiter *w = arg;
-    dq_jobs *jobs = NULL;
-    w->rc = dq_poll_wait(w->c, w->q, 1, 30000, 10000, &jobs);
-    w->done_us = th_mono_us();
-    if (w->rc == 1) {
-        snprintf(w->id, sizeof(w->id), "%s", dq_job_id(dq_jobs_at(jobs, 0)));
-        snprintf(w->token, sizeof(w->token), "%s",
-                 dq_job_token(dq_jobs_at(jobs, 0)));
-    } else {
-        snprintf(w->err, sizeof(w->err), "%s", dq_errmsg(w->c));
-    }
-    dq_jobs_free(jobs);
-    return NULL;
-}
-
-/* A waiter on q (its own client, wait cap 10 s) woken by producer's push
+/* A tu_waiter on q (its own client, wait cap 10 s) woken by producer's push
  * of job id; returns the wake-up time (ms). */
 static int64_t wake(const char *uri, int parts, dq_client *producer,
                     const char *q, const char *id) {
@@ -340,15 +317,15 @@ static int64_t wake(const char *uri, int parts, dq_client *producer,
     ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 10000), 0);
     dq_client *wc = NULL;
     int rc = dq_open(uri, o, &wc);
-    CK_RC(rc, 0, wc, "open (waiter)");
+    CK_RC(rc, 0, wc, "open (tu_waiter)");
     char tag[64], chan[128];
     int p = part_of(id, parts);
     tag_of(q, p, tag, sizeof(tag));
     snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
     int o_node = owner_of_part(q, p);
-    waiter w = {.c = wc, .q = q};
+    tu_waiter w = {.c = wc, .q = q};
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, tu_wait_thread, &w), 0);
     int64_t end = th_mono_ms() + 10000;
     for (;;) {
         redisReply *r = node_cmd(o_node, "PUBSUB SHARDNUMSUB %s", chan);
@@ -375,7 +352,7 @@ static int64_t wake(const char *uri, int parts, dq_client *producer,
     ck_assert_str_eq(w.id, id);
     ck_assert_msg(ms < 1000, "poll_wait on %s woken %" PRId64
                   " ms after the push (wait cap 10 s)", q, ms);
-    CK_RC(dq_ack(wc, q, w.id, w.token), 0, wc, "ack (waiter)");
+    CK_RC(dq_ack(wc, q, w.id, w.token), 0, wc, "ack (tu_waiter)");
     dq_close(wc);
     dq_options_free(o);
     return ms;

@@ -288,3 +288,19 @@ const char *tu_uri(const char *base, const char *extra, char *buf, size_t n) {
     ck_assert_msg(w >= 0 && (size_t)w < n, "URI does not fit: %s", base);
     return buf;
 }
+
+void *tu_wait_thread(void *arg) {
+    tu_waiter *w = arg;
+    dq_jobs *jobs = NULL;
+    w->rc = dq_poll_wait(w->c, w->q, 1, 30000, 10000, &jobs);
+    w->done_us = th_mono_us();
+    if (w->rc == 1) {
+        snprintf(w->id, sizeof(w->id), "%s", dq_job_id(dq_jobs_at(jobs, 0)));
+        snprintf(w->token, sizeof(w->token), "%s",
+                 dq_job_token(dq_jobs_at(jobs, 0)));
+    } else {
+        snprintf(w->err, sizeof(w->err), "%s", dq_errmsg(w->c));
+    }
+    dq_jobs_free(jobs);
+    return NULL;
+}

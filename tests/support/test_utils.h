@@ -160,6 +160,18 @@ long long tu_sum(redisContext *r, const char *cmd, const char *ns,
  * (the plain keys are the queue's own). */
 void tu_assert_plain_clean(redisContext *r, const char *ns, const char *queue);
 
+/* A dq_poll_wait (max 1, lease 30 s, waiting up to 10 s) run in a thread
+ * (pthread_create(..., tu_wait_thread, &w)): its result, when it returned
+ * (th_mono_us) and the job's id and token, or the client's error. */
+typedef struct tu_waiter {
+    dq_client *c;
+    const char *q;
+    int rc;
+    int64_t done_us;
+    char id[DQ_ID_BUF], token[DQ_TOKEN_BUF], err[256];
+} tu_waiter;
+void *tu_wait_thread(void *arg);
+
 /* g_srv.uri with the query parameters extra ("db=5", "db=3&user=u") added
  * after '?' or, when the URI already has a query (a partitioned run),
  * '&'.  Written to buf; returns buf.  Fails the test if it does not fit. */
