@@ -1524,3 +1524,20 @@ const char *thc_cluster_tls_uri(const thc_cluster *c, const int *tls_ports, char
     }
     return buf;
 }
+
+int thc_primaries(const thc_cluster *c, int *out)
+{
+    int n = 0;
+    for (int i = 0; i < c->count; i++)
+        if (c->nodes[i].r.pid > 0 && c->nodes[i].role == THC_PRIMARY)
+            out[n++] = i;
+    return n;
+}
+
+void thc_part_tag(const char *q, int p, char *buf, size_t n)
+{
+    if (p < 0)
+        snprintf(buf, n, "%s", q);
+    else
+        snprintf(buf, n, "%s#%d", q, p);
+}

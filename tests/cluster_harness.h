@@ -76,6 +76,14 @@ const char *thc_cluster_uri(const thc_cluster *c, char *buf, size_t n);
 int thc_slot_of(const char *key);
 int thc_slot_of_len(const char *key, size_t len);
 
+/* Indexes of the live primaries (by the roles last seen), in node order,
+ * into out (THC_MAX_NODES entries); returns how many. */
+int thc_primaries(const thc_cluster *c, int *out);
+
+/* The hash tag of queue q (a name that needs no percent-encoding), or of
+ * its partition p when p >= 0 ("q#p"), into buf. */
+void thc_part_tag(const char *q, int p, char *buf, size_t n);
+
 /* Index of the node owning slot, per CLUSTER SLOTS of a live node; -1 if none. */
 int thc_owner(thc_cluster *c, int slot);
 

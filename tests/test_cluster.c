@@ -90,29 +90,13 @@ static void cluster_down(void) {
     g_cl_up = 0;
 }
 
-/* Indexes of the live primaries, in node order; returns how many. */
-static int primaries(thc_cluster *cl, int *out) {
-    int n = 0;
-    for (int i = 0; i < cl->count; i++)
-        if (cl->nodes[i].r.pid > 0 && cl->nodes[i].role == THC_PRIMARY)
-            out[n++] = i;
-    return n;
-}
 
 /* ---- keys, slots, partitions -------------------------------------------- */
 
-/* The hash tag of queue q (names here need no percent-encoding), or of its
- * partition p when p >= 0: "q" or "q#p". */
-static void tag_of(const char *q, int p, char *buf, size_t n) {
-    if (p < 0)
-        snprintf(buf, n, "%s", q);
-    else
-        snprintf(buf, n, "%s#%d", q, p);
-}
 
 static int slot_of_part(const char *q, int p) {
     char t[256];
-    tag_of(q, p, t, sizeof(t));
+    thc_part_tag(q, p, t, sizeof(t));
     return thc_slot_of(t);
 }
 
@@ -163,7 +147,7 @@ static void check_stored(thc_cluster *cl, const char *q, int parts,
                          const char *id) {
     int p = part_of(id, parts);
     char tag[256], key[300];
-    tag_of(q, p, tag, sizeof(tag));
+    thc_part_tag(q, p, tag, sizeof(tag));
     snprintf(key, sizeof(key), "dq:{%s}:jobs", tag);
     int o = owner_of_part(cl, q, p);
     ck_assert_msg(node_int(cl, o, "HEXISTS %s %s", key, id) == 1,
@@ -406,7 +390,7 @@ static void core_queue(dq_client *c, thc_cluster *cl, const char *q,
  * partitions' slots -- cover every primary; owners counted per primary. */
 static void pick_queues(thc_cluster *cl, const char *prefix, int parts,
                         char names[12][32], int per_node[THC_MAX_NODES]) {
-    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    int prim[THC_MAX_NODES], np = thc_primaries(cl, prim);
     ck_assert_int_eq(np, 3);
     memset(per_node, 0, sizeof(int) * THC_MAX_NODES);
     int n = 0;
@@ -462,7 +446,7 @@ static void batch_5000(dq_client *c, thc_cluster *cl, const char *q,
     int nparts = parts > 1 ? parts : 1;
     for (int p = 0; p < nparts; p++) {
         char tag[64], key[96];
-        tag_of(q, parts > 1 ? p : -1, tag, sizeof(tag));
+        thc_part_tag(q, parts > 1 ? p : -1, tag, sizeof(tag));
         snprintf(key, sizeof(key), "dq:{%s}:jobs", tag);
         int o = owner_of_part(cl, q, parts > 1 ? p : -1);
         ck_assert_msg(node_int(cl, o, "HLEN %s", key, NULL) == count[p],
@@ -536,7 +520,7 @@ static int64_t wake_rounds(thc_cluster *cl, const char *uri, int parts,
         char id[32], tag[64], chan[128];
         snprintf(id, sizeof(id), "w-%d", r);
         int p = part_of(id, parts);
-        tag_of(q, p, tag, sizeof(tag));
+        thc_part_tag(q, p, tag, sizeof(tag));
         snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
         tu_waiter w = {.c = wc, .q = q};
         pthread_t th;
@@ -578,7 +562,7 @@ START_TEST(core_plain) {
     batch_5000(c, cl, "cq-batch", 1, &push_ms, &ack_ms);
     int64_t wake = wake_rounds(cl, uri, 1, c, "cq-wake");
     int prim[THC_MAX_NODES];
-    primaries(cl, prim);
+    thc_primaries(cl, prim);
     printf("figures: cluster_core_plain: queues=12 per_primary=%d/%d/%d "
            "push_batch_5000_ms=%" PRId64 " ack_batch_5000_ms=%" PRId64
            " wake_ms_max=%" PRId64 "\n",
@@ -633,7 +617,7 @@ START_TEST(core_partitioned) {
     ck_stats(plain, "pq-wasplain", 0, 1, 0, 0);
 
     int prim[THC_MAX_NODES];
-    primaries(cl, prim);
+    thc_primaries(cl, prim);
     printf("figures: cluster_core_partitioned: queues=12 partitions=8 "
            "partitions_per_primary=%d/%d/%d push_batch_5000_ms=%" PRId64
            " ack_batch_5000_ms=%" PRId64 " wake_ms_max=%" PRId64 "\n",
@@ -673,10 +657,10 @@ START_TEST(poll_wait_resubscribe) {
 
     /* A: subscribed to all 4 partitions; partition 0's slot moves. */
     CK_RC(dq_poll_wait(w, q, 1, 30000, 100, &jobs), 0, w, "poll_wait");
-    tag_of(q, 0, tag, sizeof(tag));
+    thc_part_tag(q, 0, tag, sizeof(tag));
     snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
     int slot = slot_of_part(q, 0), src = thc_owner(cl, slot), to = -1;
-    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    int prim[THC_MAX_NODES], np = thc_primaries(cl, prim);
     wait_subscribed(cl, src, chan);
     for (int i = 0; i < np; i++)
         if (prim[i] == src)
@@ -922,7 +906,7 @@ static void reshard(int parts) {
     /* The moves: partitions 0, 1, 2 each to the next primary, then
      * partition 0 once more; or the plain queue's slot around all three
      * primaries. */
-    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    int prim[THC_MAX_NODES], np = thc_primaries(cl, prim);
     ck_assert_int_eq(np, 3);
     int slots[8], nmoves = 0;
     if (parts > 1) {
@@ -1088,7 +1072,7 @@ START_TEST(ask_and_moved) {
     static anchors anc;
     memset(&anc, 0, sizeof(anc));
     anchors_seed(c, q, 4, &anc); /* every key of every partition exists */
-    int prim[THC_MAX_NODES], np = primaries(cl, prim);
+    int prim[THC_MAX_NODES], np = thc_primaries(cl, prim);
     int sa = slot_of_part(q, 1), sb = slot_of_part(q, 0);
     ck_assert_int_ne(sa, sb);
     int moves[2] = {sa, sb}, to[2] = {-1, -1};

@@ -153,24 +153,10 @@ static void cluster_up(char *uri, size_t n) {
 
 /* ---- helpers of the TLS tests ------------------------------------------- */
 
-static int primaries(int *out) {
-    int n = 0;
-    for (int i = 0; i < g_cl.count; i++)
-        if (g_cl.nodes[i].r.pid > 0 && g_cl.nodes[i].role == THC_PRIMARY)
-            out[n++] = i;
-    return n;
-}
-
-static void tag_of(const char *q, int p, char *buf, size_t n) {
-    if (p < 0)
-        snprintf(buf, n, "%s", q);
-    else
-        snprintf(buf, n, "%s#%d", q, p);
-}
 
 static int owner_of_part(const char *q, int p) {
     char t[256];
-    tag_of(q, p, t, sizeof(t));
+    thc_part_tag(q, p, t, sizeof(t));
     int o = thc_owner(&g_cl, thc_slot_of(t));
     ck_assert_msg(o >= 0, "no owner for %s", t);
     return o;
@@ -200,7 +186,7 @@ static redisReply *node_cmd(int i, const char *fmt, ...) {
 static void check_stored(const char *q, int parts, const char *id) {
     int p = part_of(id, parts);
     char tag[256];
-    tag_of(q, p, tag, sizeof(tag));
+    thc_part_tag(q, p, tag, sizeof(tag));
     int o = owner_of_part(q, p);
     redisReply *r = node_cmd(o, "HEXISTS dq:{%s}:jobs %s", tag, id);
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 1,
@@ -213,7 +199,7 @@ static void check_stored(const char *q, int parts, const char *id) {
  * partitions lie on all 3 primaries. */
 static void pick_queues(char names[NQ][32], char *pq, size_t n) {
     int prim[THC_MAX_NODES], per[THC_MAX_NODES] = {0};
-    ck_assert_int_eq(primaries(prim), 3);
+    ck_assert_int_eq(thc_primaries(&g_cl, prim), 3);
     int k = 0, got = 0;
     for (; got < NQ && k < 1000; k++) {
         char q[32];
@@ -320,7 +306,7 @@ static int64_t wake(const char *uri, int parts, dq_client *producer,
     CK_RC(rc, 0, wc, "open (tu_waiter)");
     char tag[64], chan[128];
     int p = part_of(id, parts);
-    tag_of(q, p, tag, sizeof(tag));
+    thc_part_tag(q, p, tag, sizeof(tag));
     snprintf(chan, sizeof(chan), "dq:{%s}:wake:0", tag);
     int o_node = owner_of_part(q, p);
     tu_waiter w = {.c = wc, .q = q};
@@ -363,7 +349,7 @@ START_TEST(sync_ops) {
     cluster_up(uri, sizeof(uri));
     pick_queues(names, pq, sizeof(pq));
     int prim[THC_MAX_NODES];
-    ck_assert_int_eq(primaries(prim), 3);
+    ck_assert_int_eq(thc_primaries(&g_cl, prim), 3);
     int plain_before[3];
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(clients_on(prim[i], g_tls[prim[i]]), 0);
@@ -472,7 +458,7 @@ START_TEST(async_ops) {
     cluster_up(uri, sizeof(uri));
     pick_queues(names, pq, sizeof(pq));
     int prim[THC_MAX_NODES];
-    ck_assert_int_eq(primaries(prim), 3);
+    ck_assert_int_eq(thc_primaries(&g_cl, prim), 3);
     int plain_before[3];
     for (int i = 0; i < 3; i++)
         plain_before[i] = clients_on(prim[i], g_cl.nodes[prim[i]].r.port);
