@@ -393,13 +393,15 @@ static void run_op(dq_client *c, src *s) {
         }
         check_rc(c, what, rc, before);
         if (rc == 0) {
-            if (outcome < DQ_PUSHED || outcome > DQ_REPLACED)
+            /* DQ_DONE: the id was acked moments ago (a retried push) */
+            if (outcome < DQ_PUSHED || outcome > DQ_DONE)
                 FAIL("push outcome %d", outcome);
+            int wrote = outcome == DQ_PUSHED || outcome == DQ_REPLACED;
             if (outp != NULL && id != NULL && strcmp(out, id) != 0)
                 FAIL("push returned id '%s' for '%s'", out, id);
-            if (outp != NULL && outcome != DQ_KEPT)
+            if (outp != NULL && wrote)
                 remember(q, out, pl, len);
-            else if (outp == NULL && outcome != DQ_KEPT)
+            else if (outp == NULL && wrote)
                 remember(q, id, pl, len); /* id NULL: generated, unseen */
         }
         break;
@@ -432,9 +434,9 @@ static void run_op(dq_client *c, src *s) {
             if ((size_t)rc > n)
                 FAIL("push_batch created %d of %zu", rc, n);
             for (size_t i = 0; i < cap; i++) {
-                if (outcomes[i] < DQ_PUSHED || outcomes[i] > DQ_REPLACED)
+                if (outcomes[i] < DQ_PUSHED || outcomes[i] > DQ_DONE)
                     FAIL("push_batch outcome %d", outcomes[i]);
-                if (outcomes[i] != DQ_KEPT)
+                if (outcomes[i] == DQ_PUSHED || outcomes[i] == DQ_REPLACED)
                     remember(q, ids_out + i * DQ_ID_BUF, pls[i], lens[i]);
             }
         }
