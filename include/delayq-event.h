@@ -234,10 +234,14 @@ DQ_EXTERN int dq_consumer_new(dq_async *a, const char *queue,
 
 /*
  * Starts consuming: up to DQ_COPT_CONCURRENCY jobs run at once.  The
- * consumer sleeps until the next job is due (the server says when) and is
- * woken early through a second connection subscribed to the queue's wake
- * channel when someone pushes an earlier job.  Idle, it sends Redis at most
- * two commands per DQ_OPT_WAIT_CAP_MS (one poll, one subscriber check).
+ * consumer waits as dq_poll_wait does: registered among the queue's waiting
+ * consumers, it sleeps until the next job is due if it owns that event, else
+ * until DQ_OPT_WAIT_CAP_MS, and is woken early through a second connection
+ * subscribed to its own wake channel when a script has due work for it
+ * (README, "Waking on time").  Consumers of one queue on one dq_async share
+ * that registration (one consumer per client is the efficient setup).
+ * Idle, it sends Redis at most two commands per DQ_OPT_WAIT_CAP_MS (one
+ * poll, one subscriber check).
  * Returns 0, DQ_ENULL, DQ_EINVAL (already started, or a sync consumer) or
  * DQ_ENOMEM.
  */

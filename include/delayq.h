@@ -404,11 +404,18 @@ DQ_EXTERN int dq_poll(dq_client *c, const char *queue, int max,
 
 /*
  * As dq_poll, but when nothing is due, waits up to timeout_ms (0..
- * DQ_DELAY_MAX) for a job to come due, without busy polling: it sleeps on
- * its own clock until the next due time (fed by the server's offsets) and is
- * woken early, on a second connection opened on first use, when any client
- * pushes a job due earlier.  While idle it sends Redis at most two commands
- * per DQ_OPT_WAIT_CAP_MS (default 1 s): one poll and one PING.
+ * DQ_DELAY_MAX) for a job to come due, without busy polling.  Its polls
+ * register the client as a waiting consumer of the queue: of all waiting
+ * consumers one sleeps until the next due time (on its own clock, from the
+ * server's offsets), the others until DQ_OPT_WAIT_CAP_MS, and a push of an
+ * earlier job, or due work another poll left behind, wakes exactly one of
+ * them, on a second connection opened on first use (README, "Waking on
+ * time").  A call right after one that returned jobs does not poll first
+ * when nothing was left due: it waits.  While idle it sends Redis at most
+ * two commands per DQ_OPT_WAIT_CAP_MS (default 1 s): one poll and one PING.
+ * A client that stops calling it but stays open may still be woken for jobs
+ * until its cap has passed; others poll them then.  One client waits as one
+ * consumer: threads need a client each (as for every call).
  * Returns the number of jobs claimed, 0 on timeout, or a negative code.
  */
 DQ_EXTERN int dq_poll_wait(dq_client *c, const char *queue, int max,

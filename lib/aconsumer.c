@@ -460,7 +460,10 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
     /* Sleep until the next job is due (server offset, measured from about
      * when the script ran), or the idle cap. */
     int64_t cap = dq__async_opts(a)->wait_cap_ms * 1000;
-    if (next_us < 0 || next_us >= cap)
+    /* A consumer that does not own the next event is registered until its
+     * cap (next_us within a millisecond of it): an idle sleep, which also
+     * checks the watches (see lua/common.lua, "Wake-ups"). */
+    if (next_us < 0 || next_us + 1000 >= cap)
         timer_set(s, recv + cap, 1);
     else
         timer_set(s, (s->poll_sent_us + recv) / 2 + next_us, 0);

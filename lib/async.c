@@ -223,7 +223,8 @@ const dq_options *dq__async_opts(const dq_async *a) { return &a->core.opts; }
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
                            char *out, size_t size) {
     dq__core_keys_part(&a->core, queue, part);
-    snprintf(out, size, "%s", a->core.keys.chan);
+    /* the client's own channel: see lua/common.lua, "Wake-ups" */
+    snprintf(out, size, "%s:%s", a->core.keys.chan, dq__core_me(&a->core));
 }
 
 int dq__async_partitions(const dq_async *a) { return a->core.partitions; }
@@ -1302,14 +1303,21 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
                 w->subscribed = 1;
                 ev = DQ_WATCH_READY;
                 /* wake-ups may have been missed while unsubscribed */
-                dq__core_woken(&a->core, w->channel, strlen(w->channel));
+                dq__core_wake_msg(&a->core, w->channel, strlen(w->channel),
+                                  NULL, 0);
             }
         } else if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
                    (len == 8 && memcmp(kind, "smessage", 8) == 0)) {
             w->l.last_us = dq__mono_us();
             ev = DQ_WATCH_WAKE;
-            /* a partition's channel: that partition may have due work */
-            dq__core_woken(&a->core, w->channel, strlen(w->channel));
+            /* when the consumer is to poll that partition: now, or the
+             * time a consumer's own channel names */
+            size_t mlen = 0;
+            const char *msg = dq__reply_len(r) >= 3
+                                  ? dq__reply_str(dq__reply_at(r, 2), &mlen)
+                                  : NULL;
+            dq__core_wake_msg(&a->core, w->channel, strlen(w->channel),
+                              msg ? msg : "0", msg ? mlen : 1);
         } else if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0) {
             char msg[600];
             snprintf(msg, sizeof(msg),

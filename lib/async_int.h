@@ -45,7 +45,8 @@ void dq__async_link_down(dq_async *a, struct dq__alink *l, int code,
                         const char *msg, int was_up, int report);
 /* Calls the state callback, if any. */
 void dq__async_state(dq_async *a, int state, int code, const char *msg);
-/* The wake channel of queue (of its partition part; -1: the plain queue). */
+/* The client's own wake channel of queue (of its partition part; -1: the
+ * plain queue), where scripts tell it when to poll (lua/common.lua). */
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
                            char *out, size_t size);
 /* Partitions of every queue of the client (1: plain queues). */

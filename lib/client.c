@@ -590,32 +590,25 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
         int64_t left_us = deadline - dq__mono_us();
         if (left_us <= 0)
             return 0;
-        /* Sleep until the next due time (server offset, our clock), the
-         * caller's deadline or the cap, whichever is first. */
+        /* Sleep until this consumer is to poll again (its registration
+         * among the waiting consumers, see lua/common.lua "Wake-ups":
+         * the next due time if it owns it, else the cap), a wake-up on
+         * its own channel, or the caller's deadline, whichever is first. */
         int64_t cap_us = c->core.opts.wait_cap_ms * 1000;
-        int64_t sleep_us = next_us < 0 ? cap_us : next_us;
-        int capped = sleep_us >= cap_us;
-        if (capped)
-            sleep_us = cap_us;
-        if (w->lost && sleep_us > 100000) {
+        int64_t sleep_us = next_us < 0 || next_us > cap_us ? cap_us : next_us;
+        if (w->lost && sleep_us > 100000)
             sleep_us = 100000; /* no subscriber yet: look again soon */
-            capped = 0;
-        }
-        if (sleep_us > left_us) {
+        if (sleep_us > left_us)
             sleep_us = left_us;
-            capped = 0;
-        }
         if (dq__wake_drain(w, &c->core) > 0)
             continue;
         rc = dq__wake_wait(w, sleep_us, &c->err);
         if (rc < 0)
             continue; /* a wake-up link broke: subscribe again, poll */
-        if (rc == 0 && capped) {
-            /* Nothing for a while: check the links, and let a partitioned
-             * poll visit every partition once (a wake-up lost with a
-             * broken link is then made up for). */
+        if (rc == 0 && dq__mono_us() - w->alive_us >= cap_us) {
+            /* Quiet for a while: check that the links still listen (a
+             * broken one subscribes again, and then polls everything). */
             dq__wake_ping(w, &c->core, &c->err);
-            dq__core_woken_all(&c->core, queue);
         }
         dq__wake_drain(w, &c->core);
     }

@@ -167,7 +167,7 @@ static int build_poll(dq__op *op) {
     memset(&op->one, 0, sizeof(op->one));
     dq__core_keys_part(op->core, op->queue, op->part);
     return dq__build_poll(&op->one, op->core, op->max - op->status,
-                          op->lease_ms);
+                          op->lease_ms, op->known);
 }
 
 static int poll_common(dq__op *op, dq__core *core, const char *queue,
@@ -189,6 +189,14 @@ static int poll_common(dq__op *op, dq__core *core, const char *queue,
         q->cursor = (q->cursor + 1) % op->nparts; /* fair start */
         if ((op->part = next_part(op, q)) < 0)
             op->ncmds = 0; /* nothing known due: no call */
+    } else if (known) {
+        /* A waiting consumer of a plain queue: its one entry says when it
+         * is to poll (its registration among the waiting consumers). */
+        dq__qparts *q = dq__core_qparts(core, queue);
+        if (q == NULL)
+            return oom(op, DQ_ENOMEM, err);
+        if (q->due_us[0] > dq__mono_us())
+            op->ncmds = 0;
     }
     if (op->ncmds > 0 && (rc = oom(op, build_poll(op), err)) != DQ_OK)
         return rc;
@@ -530,13 +538,22 @@ static int feed_poll(dq__op *op, const dq__reply *r, dq__err *e) {
     if (dq__jobs_append(&op->jobs, got) != DQ_OK)
         return dq__err_set(e, DQ_ENOMEM, "poll: out of memory");
     op->status += rc;
-    op->next_us = next_us;
-    dq__qparts *q = op->part >= 0 ? dq__core_qparts(op->core, op->queue)
-                                  : NULL;
-    if (q != NULL)
-        q->due_us[op->part] = rc >= asked  ? 0
-                              : next_us < 0 ? INT64_MAX
-                                            : dq__mono_us() + next_us;
+    /* Of a waiting consumer's poll, next_us is when it is to poll this
+     * partition again (its registration, see lua/poll.lua): its client
+     * keeps it.  Of any other poll it is only news (the earliest over the
+     * partitions visited, 0 when one may have more due). */
+    if (op->known) {
+        dq__qparts *q = dq__core_qparts(op->core, op->queue);
+        if (q != NULL)
+            q->due_us[op->part < 0 ? 0 : op->part] =
+                next_us == 0  ? 0
+                : next_us < 0 ? INT64_MAX
+                              : dq__mono_us() + next_us;
+    } else {
+        int64_t mine = rc >= asked ? 0 : next_us;
+        if (op->next_us < 0 || (mine >= 0 && mine < op->next_us))
+            op->next_us = mine;
+    }
     return rc;
 }
 
@@ -652,9 +669,11 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
 
 void dq__op_fail(dq__op *op, int code, const dq__err *e) { op_error(op, code, e); }
 
-/* A partitioned poll is over: the time until the earliest partition may
- * have due work, as far as the client knows (-1: none pending). */
+/* A waiting consumer's poll is over: the time until it is to poll one of
+ * the queue's partitions again, as far as its client knows (-1: none). */
 static void poll_done(dq__op *op) {
+    if (!op->known)
+        return; /* feed_poll kept the earliest the replies told */
     dq__qparts *q = dq__core_qparts(op->core, op->queue);
     if (q == NULL)
         return;
@@ -680,6 +699,8 @@ int dq__op_next(dq__op *op) {
         if (op->ncmds > 0)
             return 1;
     }
+    if (op->kind == DQ_OPK_POLL && op->nparts <= 1 && op->known)
+        poll_done(op);
     if (op->kind == DQ_OPK_POLL && op->nparts > 1) {
         dq__qparts *q = dq__core_qparts(op->core, op->queue);
         if (q != NULL && op->status < op->max &&

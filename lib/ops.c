@@ -67,23 +67,59 @@ int dq__part_of(const char *id, int n) {
 }
 
 static size_t encode_queue(const char *q, char *out);
+static void gen_id(dq__core *core, char *out);
 
-void dq__core_woken(dq__core *core, const char *channel, size_t len) {
+int dq__core_wake_msg(dq__core *core, const char *channel, size_t len,
+                      const char *msg, size_t mlen) {
     const char *open = memchr(channel, '{', len);
-    const char *hash = open ? memchr(open, '#', len - (size_t)(open - channel))
-                            : NULL;
-    if (hash == NULL)
-        return; /* a plain queue: no partition state */
-    long part = strtol(hash + 1, NULL, 10);
+    const char *close =
+        open ? memchr(open, '}', len - (size_t)(open - channel)) : NULL;
+    if (close == NULL)
+        return 0;
+    const char *hash = memchr(open, '#', (size_t)(close - open));
+    long part = hash ? strtol(hash + 1, NULL, 10) : 0;
+    size_t enclen = (size_t)((hash ? hash : close) - open - 1);
+    /* A consumer's own channel (<channel>:<id>) says in how many us to
+     * poll; the queue's broadcast, or a new subscription: now. */
+    int64_t at = 0;
+    const char *tail = close;
+    size_t tlen = len - (size_t)(close - channel);
+    const char *me = core->me;
+    size_t melen = strlen(me);
+    if (msg != NULL && melen > 0 && tlen > melen + 1 &&
+        tail[tlen - melen - 1] == ':' &&
+        memcmp(tail + tlen - melen, me, melen) == 0) {
+        char num[24];
+        size_t n = mlen < sizeof(num) - 1 ? mlen : sizeof(num) - 1;
+        memcpy(num, msg, n);
+        num[n] = '\0';
+        long long d = strtoll(num, NULL, 10);
+        if (d > 0)
+            at = dq__mono_us() + d;
+    }
     char enc[DQ_ENC_QUEUE_MAX + 1];
+    int due = 0;
     for (int i = 0; i < DQ_QPARTS_CACHE; i++) {
         dq__qparts *q = &core->qp[i];
-        if (q->due_us == NULL || part < 0 || part >= core->partitions)
+        if (q->due_us == NULL || part < 0 || part >= core->partitions ||
+            (hash == NULL) != (core->partitions <= 1))
             continue;
         size_t el = encode_queue(q->queue, enc);
-        if (el == (size_t)(hash - open - 1) && memcmp(enc, open + 1, el) == 0)
-            q->due_us[part] = 0;
+        if (el == enclen && memcmp(enc, open + 1, el) == 0) {
+            if (at < q->due_us[part])
+                q->due_us[part] = at;
+            due |= at == 0;
+        }
     }
+    return due;
+}
+
+const char *dq__core_me(dq__core *core) {
+    if (core->me[0] == '\0' || core->me_pid != (uint64_t)getpid()) {
+        gen_id(core, core->me);
+        core->me_pid = (uint64_t)getpid();
+    }
+    return core->me;
 }
 
 void dq__core_woken_all(dq__core *core, const char *queue) {
@@ -121,8 +157,8 @@ static void gen_id(dq__core *core, char *out) {
 
 /* ---- Keys ---- */
 
-static const char *const key_suffix[DQ_NKEYS] = {"due",  "lease", "jobs",
-                                                  "dead", "done",  "counts"};
+static const char *const key_suffix[DQ_NKEYS] = {
+    "due", "lease", "jobs", "dead", "done", "idle", "counts"};
 
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
@@ -213,12 +249,18 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq__scripts[script].sha;
     c->lens[1] = 40;
-    /* The counts key only goes along when it is used: a key that does not
-     * exist makes Redis answer TRYAGAIN to a multi-key script while its
-     * slot migrates, so an unused one would only cost. */
+    /* The idle and counts keys only go along when they are used: a key
+     * that does not exist makes Redis answer TRYAGAIN to a multi-key
+     * script while its slot migrates, so an unused one would only cost.
+     * Counts comes after idle, so it brings idle along. */
+    static const char *const nkeys_str[DQ_NKEYS + 1] = {"0", "1", "2", "3",
+                                                        "4", "5", "6", "7"};
+    int wakes = script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_POLL ||
+                script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_DEAD;
     int nk = k->counting || script == DQ_SCRIPT_COUNTS ? DQ_NKEYS
-                                                        : DQ_NKEYS - 1;
-    c->argv[2] = nk == DQ_NKEYS ? DQ_NKEYS_STR : DQ_NKEYS_STR_LESS;
+             : wakes                                   ? DQ_NKEYS - 1
+                                                       : DQ_NKEYS - 2;
+    c->argv[2] = nkeys_str[nk];
     c->lens[2] = 1;
     for (int i = 0; i < nk; i++) {
         c->argv[3 + i] = k->key[i];
@@ -672,13 +714,16 @@ int dq__build_counts(dq__cmd *c, dq__core *core) {
     return rc == DQ_OK ? dq__cmd_seal(c) : rc;
 }
 
-int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms) {
-    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 3);
+int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
+                   int waiting) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 5);
     if (rc != DQ_OK)
         return rc;
     cmd_int(c, max);
     cmd_int(c, lease_ms);
     cmd_int(c, core->opts.max_attempts);
+    cmd_cstr(c, waiting ? dq__core_me(core) : "");
+    cmd_int(c, core->opts.wait_cap_ms);
     return dq__cmd_seal(c);
 }
 

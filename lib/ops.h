@@ -10,9 +10,9 @@
 #include "reply.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 6          /* keys every script gets (see lua/common.lua) */
-#define DQ_NKEYS_STR "6"   /* the same, as EVALSHA's numkeys argument */
-#define DQ_NKEYS_STR_LESS "5" /* without the counts key (not counting) */
+#define DQ_NKEYS 7 /* keys a script can get (see lua/common.lua): due, lease,
+                      jobs, dead, done always; idle to the scripts that wake
+                      or register consumers; counts when counting */
 #define DQ_CHUNK 1000       /* jobs per script call of a batch */
 /* Generated ids: 14 characters of [0-9A-Za-z], ~83 random bits.  Short on
  * purpose: an id is stored twice per job (ZSET member and HASH field), and
@@ -33,7 +33,7 @@ typedef struct dq__keys {
     int part;                     /* partition, -1 for the plain queue */
     char ns[65];                  /* namespace they were built with */
     char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done,
-                                       counts */
+                                       idle, counts */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
     int db;                       /* database the channel was built for */
     char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
@@ -46,10 +46,12 @@ typedef struct dq__keys {
     int sharded, counting;        /* the core's flags chanarg was made for */
 } dq__keys;
 
-/* A partitioned queue as one client knows it: whether the partition
- * count recorded in Redis was checked, where the next poll starts, and
- * when each partition may have due work (monotonic us; 0: now or unknown,
- * INT64_MAX: nothing pending as far as the last poll saw). */
+/* A queue as one client knows it: whether the partition count recorded in
+ * Redis was checked, where the next poll starts, and when this client, as
+ * a waiting consumer, is to poll each partition (one entry for a plain
+ * queue): monotonic us, as its registration among the queue's waiting
+ * consumers says (lua/poll.lua) or a wake-up moved it; 0: now or unknown,
+ * INT64_MAX: never by itself. */
 #define DQ_PARTS_MAX 1024
 #define DQ_QPARTS_CACHE 8
 typedef struct dq__qparts {
@@ -69,7 +71,10 @@ typedef struct dq__core {
     int sharded;       /* wake-ups over sharded pub/sub (a cluster) */
     int counting;      /* scripts keep the queue's counters */
     int partitions;    /* of every queue this client uses; 1 = plain */
-    dq__qparts qp[DQ_QPARTS_CACHE]; /* partitioned queues last used */
+    dq__qparts qp[DQ_QPARTS_CACHE]; /* queues last polled by a waiting
+                                       consumer (partitioned or not) */
+    char me[DQ_GEN_ID_LEN + 1]; /* id as a waiting consumer, "" until used */
+    uint64_t me_pid;            /* pid it was made in */
     unsigned qp_next;  /* entry to reuse next */
 } dq__core;
 
@@ -154,8 +159,16 @@ int dq__part_of(const char *id, int n);
  * reused); NULL when out of memory. */
 dq__qparts *dq__core_qparts(dq__core *core, const char *queue);
 /* A wake-up arrived on channel (of a partition of a queue, or of a plain
- * queue): that partition may have due work now. */
-void dq__core_woken(dq__core *core, const char *channel, size_t len);
+ * queue): msg, from this client's own channel (<channel>:<its id>), says
+ * in how many microseconds to poll that partition (see lua/common.lua,
+ * "Wake-ups"); any other message, or msg NULL (a new subscription: some
+ * may have been missed), says now.  Returns 1 when a partition of a
+ * cached queue is due now. */
+int dq__core_wake_msg(dq__core *core, const char *channel, size_t len,
+                      const char *msg, size_t mlen);
+/* This client's id as a waiting consumer (DQ_GEN_ID_LEN random
+ * characters; a new one in a forked child). */
+const char *dq__core_me(dq__core *core);
 /* Every partition of queue may have due work (a periodic full visit). */
 void dq__core_woken_all(dq__core *core, const char *queue);
 /* The partition-count check: the plain queue's keys must be set. */
@@ -192,7 +205,9 @@ int dq__push_plan_count(const dq__push_plan *p);
 void dq__push_plan_free(dq__push_plan *p);
 
 /* ---- Builders for the other scripts (arguments already checked) ---- */
-int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms);
+/* waiting: the poll of a waiting consumer, which registers it (lua/poll.lua) */
+int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
+                   int waiting);
 /* n <= DQ_CHUNK jobs. */
 int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
                  const char *const *tokens);

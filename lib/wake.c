@@ -35,11 +35,12 @@ static int kind_of(const dq__reply *r) {
 /* Notes what message r means for w and core. */
 static int take(dq__wake *w, dq__core *core, const dq__reply *r) {
     int k = kind_of(r);
-    if (k == 1 && dq__reply_len(r) >= 2) {
-        size_t len;
+    if (k == 1 && dq__reply_len(r) >= 3) {
+        size_t len, mlen;
         const char *ch = dq__reply_str(dq__reply_at(r, 1), &len);
-        if (ch != NULL)
-            dq__core_woken(core, ch, len);
+        const char *msg = dq__reply_str(dq__reply_at(r, 2), &mlen);
+        if (ch != NULL && msg != NULL)
+            dq__core_wake_msg(core, ch, len, msg, mlen);
     }
     w->lost |= k == 2;
     return k;
@@ -77,8 +78,10 @@ static int conn_for(dq__wake *w, dq__links *links, int slot, dq__conn **out,
 int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
                     const char *queue, dq__err *err) {
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
+    const char *me = dq__core_me(core);
     int ok = w->n > 0 && !w->lost && w->parts == core->partitions &&
-             strcmp(w->queue, queue) == 0 && strcmp(w->ns, ns) == 0;
+             strcmp(w->queue, queue) == 0 && strcmp(w->ns, ns) == 0 &&
+             strcmp(w->me, me) == 0;
     for (int i = 0; ok && i < w->n; i++)
         ok = !dq__conn_broken(w->conns[i]);
     if (ok)
@@ -114,7 +117,11 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
                      dq__links_where(links, slot));
         }
         if (rc == DQ_OK) {
-            const char *argv[2] = {cmd, core->keys.chan};
+            /* this consumer's own channel of the partition (see
+             * lua/common.lua, "Wake-ups") */
+            char chan[sizeof(core->keys.chan) + DQ_GEN_ID_LEN + 2];
+            snprintf(chan, sizeof(chan), "%s:%s", core->keys.chan, me);
+            const char *argv[2] = {cmd, chan};
             rc = dq__conn_append(c, 2, argv, NULL, err);
         }
     }
@@ -137,8 +144,10 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
     }
     snprintf(w->queue, sizeof(w->queue), "%s", queue);
     snprintf(w->ns, sizeof(w->ns), "%s", ns);
+    snprintf(w->me, sizeof(w->me), "%s", me);
     w->parts = core->partitions;
     w->lost = 0;
+    w->alive_us = dq__mono_us();
     /* Wake-ups may have been missed while nobody listened: every partition
      * is worth a look again. */
     dq__core_woken_all(core, queue);
@@ -180,5 +189,7 @@ int dq__wake_ping(dq__wake *w, dq__core *core, dq__err *err) {
     }
     if (rc != DQ_OK)
         w->lost = 1;
+    else
+        w->alive_us = dq__mono_us();
     return rc;
 }

@@ -1,8 +1,9 @@
 /*
  * wake.h - the blocking client's wake-up subscribers (dq_poll_wait): one
- * connection subscribed to the wake channel of a queue, or to those of
- * every partition of a partitioned queue - in a cluster one connection per
- * node that owns some of them, with SSUBSCRIBE (sharded pub/sub).
+ * connection subscribed to the client's own wake channel of a queue (see
+ * lua/common.lua, "Wake-ups"), or to those of every partition of a
+ * partitioned queue - in a cluster one connection per node that owns some
+ * of them, with SSUBSCRIBE (sharded pub/sub).
  */
 #ifndef DQ_WAKE_H
 #define DQ_WAKE_H
@@ -15,7 +16,9 @@ typedef struct dq__wake {
     int n;
     char queue[DQ_QUEUE_MAX + 1];  /* the queue they listen for */
     char ns[65];
+    char me[DQ_GEN_ID_LEN + 1];    /* the consumer id they listen as */
     int parts;                     /* its partitions (1: plain) */
+    int64_t alive_us;              /* when the links last answered */
     int lost;                      /* a subscription was dropped (its slot
                                       moved): subscribe again */
 } dq__wake;

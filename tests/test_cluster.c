@@ -487,15 +487,14 @@ static void batch_5000(dq_client *c, thc_cluster *cl, const char *q,
 /* ---- dq_poll_wait woken by another client's push ------------------------- */
 
 
-/* Waits until node o has a (sharded) subscriber on channel. */
+/* Waits until node o has a (sharded) subscriber on a consumer's own
+ * channel of chan ("<chan>:<consumer id>"). */
 static void wait_subscribed(thc_cluster *cl, int o, const char *chan) {
     int64_t end = th_mono_ms() + 10000;
     for (;;) {
-        redisReply *r = node_cmd(cl, o, "PUBSUB SHARDNUMSUB %s", chan);
-        long long n = -1;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[1]->type == REDIS_REPLY_INTEGER)
-            n = r->element[1]->integer;
+        redisReply *r = node_cmd(cl, o, "PUBSUB SHARDCHANNELS %s:*", chan);
+        long long n = r->type == REDIS_REPLY_ARRAY ? (long long)r->elements
+                                                   : -1;
         freeReplyObject(r);
         if (n >= 1)
             return;

@@ -314,11 +314,10 @@ static int64_t wake(const char *uri, int parts, dq_client *producer,
     ck_assert_int_eq(pthread_create(&th, NULL, tu_wait_thread, &w), 0);
     int64_t end = th_mono_ms() + 10000;
     for (;;) {
-        redisReply *r = node_cmd(o_node, "PUBSUB SHARDNUMSUB %s", chan);
-        long long subs = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                                 r->element[1]->type == REDIS_REPLY_INTEGER
-                             ? r->element[1]->integer
-                             : -1;
+        /* the waiter's own channel: "<chan>:<consumer id>" */
+        redisReply *r = node_cmd(o_node, "PUBSUB SHARDCHANNELS %s:*", chan);
+        long long subs = r->type == REDIS_REPLY_ARRAY ? (long long)r->elements
+                                                      : -1;
         freeReplyObject(r);
         if (subs >= 1)
             break;

@@ -12,7 +12,12 @@
 --                        dead-lettered the job while its holder's token was
 --                        still valid)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
---   KEYS[6] counts HASH  delivered, acked, retried, failed: totals kept
+--   KEYS[6] idle   ZSET  consumer id -> server ms at which that waiting
+--                        consumer polls on its own next (see "Wake-ups"
+--                        below); passed to the scripts that wake or
+--                        register consumers (push, nack, dead, poll), and
+--                        always with the counts key
+--   KEYS[7] counts HASH  delivered, acked, retried, failed: totals kept
 --                        only by clients with DQ_OPT_COUNTERS (the key is
 --                        passed only then, with the '+' flag below)
 --   KEYS[5] done   ZSET  id -> the token a finished job was acked with (a
@@ -22,7 +27,7 @@
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
 -- number: pub/sub is server-wide, databases are not); the operation's own
 -- arguments start at ARGV[2].  Leading flag bytes (never in a namespace):
--- '+' keeps the counters (KEYS[6]), then '!' asks for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
+-- '+' keeps the counters (KEYS[7]), then '!' asks for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
 -- every node, SPUBLISH reaches only the subscribers on the owner of the
 -- channel's slot, which is the queue's own slot (same hash tag).
 -- A job id is in at most one of due, lease and dead.  A queue without jobs
@@ -46,8 +51,8 @@
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
 
-local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE, K_COUNTS =
-    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE, K_IDLE, K_COUNTS =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local CHANNEL, PUBLISH, COUNTING = ARGV[1], 'PUBLISH', false
 if string.byte(CHANNEL, 1) == 43 then
     CHANNEL, COUNTING = string.sub(CHANNEL, 2), true
@@ -140,10 +145,84 @@ local function next_event()
     return first
 end
 
--- Tells blocked consumers that a job due at `at` was added, if it is now the
--- earliest pending job (`before` = earliest due time before the change).
-local function wake(at, before)
+-- Wake-ups.  Waiting consumers do not all sleep until the next due time
+-- (each would poll for it: a thundering herd).  A waiting consumer is
+-- registered in the idle set with the server time at which it will poll
+-- on its own: the consumer that owns the queue's next event (a due time or
+-- a lease deadline) sleeps until then, every other one until its idle cap.
+-- A script that makes an earlier event (a push, a nack, a requeue) or that
+-- leaves due work behind (a poll that took its fill) tells exactly one
+-- registered consumer, on that consumer's own channel (CHANNEL..':'..id),
+-- how many microseconds from now to poll: 0 = now.  A consumer whose
+-- channel has no subscriber (it is gone) is dropped and the next one is
+-- told.  A registration whose time is over by more than IDLE_SLACK ms is
+-- taken for a dead or stalled consumer and ignored; a stalled or killed
+-- owner thus delays its event by at most the others' idle cap.  With no
+-- consumer registered the old broadcast on CHANNEL goes out instead.
+local IDLE_SLACK = 250
+
+-- The live registrations, earliest first: { id, ms, id, ms, .. } (at most
+-- 6 consumers), or nil when the client passed no idle key.  A script calls
+-- it before its first write: it also checks the key's type.
+local function idle_peek(now)
+    if not K_IDLE then return nil end
+    return redis.call('ZRANGEBYSCORE', K_IDLE, now - IDLE_SLACK, '+inf',
+                      'WITHSCORES', 'LIMIT', 0, 6)
+end
+
+-- Whether a live consumer other than me polls by `at` on its own.
+local function idle_covered(cands, at, me)
+    if not cands then return false end
+    for i = 1, #cands, 2 do
+        if cands[i] ~= me then return tonumber(cands[i + 1]) <= at end
+    end
+    return false
+end
+
+-- Tells the first live consumer of cands other than me to poll at `at`
+-- (server ms; now or earlier: at once) and records that as its time (a
+-- consumer told to poll now leaves the set: its poll registers it again).
+-- Returns whether one heard it.
+local function idle_tell(cands, at, now_us, me)
+    if not cands then return false end
+    local delay = at * 1000 - now_us
+    if delay < 0 then delay = 0 end
+    local msg = string.format('%d', delay)
+    for i = 1, #cands, 2 do
+        local id = cands[i]
+        if id ~= me then
+            if redis.call(PUBLISH, CHANNEL .. ':' .. id, msg) > 0 then
+                if delay == 0 then
+                    redis.call('ZREM', K_IDLE, id)
+                else
+                    redis.call('ZADD', K_IDLE, 'XX', string.format('%d', at),
+                               id)
+                end
+                return true
+            end
+            redis.call('ZREM', K_IDLE, id) -- nobody listens: gone
+        end
+    end
+    return false
+end
+
+-- Before a script's first write: the consumers to tell if the change makes
+-- `at` the earliest due time (before = the earliest before the change), or
+-- false when it does not.
+local function wake_prep(at, before, now)
     if at and (not before or at < before) then
+        return idle_peek(now) or {}
+    end
+    return false
+end
+
+-- After the writes: tells one consumer about the new earliest due time
+-- (unless one already polls by then), or broadcasts when none is
+-- registered (waiters of older versions listen there).
+local function wake(at, cands, now, now_us)
+    if not cands then return end
+    if at > now and idle_covered(cands, at, nil) then return end
+    if not idle_tell(cands, at, now_us, nil) then
         redis.call(PUBLISH, CHANNEL, string.format('%d', at))
     end
 end

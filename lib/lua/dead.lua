@@ -20,8 +20,9 @@ end
 local n = #ids
 if n == 0 then return 0 end
 if action == 'requeue' then
-    local at = dq_now() + tonumber(ARGV[4])
-    local before = first_due()
+    local now, now_us = dq_now()
+    local at = now + tonumber(ARGV[4])
+    local cands = wake_prep(at, first_due(), now)
     local zadd = {}
     for _, id in ipairs(ids) do
         zadd[#zadd + 1] = string.format('%d', at)
@@ -41,7 +42,7 @@ if action == 'requeue' then
     if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end
     redis.call('ZREM', K_DEAD, unpack(ids))
     redis.call('ZADD', K_DUE, unpack(zadd))
-    wake(at, before)
+    wake(at, cands, now, now_us)
 else
     local fields = mfs(ids)
     for i, id in ipairs(ids) do fields[n + i] = id end

@@ -7,15 +7,15 @@
 local id = ARGV[2]
 local attempts, err = check_token(id, ARGV[3])
 if not attempts then return err end
-local now = dq_now()
+local now, now_us = dq_now()
 local max_attempts = tonumber(ARGV[6])
 local to_dead = ARGV[5] == '1' or (max_attempts > 0 and attempts >= max_attempts)
 local where = held_where(id)
-local before
+local at, cands = now + tonumber(ARGV[4]), false
 if to_dead then
     if where ~= 'dead' then redis.call('ZCARD', K_DEAD) end
 else
-    before = first_due()
+    cands = wake_prep(at, first_due(), now)
 end
 counts_read()
 redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3]))
@@ -27,8 +27,7 @@ if to_dead then
     count('failed', 1)
     return 1
 end
-local at = now + tonumber(ARGV[4])
 redis.call('ZADD', K_DUE, at, id)
 count('retried', 1)
-wake(at, before)
+wake(at, cands, now, now_us)
 return 0

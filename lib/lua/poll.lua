@@ -1,10 +1,17 @@
 #!lua flags=allow-oom
 -- poll.lua: claims due jobs under a lease, oldest due first.
 -- ARGV[2] max jobs (1..1000), ARGV[3] lease ms, ARGV[4] max attempts
--- (0 = unlimited).
+-- (0 = unlimited), ARGV[5] the polling consumer's id ('' = a plain poll),
+-- ARGV[6] its idle cap ms (with an id).
 -- Returns { now_ms, next_us, id, payload, attempt, due_ms, token, ... }
 --   next_us: microseconds until the next job is due (0 when more may be due
---   now, -1 when nothing is pending or in flight).
+--   now, -1 when nothing is pending or in flight); for a consumer (an id):
+--   until it is to poll again, as registered in the idle set (0: now).
+-- A consumer's poll registers it as waiting (common.lua, "Wake-ups"): as
+-- the owner of the next event when no other live consumer polls by then
+-- (a consumer that just took jobs first hands the event to an idle one),
+-- else until its cap.  Any poll that leaves due work behind tells one more
+-- waiting consumer to poll now.
 -- Bounded: at most max expired leases and max due jobs are read, max taken.
 --
 -- A lease that ran out makes its job due again at the lease deadline, so it
@@ -22,6 +29,8 @@ local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
 local max_attempts = tonumber(ARGV[4])
+local me, cap = ARGV[5] or '', tonumber(ARGV[6] or 0)
+local cands = idle_peek(now) -- read before the first write
 
 -- Reads: the oldest expired leases and due jobs, merged by time (most
 -- polls find no expired lease and skip the merge).
@@ -116,13 +125,37 @@ if n > 0 then
     count('failed', #died / 2)
 end
 
-if n < max then
-    -- Everything due was taken: say when the next one comes due.
+if n < max or cands then
+    -- Say when the next one comes due (with max taken, more may be due).
     local first = next_event()
     if not first then
         out[2] = -1
     elseif first * 1000 > now_us then
         out[2] = first * 1000 - now_us
+    elseif n == max then
+        out[2] = 0
+    end
+    if first and first <= now then
+        out[2] = 0
+        idle_tell(cands, now, now_us, me) -- one more consumer: due work
+    end
+    if me ~= '' and cands then
+        -- Register me: until my next own poll (nil: at once, out[2] 0).
+        local mine
+        if out[2] ~= 0 then
+            mine = now + cap
+            if first and first < mine and not idle_covered(cands, first, me)
+                and not (#out > 2 and idle_tell(cands, first, now_us, me)) then
+                mine = first -- I own the next event
+            end
+            out[2] = mine * 1000 - now_us
+            redis.call('ZADD', K_IDLE, string.format('%d', mine), me)
+            redis.call('PEXPIRE', K_IDLE, cap + 2000)
+        else
+            redis.call('ZREM', K_IDLE, me)
+        end
+        redis.call('ZREMRANGEBYSCORE', K_IDLE, '-inf',
+                   string.format('(%d', now - IDLE_SLACK))
     end
 end
 return out

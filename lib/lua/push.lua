@@ -13,7 +13,7 @@
 -- holder whose ack landed before the replace still hears so on a retry.
 -- Reads (done, jobs, due, and lease/dead before a reset) all come before
 -- the first write.
-local now = dq_now()
+local now, now_us = dq_now()
 local replace = ARGV[2] == '1'
 local absolute = ARGV[3] == '1'
 local window = tonumber(ARGV[4])
@@ -25,10 +25,10 @@ if #ARGV == 7 and not replace then
     if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
         return { redis.call('HEXISTS', K_JOBS, id) == 1 and 2 or 4 }
     end
-    local before = first_due()
+    local cands = wake_prep(at, first_due(), now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[7]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
-    wake(at, before)
+    wake(at, cands, now, now_us)
     return { 1 }
 end
 local ids = {}
@@ -76,6 +76,7 @@ for j, id in ipairs(ids) do
     end
     out[j] = outcome
 end
+local cands = wake_prep(earliest, before, now)
 if #reset > 0 then
     -- Type checks of the keys the reset writes, before its first write.
     redis.call('ZCARD', K_LEASE)
@@ -88,5 +89,5 @@ if earliest then
     redis.call('HSET', K_JOBS, unpack(hset))
     redis.call('ZADD', K_DUE, unpack(zadd))
 end
-wake(earliest, before)
+wake(earliest, cands, now, now_us)
 return out

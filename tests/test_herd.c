@@ -1,0 +1,323 @@
+/*
+ * tests/test_herd.c - many consumers waiting on one queue: a push wakes one
+ * of them, not all (no thundering herd); a consumer that leaves due work
+ * behind wakes the next; only one consumer polls for the next due time;
+ * and no job is stranded when waiting consumers are SIGKILLed, whoever of
+ * them was owed the wake-up.
+ *
+ * Polls are counted on the server (INFO commandstats: EVALSHA and EVAL
+ * calls), never timed.  The waiters use a 5 s idle cap so that no cap poll
+ * falls in a counting window.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_suite.h"
+#include "test_utils.h"
+
+#define K 8
+
+/* Script calls the server ran so far (EVALSHA + EVAL). */
+static long long script_calls(redisContext *r) {
+    redisReply *rep = th_cmd(r, "INFO commandstats");
+    long long sum = 0;
+    static const char *const names[] = {"cmdstat_evalsha:calls=",
+                                        "cmdstat_eval:calls=", NULL};
+    for (int i = 0; names[i] != NULL; i++) {
+        const char *p = strstr(rep->str, names[i]);
+        if (p != NULL)
+            sum += atoll(p + strlen(names[i]));
+    }
+    freeReplyObject(rep);
+    return sum;
+}
+
+/* Waits (up to 5 s) until n consumers are registered as waiting in every
+ * partition of q. */
+static void wait_registered(redisContext *r, const char *q, long long n) {
+    long long want = n * tu_parts(), got = 0;
+    for (int i = 0; i < 500; i++) {
+        got = tu_sum(r, "ZCARD", "dq", q, "idle");
+        if (got == want)
+            return;
+        th_sleep_ms(10);
+    }
+    ck_abort_msg("%lld of %lld registrations of waiting consumers", got, want);
+}
+
+/* How many of the waiters have returned. */
+static int returned(tu_waiter *w, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += __atomic_load_n(&w[i].done_us, __ATOMIC_SEQ_CST) != 0;
+    return k;
+}
+
+/* Waits (up to 5 s) until n waiters have returned; returns how many did. */
+static int wait_returned(tu_waiter *w, int k, int n) {
+    for (int i = 0; i < 500 && returned(w, k) < n; i++)
+        th_sleep_ms(10);
+    return returned(w, k);
+}
+
+/* Opens the producer of a test: its first push and cancel on q have
+ * loaded their scripts and (partitioned) checked the partition count, so
+ * that its later pushes are one script call each. */
+static dq_client *producer(const char *q) {
+    dq_client *c = open_client();
+    push_text(c, q, "x", 3600000, "warm", 0, NULL);
+    ck_assert_int_eq(dq_cancel(c, q, "warm", 0), 1); /* 1: cancelled */
+    return c;
+}
+
+/* A waiter that closes its client as soon as it returns: a client that
+ * stays open but no longer waits could be told of due work for up to its
+ * idle cap (its registration lives that long). */
+static void *waiter_thread(void *arg) {
+    tu_waiter *w = arg;
+    dq_client *c = w->c;
+    tu_wait_thread(w);
+    dq_close(c);
+    return NULL;
+}
+
+/* Starts k waiters (max 1, own clients with a 5 s idle cap) on q. */
+static void start_waiters(tu_waiter *w, pthread_t *th, int k, const char *q) {
+    memset(w, 0, sizeof(*w) * (size_t)k);
+    for (int i = 0; i < k; i++) {
+        w[i].c = open_client_opt(DQ_OPT_WAIT_CAP_MS, 5000);
+        w[i].q = q;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, waiter_thread, &w[i]),
+                         0);
+    }
+}
+
+/* Joins the waiters (each returns by its 10 s timeout at the latest) and
+ * checks that each got a job, distinct ones. */
+static void join_waiters(tu_waiter *w, pthread_t *th, int k) {
+    for (int i = 0; i < k; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_msg(w[i].rc == 1, "waiter %d: %d %s", i, w[i].rc, w[i].err);
+        for (int j = 0; j < i; j++)
+            ck_assert_str_ne(w[i].id, w[j].id);
+    }
+}
+
+/* A job due now wakes exactly one of K waiting consumers: one poll. */
+START_TEST(one_consumer_per_push) {
+    redisContext *r = rconn();
+    dq_client *c = producer(Q);
+    tu_waiter w[K];
+    pthread_t th[K];
+    start_waiters(w, th, K, Q);
+    wait_registered(r, Q, K);
+    for (int n = 1; n <= K; n++) {
+        long long before = script_calls(r);
+        push_text(c, Q, "x", 0, NULL, 0, NULL);
+        ck_assert_int_eq(wait_returned(w, K, n), n);
+        th_sleep_ms(100); /* a herd would poll now */
+        ck_assert_int_eq(returned(w, K), n);
+        long long polls = script_calls(r) - before - 1; /* - the push */
+        ck_assert_msg(polls == 1, "push %d: %lld polls by %d waiters", n,
+                      polls, K - n + 1);
+    }
+    join_waiters(w, th, K);
+    dq_close(c);
+    redisFree(r);
+}
+END_TEST
+
+/* A poll that leaves due work behind wakes one more consumer: K jobs due
+ * at once reach K waiters (max 1 each), with one poll each. */
+START_TEST(handoff_to_next) {
+    redisContext *r = rconn();
+    dq_client *c = producer(Q);
+    tu_waiter w[K];
+    pthread_t th[K];
+    start_waiters(w, th, K, Q);
+    wait_registered(r, Q, K);
+    long long before = script_calls(r);
+    const void *pl[K];
+    size_t len[K];
+    int64_t delays[K];
+    for (int i = 0; i < K; i++) {
+        pl[i] = "x";
+        len[i] = 1;
+        delays[i] = 0;
+    }
+    /* one partition, so that the chain of hand-offs is one queue's */
+    char id[K][40];
+    const char *ids[K];
+    for (int i = 0; i < K; i++) {
+        char base[16];
+        snprintf(base, sizeof(base), "h%d", i);
+        ids[i] = tu_id_in(id[i], sizeof(id[i]), base, 0);
+    }
+    ck_assert_int_eq(dq_push_batch(c, Q, K, pl, len, delays, ids, 0, NULL,
+                                   NULL),
+                     K);
+    ck_assert_int_eq(wait_returned(w, K, K), K);
+    th_sleep_ms(100);
+    long long polls = script_calls(r) - before - 1;
+    ck_assert_msg(polls <= K + 1, "%lld polls for %d jobs", polls, K);
+    join_waiters(w, th, K);
+    dq_close(c);
+    redisFree(r);
+}
+END_TEST
+
+/* A job due later is polled for by the one consumer that owns its due
+ * time, when it is due. */
+START_TEST(one_owner_per_due_time) {
+    redisContext *r = rconn();
+    dq_client *c = producer(Q);
+    tu_waiter w[K];
+    pthread_t th[K];
+    start_waiters(w, th, K, Q);
+    wait_registered(r, Q, K);
+    for (int n = 1; n <= 3; n++) {
+        long long before = script_calls(r);
+        int64_t t0 = wall_ms();
+        push_text(c, Q, "x", 300, NULL, 0, NULL);
+        ck_assert_int_eq(wait_returned(w, K, n), n);
+        int64_t took = wall_ms() - t0;
+        th_sleep_ms(100);
+        ck_assert_int_eq(returned(w, K), n);
+        long long polls = script_calls(r) - before - 1;
+        ck_assert_msg(polls == 1, "job %d: %lld polls by %d waiters", n,
+                      polls, K - n + 1);
+        ck_assert_msg(took >= 290, "delivered after %lld ms", (long long)took);
+    }
+    /* the rest get one job each, due at once */
+    for (int n = 4; n <= K; n++)
+        push_text(c, Q, "x", 0, NULL, 0, NULL);
+    join_waiters(w, th, K);
+    dq_close(c);
+    redisFree(r);
+}
+END_TEST
+
+/* ---- SIGKILL: no job stranded ---- */
+
+#define NPROC 6
+#define CAP_MS 300
+/* Lateness bound after the waiters it was owed to died: the survivor's cap
+ * (it polls then at the latest), the slack after which a registration
+ * counts as dead (250 ms, lua/common.lua), and room for a loaded machine. */
+#define BOUND_MS (CAP_MS + 250 + 1200)
+
+/* A consumer process: polls (max 1) and acks until killed or 15 s passed;
+ * writes "<id> <due ms> <received ms>\n" per job to fd. */
+static void consumer_proc(int fd, const char *q) {
+    dq_options *o = dq_options_new();
+    dq_client *c = NULL;
+    if (o == NULL || dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, CAP_MS) != 0 ||
+        dq_open(g_srv.uri, o, &c) != 0)
+        _exit(2);
+    dq_options_free(o);
+    int64_t end = wall_ms() + 15000;
+    while (wall_ms() < end) {
+        dq_jobs *jobs = NULL;
+        int n = dq_poll_wait(c, q, 1, 30000, 500, &jobs);
+        if (n < 0)
+            _exit(3);
+        for (int i = 0; i < n; i++) {
+            const dq_job *j = dq_jobs_at(jobs, (size_t)i);
+            char line[128];
+            int len = snprintf(line, sizeof(line), "%s %lld %lld\n",
+                               dq_job_id(j), (long long)dq_job_due_ms(j),
+                               (long long)wall_ms());
+            if (dq_ack(c, q, dq_job_id(j), dq_job_token(j)) != 0 ||
+                write(fd, line, (size_t)len) != len)
+                _exit(4);
+        }
+        dq_jobs_free(jobs);
+    }
+    dq_close(c);
+    _exit(0);
+}
+
+START_TEST(killed_waiters_strand_nothing) {
+    redisContext *r = rconn();
+    dq_client *c = open_client();
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pids[NPROC];
+    for (int i = 0; i < NPROC; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            close(fds[0]);
+            consumer_proc(fds[1], Q);
+        }
+    }
+    close(fds[1]);
+    wait_registered(r, Q, NPROC);
+    /* Jobs due over the next second: the wake-ups for them are owed to
+     * some of the waiters, which then die. */
+    const int njobs = 12;
+    char id[40];
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof(id), "before%d", i);
+        push_text(c, Q, "x", 150 + 150 * i, id, 0, NULL);
+    }
+    th_sleep_ms(50);
+    for (int i = 0; i < NPROC - 1; i++) {
+        ck_assert_int_eq(kill(pids[i], SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pids[i], NULL, 0), pids[i]);
+    }
+    /* and jobs pushed after the deaths: their wake-ups go to dead
+     * consumers first */
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof(id), "after%d", i);
+        push_text(c, Q, "x", i % 2 ? 0 : 100 * i, id, 0, NULL);
+    }
+    /* Read what the survivor (and the others before dying) delivered. */
+    char buf[8192];
+    size_t used = 0;
+    int64_t end = wall_ms() + 8000;
+    int lines = 0;
+    while (lines < njobs && wall_ms() < end) {
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        ssize_t n = read(fds[0], buf + used, sizeof(buf) - 1 - used);
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            lines += buf[used + (size_t)i] == '\n';
+        used += (size_t)n;
+    }
+    buf[used] = '\0';
+    kill(pids[NPROC - 1], SIGKILL);
+    waitpid(pids[NPROC - 1], NULL, 0);
+    close(fds[0]);
+    ck_assert_msg(lines == njobs, "%d of %d jobs delivered:\n%s", lines,
+                  njobs, buf);
+    char seen[njobs][40];
+    int k = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char jid[40];
+        long long due, got;
+        ck_assert_int_eq(sscanf(line, "%39s %lld %lld", jid, &due, &got), 3);
+        for (int j = 0; j < k; j++)
+            ck_assert_msg(strcmp(seen[j], jid) != 0, "%s delivered twice",
+                          jid);
+        snprintf(seen[k++], sizeof(seen[0]), "%s", jid);
+        ck_assert_msg(got - due <= BOUND_MS, "%s delivered %lld ms late", jid,
+                      got - due);
+    }
+    ck_stats(c, Q, 0, 0, 0, 0);
+    dq_close(c);
+    redisFree(r);
+}
+END_TEST
+
+TEST_SUITE("herd", TU_SRV_UNIX,
+    {"one_consumer_per_push", one_consumer_per_push, 60, NULL},
+    {"handoff_to_next", handoff_to_next, 60, NULL},
+    {"one_owner_per_due_time", one_owner_per_due_time, 60, NULL},
+    {"killed_waiters_strand_nothing", killed_waiters_strand_nothing, 60, NULL})
