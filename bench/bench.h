@@ -59,6 +59,9 @@ typedef struct dqb_cfg {
     long cost_n;
     long cl_pushb_n, cl_push1_n, cl_drain_n, cl_late_n;
     int cl_late_pace_ms;
+    long herd_light_n, herd_drain_n;
+    int64_t herd_light_base_ms, herd_light_spread_ms;
+    int herd_kmax; /* largest K of the herd scenario */
 } dqb_cfg;
 
 /* ---- utilities and statistics (bench_stats.c) ------------------------ */
@@ -283,6 +286,8 @@ void dqb_scen_lateness_run(const dqb_cfg *c, int run);
 void dqb_scen_lateness_rows(const dqb_cfg *c);
 void dqb_scen_cluster_run(const dqb_cfg *c, int run);
 void dqb_scen_cluster_rows(const dqb_cfg *c);
+void dqb_scen_herd_run(const dqb_cfg *c, int run);
+void dqb_scen_herd_rows(const dqb_cfg *c);
 void dqb_scen_memory_rows(const dqb_cfg *c);
 void dqb_scen_cost_rows(const dqb_cfg *c);
 void dqb_scen_backlog_rows(const dqb_cfg *c);

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-static dqb_row dqb_rows[128];
+static dqb_row dqb_rows[256]; /* a full run adds ~150 */
 static int dqb_nrows;
 
 dqb_row *dqb_add_row(const char *name) {

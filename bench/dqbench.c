@@ -17,7 +17,9 @@
  * (the sync dq_poll_wait loop, and the libevent consumer when built with
  * DQ_BENCH_EVENT), then a partitioned queue over a local 3-primary Redis
  * Cluster against one node (scen_cluster.c: servers of its own, started
- * and stopped within each run); a ratio compares figures of the same run,
+ * and stopped within each run), then K consumers on one queue (scen_herd.c:
+ * 1..100 processes or threads, light load and backlog drain, and one
+ * consumer of each kind); a ratio compares figures of the same run,
  * and the table shows medians over --runs runs (default 3).  Memory,
  * client cost and backlog run once (backlog interleaves its queue with a
  * 1k-job queue).
@@ -105,6 +107,9 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->cost_n = 2000;
         c->cl_pushb_n = 200000, c->cl_push1_n = 30000, c->cl_drain_n = 100000;
         c->cl_late_n = 1000, c->cl_late_pace_ms = 5;
+        c->herd_light_n = 2000, c->herd_light_base_ms = 300;
+        c->herd_light_spread_ms = 2000;
+        c->herd_drain_n = 20000, c->herd_kmax = 100;
         break;
     case 1: /* quick */
         c->lim_n_p1 = 100000, c->lim_n_p16 = 200000, c->lim_n_c1 = 30000;
@@ -118,6 +123,9 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->cost_n = 500;
         c->cl_pushb_n = 50000, c->cl_push1_n = 10000, c->cl_drain_n = 50000;
         c->cl_late_n = 400, c->cl_late_pace_ms = 5;
+        c->herd_light_n = 2000, c->herd_light_base_ms = 300;
+        c->herd_light_spread_ms = 2000;
+        c->herd_drain_n = 5000, c->herd_kmax = 32;
         break;
     default: /* smoke: tiny, checks that everything runs and adds up */
         c->lim_n_p1 = 2000, c->lim_n_p16 = 4000, c->lim_n_c1 = 1000;
@@ -131,6 +139,9 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->cost_n = 100;
         c->cl_pushb_n = 2000, c->cl_push1_n = 200, c->cl_drain_n = 2000;
         c->cl_late_n = 40, c->cl_late_pace_ms = 5;
+        c->herd_light_n = 100, c->herd_light_base_ms = 200;
+        c->herd_light_spread_ms = 300;
+        c->herd_drain_n = 500, c->herd_kmax = 8;
         break;
     }
 }

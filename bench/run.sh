@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # bench/run.sh: THE command that runs the libdelayq benchmark.
 #
-#   bash bench/run.sh            full run (~13 min): 3 runs per figure,
-#                                1M-job memory figures, backlog up to 10M
-#   bash bench/run.sh --quick    ~1.5 min: 1 run, smaller N, backlog to 100k
+#   bash bench/run.sh            full run (~17 min): 3 runs per figure,
+#                                1M-job memory figures, backlog up to 10M,
+#                                up to 100 consumers on one queue (herd)
+#   bash bench/run.sh --quick    ~2 min: 1 run, smaller N, backlog to 100k
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
-#   --only limits,push,drain,e2e,lateness,cluster,memory,cost,backlog
+#   --only limits,push,drain,e2e,lateness,cluster,herd,memory,cost,backlog
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),
 # then dqbench starts its own redis-server (default configuration, save "",
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
 
-usage() { sed -n '2,18s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
 
 SAVE=0
 ARGS=()

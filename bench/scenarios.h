@@ -33,6 +33,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "receive time - due time at light load, per consumer kind"},
     {"cluster", dqb_scen_cluster_run, dqb_scen_cluster_rows,
      "16 partitions over 3 local cluster primaries vs one node (TCP)"},
+    {"herd", dqb_scen_herd_run, dqb_scen_herd_rows,
+     "K consumers (1..100 processes, 8/32 threads) on one queue; kinds"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"cost", NULL, dqb_scen_cost_rows,
