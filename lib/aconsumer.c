@@ -13,6 +13,19 @@
  * base's own timer settings; elsewhere a libevent timer is used and an
  * early expiry (coarse clocks) is simply re-armed.
  *
+ * Acks.  A job whose handler succeeded is acked in a batch: the jobs that
+ * finish in one turn of the loop, or while an earlier batch is out, go
+ * together in one dq_async_ack_batch per partition (one script call of at
+ * most DQ_CHUNK jobs each, so each batch is all or nothing, like a single
+ * ack), and each job still gets its own result (0, DQ_ESTALE,
+ * DQ_ENOTFOUND, or the batch's error) and its own outcome report.  A
+ * job gives its slot back when its ack is sent, not when it is answered:
+ * the next poll goes out with the acks instead of one round trip later.
+ * The jobs whose acks are out are at most the last batch, so the consumer
+ * holds at most twice its concurrency in leases.  A graceful stop waits
+ * for the answers.  Nacks (retries, failures, releases) are single calls
+ * and hold their slot until answered.
+ *
  * Lifetimes.  Every operation the consumer starts carries the consumer as
  * owner: when it is freed they complete silently (dq__async_forget).  Its
  * memory, its deliveries and its watch go through dq__async_bury, so code
@@ -56,10 +69,31 @@ typedef struct acons {
     dq_stopped_cb *stopped_cb; /* its callback */
     void *stopped_ud;          /* its userdata */
     int released;              /* jobs released unfinished */
+    /* acks in batches (see "Acks" above) */
+    dq__delivery **ackq;       /* finished (DQ_JOB_OK), ack not sent yet */
+    size_t nackq, ackq_cap;
+    int acks_out;              /* ack batch calls not answered yet */
+    size_t acking;             /* deliveries whose ack is sent or queued
+                                  again after holding their slot */
+    struct ackbatch *batches;  /* the calls out (freed with the consumer) */
+    struct event *flush_ev;    /* sends the queued acks later in this
+                                  turn of the loop */
+    int flush_armed;           /* flush_ev is active */
 } acons;
+
+/* One ack batch call: its deliveries, in the order of its ids. */
+typedef struct ackbatch {
+    struct ackbatch *prev, *next; /* in the consumer's batches */
+    acons *s;
+    int rc;                       /* the send's result */
+    size_t n;
+    dq__delivery *d[];
+} ackbatch;
 
 static void kick(acons *s);
 static void send_completion(acons *s, dq__delivery *d);
+static void send_single(acons *s, dq__delivery *d);
+static void ack_queue(acons *s, dq__delivery *d);
 static void on_stop_deadline(evutil_socket_t fd, short what, void *arg);
 
 /* ---- Sleep timer ---- */
@@ -168,10 +202,11 @@ static void arm_ms(struct event *ev, int64_t ms) {
     evtimer_add(ev, &tv);
 }
 
-/* Ends a graceful stop once no job holds a slot and no poll is out, and
- * calls the stopped callback. */
+/* Ends a graceful stop once no job holds a slot, no ack is unanswered and
+ * no poll is out, and calls the stopped callback. */
 static void check_stopped(acons *s) {
-    if (!s->stopping || s->stopped || s->active > 0 || s->polling)
+    if (!s->stopping || s->stopped || s->active > 0 || s->acking > 0 ||
+        s->polling)
         return;
     s->stopped = 1;
     if (s->stop_ev != NULL)
@@ -189,8 +224,11 @@ static void slot_freed(acons *s) {
         kick(s);
 }
 
-/* The ack/nack of d is done (status: its result). */
-static void completed(acons *s, dq__delivery *d, int status) {
+/* The ack/nack of d is done (status: its result; msg: the message of a
+ * failure, NULL when c->err holds it already).  Gives d's slot back if it
+ * still holds one. */
+static void completed(acons *s, dq__delivery *d, int status,
+                      const char *msg) {
     dq_consumer *c = s->c;
     int outcome = d->outcome;
     if (status == 1) { /* nack: dead-lettered (max attempts) */
@@ -199,9 +237,11 @@ static void completed(acons *s, dq__delivery *d, int status) {
     } else if (status > 0) {
         status = 0;
     }
-    if (status < 0) /* the client's message names the op and the job */
-        dq__err_set(&c->err, status, "%s", dq_async_errmsg(c->a));
+    if (status < 0 && msg != NULL) /* it names the op and the job */
+        dq__err_set(&c->err, status, "%s", msg);
     int releasing = d->state == D_RELEASING;
+    int slot = d->slot;
+    d->slot = 0;
     if (c->outcome_cb != NULL) {
         c->outcome_cb(c, d->job, outcome, status, c->outcome_ud);
         if (c->dead)
@@ -213,13 +253,17 @@ static void completed(acons *s, dq__delivery *d, int status) {
         dq__cons_unlink(c, d);
         delivery_release(s, d);
     }
-    slot_freed(s);
+    if (slot) {
+        slot_freed(s);
+    } else { /* an ack sent in a batch: its slot went back then */
+        s->acking--;
+        check_stopped(s);
+    }
 }
 
 /* Reply to an ack/nack: one lost with the connection is sent again (unless
  * stopping, up to 20 tries); else d is completed. */
 static void on_completed(dq_async *a, int status, void *ud) {
-    (void)a;
     dq__delivery *d = ud;
     acons *s = d->c->as;
     d->ops--;
@@ -233,12 +277,21 @@ static void on_completed(dq_async *a, int status, void *ud) {
     /* A retried ack answers for itself: 0 when the lost one landed (the
      * job's done record holds our token), DQ_ESTALE when another holder
      * finished it, DQ_ENOTFOUND when nothing says who did. */
-    completed(s, d, status);
+    completed(s, d, status, dq_async_errmsg(a));
 }
 
-/* Sends d's ack (DQ_JOB_OK) or nack, as its outcome says; a send that fails
- * at once completes d with the error. */
+/* Sends d's ack (DQ_JOB_OK: queued for the next batch) or nack, as its
+ * outcome says. */
 static void send_completion(acons *s, dq__delivery *d) {
+    if (d->outcome == DQ_JOB_OK)
+        ack_queue(s, d);
+    else
+        send_single(s, d);
+}
+
+/* Sends d's ack or nack in a call of its own; a send that fails at once
+ * completes d with the error. */
+static void send_single(acons *s, dq__delivery *d) {
     dq_consumer *c = s->c;
     dq_async *a = c->a;
     int rc;
@@ -254,9 +307,251 @@ static void send_completion(acons *s, dq__delivery *d) {
                            on_completed, d);
     dq__async_set_owner(a, NULL);
     if (rc < 0)
-        completed(s, d, rc);
+        completed(s, d, rc, dq_async_errmsg(a));
     else
         d->ops++;
+}
+
+/* ---- Acks in batches ---- */
+
+static void flush_acks(acons *s);
+
+/* Runs flush_acks later in this turn of the loop (after the reply or
+ * timer being handled, and whatever else is ready now). */
+static void on_flush(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    acons *s = arg;
+    dq_async *a = s->c->a;
+    s->flush_armed = 0;
+    dq__async_enter(a);
+    if (!s->c->dead)
+        flush_acks(s);
+    dq__async_leave(a);
+}
+
+/* Sends the queued acks now unless a batch is out (its answer does), or
+ * later in this turn, so the jobs finishing in it go together. */
+static void schedule_flush(acons *s) {
+    if (s->acks_out > 0 || s->nackq == 0 || s->flush_armed)
+        return;
+    if (s->flush_ev == NULL)
+        s->flush_ev = event_new(dq__async_base(s->c->a), -1, 0, on_flush, s);
+    if (s->flush_ev == NULL) { /* out of memory: at once */
+        flush_acks(s);
+        return;
+    }
+    s->flush_armed = 1;
+    event_active(s->flush_ev, EV_TIMEOUT, 1);
+}
+
+/* Queues d's ack for the next batch (out of memory: sent alone). */
+static void ack_queue(acons *s, dq__delivery *d) {
+    if (s->nackq == s->ackq_cap) {
+        size_t cap = s->ackq_cap == 0 ? 64 : s->ackq_cap * 2;
+        dq__delivery **q = realloc(s->ackq, cap * sizeof(*q));
+        if (q == NULL) {
+            send_single(s, d);
+            return;
+        }
+        s->ackq = q;
+        s->ackq_cap = cap;
+    }
+    s->ackq[s->nackq++] = d;
+    schedule_flush(s);
+}
+
+/* A queued ack: its partition, id and place in the queue. */
+typedef struct ackent {
+    int part;
+    size_t idx;
+    const char *id;
+} ackent;
+
+/* By partition, then id (a job delivered twice, e.g. after its lease ran
+ * out, may be queued twice), then place. */
+static int ackent_cmp(const void *x, const void *y) {
+    const ackent *a = x, *b = y;
+    if (a->part != b->part)
+        return a->part < b->part ? -1 : 1;
+    int r = strcmp(a->id, b->id);
+    if (r != 0)
+        return r;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* The answer to one batch: each job gets its own result.  The acks that
+ * were lost with the connection are queued again (unless stopping, up to
+ * 20 tries): a retried ack answers 0 when the lost one landed. */
+static void on_acked(dq_async *a, size_t n, const int *results, int status,
+                     void *ud) {
+    ackbatch *b = ud;
+    acons *s = b->s;
+    dq_consumer *c = s->c;
+    if (b->prev != NULL)
+        b->prev->next = b->next;
+    else
+        s->batches = b->next;
+    if (b->next != NULL)
+        b->next->prev = b->prev;
+    s->acks_out--;
+    char msg[sizeof(c->err.msg)];
+    if (status < 0) /* kept: the reports below may make other calls */
+        snprintf(msg, sizeof(msg), "%s", dq_async_errmsg(a));
+    int lost = (status == DQ_EIO || status == DQ_ETIMEDOUT) && !s->stopping;
+    for (size_t i = 0; i < b->n; i++)
+        b->d[i]->ops--;
+    for (size_t i = 0; i < b->n && !c->dead; i++) {
+        dq__delivery *d = b->d[i];
+        if (lost && d->tries < 20) {
+            ack_queue(s, d);
+        } else if (status < 0 || results == NULL || i >= n) {
+            completed(s, d, status < 0 ? status : DQ_EPROTO,
+                      status < 0 ? msg : "ack: unexpected reply");
+        } else if (results[i] == 0) {
+            completed(s, d, 0, NULL);
+        } else {
+            int rc = dq__result_code(results[i], "ack", dq_job_id(d->job),
+                                     &c->err);
+            completed(s, d, rc, NULL);
+        }
+    }
+    free(b);
+    if (!c->dead)
+        schedule_flush(s);
+}
+
+/* Sends the queued acks: one batch call per partition, of at most
+ * DQ_CHUNK jobs, each id once (a second delivery of an id waits for the
+ * next batch: a script call answers a repeated id DQ_ENOTFOUND).  The
+ * jobs sent give their slots back, which may poll. */
+static void flush_acks(acons *s) {
+    dq_consumer *c = s->c;
+    dq_async *a = c->a;
+    if (s->acks_out > 0 || s->nackq == 0)
+        return;
+    size_t n = s->nackq;
+    int parts = dq__async_partitions(a);
+    ackent *e = malloc(n * sizeof(*e));
+    const char **ids = malloc(2 * n * sizeof(*ids));
+    dq__delivery **alone = malloc(n * sizeof(*alone));
+    unsigned char *take = calloc(n, 1); /* 1: in a batch, 2: alone */
+    if (e == NULL || ids == NULL || alone == NULL || take == NULL) {
+        free(e);
+        free(ids);
+        free(alone);
+        free(take);
+        /* out of memory: each alone */
+        dq__delivery **q = s->ackq;
+        s->ackq = NULL;
+        s->nackq = s->ackq_cap = 0;
+        for (size_t i = 0; i < n && !c->dead; i++)
+            send_single(s, q[i]);
+        free(q);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        e[i].id = dq_job_id(s->ackq[i]->job);
+        e[i].part = parts > 1 ? dq__part_of(e[i].id, parts) : 0;
+        e[i].idx = i;
+    }
+    if (n > 1)
+        qsort(e, n, sizeof(*e), ackent_cmp);
+    /* One batch per run of a partition. */
+    ackbatch *list = NULL;
+    for (size_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo; hi < n && e[hi].part == e[lo].part; hi++) {
+        }
+        size_t cap = hi - lo < DQ_CHUNK ? hi - lo : DQ_CHUNK;
+        ackbatch *b = malloc(sizeof(*b) + cap * sizeof(b->d[0]));
+        size_t m = 0;
+        for (size_t k = lo; k < hi && m < cap; k++) {
+            if (k > lo && strcmp(e[k].id, e[k - 1].id) == 0)
+                continue; /* the same id: next batch */
+            take[e[k].idx] = b != NULL ? 1 : 2; /* out of memory: alone */
+            if (b != NULL)
+                b->d[m] = s->ackq[e[k].idx];
+            m++;
+        }
+        if (b != NULL) {
+            b->s = s;
+            b->n = m;
+            b->next = list;
+            list = b;
+        }
+    }
+    free(e);
+    /* The rest stays queued, in order; the ones sent give their slots
+     * back. */
+    size_t nalone = 0, keep = 0, freed = 0;
+    for (size_t i = 0; i < n; i++) {
+        dq__delivery *d = s->ackq[i];
+        if (take[i] == 0) {
+            s->ackq[keep++] = d;
+            continue;
+        }
+        if (d->slot) {
+            d->slot = 0;
+            s->active--;
+            s->acking++;
+            freed++;
+        }
+        if (take[i] == 2)
+            alone[nalone++] = d;
+    }
+    s->nackq = keep;
+    free(take);
+    /* Send.  A call that cannot be made completes its jobs with the error,
+     * once every call went out (the reports may free the consumer). */
+    ackbatch *failed = NULL;
+    char fmsg[sizeof(c->err.msg)] = "";
+    while (list != NULL) {
+        ackbatch *b = list;
+        list = b->next;
+        for (size_t k = 0; k < b->n; k++) {
+            ids[k] = dq_job_id(b->d[k]->job);
+            ids[n + k] = dq_job_token(b->d[k]->job);
+            b->d[k]->tries++;
+        }
+        dq__async_set_owner(a, c);
+        b->rc = dq_async_ack_batch(a, c->queue, b->n, ids, ids + n,
+                                   on_acked, b);
+        dq__async_set_owner(a, NULL);
+        if (b->rc < 0) {
+            snprintf(fmsg, sizeof(fmsg), "%s", dq_async_errmsg(a));
+            b->next = failed;
+            failed = b;
+            continue;
+        }
+        for (size_t k = 0; k < b->n; k++)
+            b->d[k]->ops++;
+        b->prev = NULL;
+        b->next = s->batches;
+        if (s->batches != NULL)
+            s->batches->prev = b;
+        s->batches = b;
+        s->acks_out++;
+    }
+    free(ids);
+    for (size_t k = 0; k < nalone && !c->dead; k++)
+        send_single(s, alone[k]);
+    free(alone);
+    while (failed != NULL) {
+        ackbatch *b = failed;
+        failed = b->next;
+        for (size_t k = 0; k < b->n && !c->dead; k++)
+            completed(s, b->d[k], b->rc, fmsg);
+        free(b);
+    }
+    if (c->dead)
+        return;
+    if (freed > 0) { /* as slot_freed, once for them all */
+        if (s->stopping)
+            check_stopped(s);
+        else if (s->saturated)
+            kick(s);
+    }
+    schedule_flush(s); /* what waited (a repeated id, a full batch) */
 }
 
 /* Applies a handler's outcome to a running delivery. */
@@ -373,6 +668,7 @@ static void dispatch(acons *s, const dq_job *job) {
     }
     d->c = c;
     d->state = D_RUNNING;
+    d->slot = 1;
     dq__cons_link(c, d);
     s->active++;
     if (dq__cons_over_max(c, d->job)) { /* delivered too often already */
@@ -409,6 +705,7 @@ static void give_back(acons *s, const dq_job *job) {
         return; /* its lease runs out */
     d->c = c;
     d->late_done = 1; /* nobody holds it */
+    d->slot = 1;
     dq__cons_link(c, d);
     s->active++;
     release(s, d, 1);
@@ -513,6 +810,13 @@ static void on_watch(void *ud, int event) {
 
 static void acons_free_mem(void *p) {
     dq_consumer *c = p;
+    acons *s = c->as;
+    while (s->batches != NULL) { /* calls forgotten with the consumer */
+        ackbatch *b = s->batches;
+        s->batches = b->next;
+        free(b);
+    }
+    free(s->ackq);
     free(c->as);
     free(c);
 }
@@ -539,7 +843,9 @@ static void as_destroy(dq_consumer *c) {
         event_free(s->timer_ev);
     if (s->stop_ev != NULL)
         event_free(s->stop_ev);
-    s->timer_ev = s->stop_ev = NULL;
+    if (s->flush_ev != NULL)
+        event_free(s->flush_ev);
+    s->timer_ev = s->stop_ev = s->flush_ev = NULL;
     if (s->tfd >= 0)
         close(s->tfd);
     s->tfd = -1;

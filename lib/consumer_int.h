@@ -40,6 +40,9 @@ typedef struct dq__delivery {
     int ops;                  /* async operations referring to it */
     int tries;                /* ack/nack sends (retried after I/O errors) */
     int lost;                 /* an extend said the lease is gone */
+    int slot;                 /* async: holds one of the consumer's slots
+                                 (given back when its ack goes out, or
+                                 when its nack is answered) */
     struct event *extend_ev;  /* lease renewal timer */
     struct event *timeout_ev; /* handler timeout */
 } dq__delivery;

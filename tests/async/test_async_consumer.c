@@ -4,13 +4,16 @@
  * loosely: bench/ measures it), waking on an earlier push made on another
  * connection, retry / fail / bad return values / max attempts, handlers
  * that finish later, concurrency, lease extension, handler timeout,
- * graceful stop, frees from inside handlers, the idle command budget, and
- * the sync consumer with the same handler contract.
+ * graceful stop, frees from inside handlers, the idle command budget, acks
+ * sent in batches with a result per job, and the sync consumer with the
+ * same handler contract.
  */
 #include "test_async.h"
 
 
 enum { MAXJ = 400 };
+/* seen.mode of the batched-ack tests: expected failures are not printed */
+enum { MODE_QUIET = 77 };
 
 /* What a test's handler and outcome callback saw. */
 typedef struct seen {
@@ -19,6 +22,9 @@ typedef struct seen {
     int64_t at_us[MAXJ][4];   /* wall clock of each call */
     int64_t due_ms[MAXJ];     /* due time of the first delivery */
     int ok[MAXJ];             /* DQ_JOB_OK outcomes with status 0 */
+    int reports[MAXJ];        /* outcome reports of any kind */
+    int last_outcome[MAXJ];   /* outcome of the last report */
+    int last_status[MAXJ];    /* status of the last report */
     int retry[MAXJ];          /* DQ_JOB_RETRY outcomes */
     int fail[MAXJ];           /* DQ_JOB_FAIL outcomes */
     int bad_status;           /* outcomes with status < 0 */
@@ -31,6 +37,9 @@ typedef struct seen {
     int nheld;
     dq_consumer *c;           /* the consumer */
     dq_async *a;              /* its client */
+    redisContext *counts_r;   /* drain_handler: reads the queue's leases */
+    const char *counts_queue; /* of this queue */
+    int max_leased;           /* drain_handler: most jobs in flight seen */
 } seen;
 
 static int job_index(const dq_job *job) {
@@ -57,6 +66,13 @@ static void outcome_rec(dq_consumer *c, const dq_job *job, int outcome,
     seen *s = ud;
     int i = job_index(job);
     s->finished++;
+    s->reports[i]++;
+    s->last_outcome[i] = outcome;
+    s->last_status[i] = status;
+    if (status < 0 && s->mode == MODE_QUIET) {
+        s->bad_status++;
+        return;
+    }
     if (status < 0) {
         s->bad_status++;
         fprintf(stderr, "outcome %d of %s: status %s: %s\n", outcome,
@@ -620,6 +636,372 @@ START_TEST(idle_command_budget) {
 }
 END_TEST
 
+/* ---- acks in batches: one result per job ---- */
+
+/* EVALSHA calls the server ran so far (every script call). */
+static long long evalsha_calls(redisContext *r) {
+    redisReply *rep = th_cmd(r, "INFO commandstats");
+    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
+    const char *p = strstr(rep->str, "cmdstat_evalsha:calls=");
+    long long n = p != NULL ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* Holds every first delivery (s->held[i] = job j<i>); later deliveries
+ * succeed at once. */
+static int hold_first_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    record_call(s, job);
+    if (dq_job_attempt(job) > 1)
+        return DQ_JOB_OK;
+    s->held[job_index(job)] = job;
+    s->nheld++;
+    return DQ_JOB_ASYNC;
+}
+
+/* The outcome each held job of batched_ack_results gets from its handler:
+ * j<i> with i % 4 == 1 retries, == 2 fails, the rest succeed. */
+static int planned(int i) {
+    return i % 4 == 1 ? DQ_JOB_RETRY : i % 4 == 2 ? DQ_JOB_FAIL : DQ_JOB_OK;
+}
+
+typedef struct finisher {
+    seen *s;
+    int n;
+    int which;      /* the outcome finished by this call */
+    int rc_bad;     /* dq_consumer_done calls that did not return 0 */
+    struct event *ev;
+} finisher;
+
+/* One loop callback finishes every held job whose planned outcome is
+ * f->which: their acks go out together. */
+static void finish_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    finisher *f = arg;
+    for (int i = 0; i < f->n; i++)
+        if (planned(i) == f->which &&
+            dq_consumer_done(f->s->c, f->s->held[i], f->which, 0) != 0)
+            f->rc_bad++;
+}
+
+static void finish_in_loop(finisher *f, int which) {
+    f->which = which;
+    f->ev = evtimer_new(g_base, finish_cb, f);
+    struct timeval tv = {0, 0};
+    evtimer_add(f->ev, &tv);
+    ck_assert(RUN_UNTIL(!evtimer_pending(f->ev, NULL), 1000));
+    event_free(f->ev);
+    ck_assert_int_eq(f->rc_bad, 0);
+}
+
+/* Handlers that finish together: their acks go in one batch (one script
+ * call per partition), and each job still gets its own result: 0, or
+ * DQ_ESTALE for a job whose lease another client took over, DQ_ENOTFOUND
+ * for one cancelled while it ran; retries and failures are nacked; every
+ * job is reported once per delivery and Redis ends exactly as the
+ * outcomes say. */
+START_TEST(batched_ack_results) {
+    enum { N = 40, STOLEN = 7, CANCELLED = 8 };
+    const char *q = "batched_ack_results";
+    dq_client *cl = open_client();
+    redisContext *r = rconn();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = MODE_QUIET;
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, q, hold_first_handler, &s);
+    /* Exactly N slots: with every job held the consumer cannot poll, so
+     * the stolen job goes to this test's client. */
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, N);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 30);
+    for (int i = 0; i < N; i++)
+        push_j(cl, q, i, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert_msg(RUN_UNTIL(s.nheld == N, 5000), "%d of %d held", s.nheld, N);
+
+    /* Another client takes j7 over (the consumer's token goes stale) and
+     * cancels j8 in flight. */
+    static char tok[N][DQ_TOKEN_BUF];
+    for (int i = 0; i < N; i++)
+        snprintf(tok[i], sizeof(tok[i]), "%s", dq_job_token(s.held[i]));
+    ck_assert_int_eq(dq_nack(cl, q, "j7", tok[STOLEN], 0, 0), 0);
+    dq_jobs *mine = poll_one(cl, q, 30000);
+    ck_assert_ptr_nonnull(mine);
+    const dq_job *stolen = dq_jobs_at(mine, 0);
+    ck_assert_str_eq(dq_job_id(stolen), "j7");
+    ck_assert_int_eq(dq_cancel(cl, q, "j8", DQ_CANCEL_INFLIGHT),
+                     DQ_CANCELED_INFLIGHT);
+
+    /* The successes, together: one ack call per partition at most (polls
+     * may follow, for the slots they gave back and the wake-ups of the
+     * nack above), where single acks would take N / 2 calls. */
+    finisher f = {&s, N, 0, 0, NULL};
+    long long before = evalsha_calls(r);
+    finish_in_loop(&f, DQ_JOB_OK);
+    ck_assert_msg(RUN_UNTIL(s.finished == N / 2, 3000), "%d reports",
+                  s.finished);
+    run_for(50);
+    long long calls = evalsha_calls(r) - before;
+    ck_assert_msg(calls < N / 2, "%lld script calls for %d acks", calls,
+                  N / 2);
+    ck_assert_int_eq(s.finished, N / 2);
+    for (int i = 0; i < N; i++) {
+        if (planned(i) != DQ_JOB_OK)
+            continue;
+        int want = i == STOLEN ? DQ_ESTALE : i == CANCELLED ? DQ_ENOTFOUND : 0;
+        ck_assert_msg(s.reports[i] == 1 && s.last_outcome[i] == DQ_JOB_OK &&
+                          s.last_status[i] == want,
+                      "j%d: %d reports, outcome %d, status %s", i,
+                      s.reports[i], s.last_outcome[i],
+                      dq_errname(s.last_status[i]));
+    }
+    ck_assert_int_eq(s.bad_status, 2);
+
+    /* Then the retries and the failures (single nacks); the retried jobs
+     * come back and succeed. */
+    finish_in_loop(&f, DQ_JOB_RETRY);
+    finish_in_loop(&f, DQ_JOB_FAIL);
+    ck_assert_msg(RUN_UNTIL(s.finished == N + N / 4, 5000), "%d reports",
+                  s.finished);
+    run_for(100); /* nothing more may come */
+    ck_assert_int_eq(s.finished, N + N / 4);
+    ck_assert_int_eq(s.bad_status, 2);
+    int acked = 0;
+    for (int i = 0; i < N; i++) {
+        int p = planned(i);
+        ck_assert_int_eq(s.calls[i], p == DQ_JOB_RETRY ? 2 : 1);
+        ck_assert_int_eq(s.reports[i], p == DQ_JOB_RETRY ? 2 : 1);
+        ck_assert_int_eq(s.retry[i], p == DQ_JOB_RETRY ? 1 : 0);
+        ck_assert_int_eq(s.fail[i], p == DQ_JOB_FAIL ? 1 : 0);
+        ck_assert_int_eq(s.ok[i],
+                         p == DQ_JOB_FAIL || i == STOLEN || i == CANCELLED
+                             ? 0
+                             : 1);
+        if (p == DQ_JOB_RETRY)
+            ck_assert_int_eq(s.attempt[i][1], 2);
+        acked += s.ok[i];
+    }
+    ck_assert_int_eq(acked, N - N / 4 - 2);
+    ck_assert_uint_eq(dq_consumer_running(c), 0);
+
+    /* Redis: the failures dead (once each), j7 in flight with its new
+     * holder, whose ack still works; nothing else left. */
+    ck_stats(cl, q, 0, 0, 1, N / 4);
+    dq_jobs *dead = NULL;
+    ck_assert_int_eq(dq_dead_list(cl, q, 0, 100, &dead), N / 4);
+    for (size_t k = 0; k < (size_t)(N / 4); k++) {
+        const dq_job *j = dq_jobs_at(dead, k);
+        ck_assert_int_eq(planned(job_index(j)), DQ_JOB_FAIL);
+        ck_assert_int_eq(dq_job_attempt(j), 1);
+    }
+    dq_jobs_free(dead);
+    ck_assert_int_eq(dq_ack(cl, q, "j7", dq_job_token(stolen)), 0);
+    dq_jobs_free(mine);
+    ck_stats(cl, q, 0, 0, 0, N / 4);
+    /* Each success landed once, with the consumer's token: an ack retried
+     * with it answers 0 (the job's done record), the stale one DQ_ESTALE,
+     * the cancelled one DQ_ENOTFOUND. */
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "j%d", i);
+        if (planned(i) == DQ_JOB_OK)
+            ck_assert_int_eq(dq_ack(cl, q, id, tok[i]),
+                             i == STOLEN      ? DQ_ESTALE
+                             : i == CANCELLED ? DQ_ENOTFOUND
+                                              : 0);
+    }
+    ck_stats(cl, q, 0, 0, 0, N / 4);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    redisFree(r);
+    dq_close(cl);
+}
+END_TEST
+
+/* A drain with handlers that return at once: every job handled and acked
+ * exactly once, some retried; acks go in batches (far fewer script calls
+ * than jobs), polls go out with them, and the consumer never holds more
+ * than twice its concurrency in leases. */
+static int drain_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)c;
+    seen *s = ud;
+    record_call(s, job);
+    long long leased = tu_sum(s->counts_r, "ZCARD", "dq", s->counts_queue,
+                              "lease"); /* no script call */
+    if (leased > s->max_leased)
+        s->max_leased = (int)leased;
+    if (job_index(job) % 10 == 0 && dq_job_attempt(job) == 1)
+        return DQ_JOB_RETRY;
+    return DQ_JOB_OK;
+}
+
+START_TEST(drain_batched_exactly_once) {
+    enum { N = 300, C = 10 };
+    const char *q = "drain_batched_exactly_once";
+    dq_client *cl = open_client();
+    redisContext *r = rconn();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = MODE_QUIET;
+    s.counts_r = r;
+    s.counts_queue = q;
+    for (int i = 0; i < N; i++)
+        push_j(cl, q, i, 0);
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, q, drain_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, C);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 10);
+    long long before = evalsha_calls(r);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert_msg(RUN_UNTIL(s.total_ok == N, 15000), "%d of %d acked",
+                  s.total_ok, N);
+    run_for(100);
+    long long calls = evalsha_calls(r) - before;
+    ck_assert_int_eq(s.bad_status, 0);
+    for (int i = 0; i < N; i++) {
+        int retried = i % 10 == 0;
+        ck_assert_int_eq(s.ok[i], 1);
+        ck_assert_int_eq(s.calls[i], retried ? 2 : 1);
+        ck_assert_int_eq(s.reports[i], retried ? 2 : 1);
+    }
+    ck_assert_msg(s.max_leased <= 2 * C, "%d leases held", s.max_leased);
+    /* One ack call per job would be N calls on top of polls and nacks. */
+    fprintf(stderr, "drain: %lld script calls for %d jobs\n", calls, N);
+    ck_assert_msg(calls < N, "%lld script calls for %d jobs", calls, N);
+    ck_stats(cl, q, 0, 0, 0, 0);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    redisFree(r);
+    dq_close(cl);
+}
+END_TEST
+
+/* A batch of acks lost with the connection (the server frozen past the
+ * command timeout) is sent again once the client is back: each job is
+ * reported once, acked (0: the first try landed, or the retry did), and
+ * nothing is left in Redis. */
+static void finish_all_ok_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    seen *s = arg;
+    for (int i = 0; i < s->nheld; i++)
+        ck_assert_int_eq(dq_consumer_done(s->c, s->held[i], DQ_JOB_OK, -1),
+                         0);
+}
+
+START_TEST(batched_acks_lost_and_retried) {
+    enum { N = 20 };
+    const char *q = "batched_acks_lost_and_retried";
+    th_redis srv;
+    ck_assert_int_eq(th_redis_start(&srv, 0, NULL), 0);
+    char uri[600];
+    tu_uri(srv.uri, NULL, uri, sizeof(uri));
+    dq_client *cl = open_uri(uri, NULL);
+    dq_options *o = dq_options_new();
+    dq_options_set_int(o, DQ_OPT_COMMAND_TIMEOUT_MS, 300);
+    dq_options_set_int(o, DQ_OPT_CONNECT_TIMEOUT_MS, 300);
+    dq_async *a = aopen_uri(uri, o, NULL);
+    dq_options_free(o);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.mode = MODE_QUIET;
+    dq_consumer *c = consumer(a, q, hold_first_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, N);
+    for (int i = 0; i < N; i++)
+        push_j(cl, q, i, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.nheld == N, 5000));
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    struct event *ev = evtimer_new(g_base, finish_all_ok_cb, &s);
+    struct timeval tv = {0, 0};
+    evtimer_add(ev, &tv);
+    run_for(800); /* the batch times out; attempts while frozen fail */
+    ck_assert_int_eq(s.finished, 0);
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+    ck_assert_msg(RUN_UNTIL(s.finished == N, 8000), "%d reports",
+                  s.finished);
+    run_for(100);
+    ck_assert_int_eq(s.finished, N);
+    ck_assert_int_eq(s.bad_status, 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(s.reports[i] == 1 && s.ok[i] == 1 && s.calls[i] == 1,
+                      "j%d: %d reports, %d ok, %d calls", i, s.reports[i],
+                      s.ok[i], s.calls[i]);
+    ck_stats(cl, q, 0, 0, 0, 0);
+    event_free(ev);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+    th_redis_stop(&srv);
+}
+END_TEST
+
+/* A graceful stop waits for the answers to acks sent in a batch: the
+ * stopped callback comes after every job's report. */
+typedef struct stop_after {
+    seen *s;
+    int n;
+    int reports_at_stop;
+    int calls;
+    int status;
+} stop_after;
+
+static void stopped_after(dq_consumer *c, int status, void *ud) {
+    (void)c;
+    stop_after *sa = ud;
+    sa->calls++;
+    sa->status = status;
+    sa->reports_at_stop = sa->s->finished;
+}
+
+static void finish_and_stop_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    stop_after *sa = arg;
+    for (int i = 0; i < sa->n; i++)
+        ck_assert_int_eq(
+            dq_consumer_done(sa->s->c, sa->s->held[i], DQ_JOB_OK, -1), 0);
+    ck_assert_int_eq(dq_consumer_stop(sa->s->c, 5000, stopped_after, sa), 0);
+}
+
+START_TEST(stop_waits_for_batched_acks) {
+    enum { N = 30 };
+    const char *q = "stop_waits_for_batched_acks";
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, q, hold_first_handler, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, N);
+    for (int i = 0; i < N; i++)
+        push_j(cl, q, i, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(s.nheld == N, 5000));
+    stop_after sa = {&s, N, -1, 0, -1};
+    struct event *ev = evtimer_new(g_base, finish_and_stop_cb, &sa);
+    struct timeval tv = {0, 0};
+    evtimer_add(ev, &tv);
+    int64_t t0 = th_mono_ms();
+    ck_assert(RUN_UNTIL(sa.calls == 1, 5000));
+    ck_assert_msg(th_mono_ms() - t0 < 2000, "stop took %" PRId64 " ms",
+                  th_mono_ms() - t0);
+    ck_assert_int_eq(sa.status, 0);
+    ck_assert_int_eq(sa.reports_at_stop, N);
+    ck_assert_int_eq(s.total_ok, N);
+    ck_assert_int_eq(s.bad_status, 0);
+    ck_stats(cl, q, 0, 0, 0, 0);
+    event_free(ev);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
 /* ---- the sync consumer ---- */
 
 static int sync_handler(dq_consumer *c, const dq_job *job, void *ud) {
@@ -713,4 +1095,8 @@ TEST_SUITE("async_consumer", TU_SRV_UNIX,
     {"graceful_stop", graceful_stop, 60, &async_fixture},
     {"free_inside_handler", free_inside_handler, 60, &async_fixture},
     {"idle_command_budget", idle_command_budget, 60, &async_fixture},
+    {"batched_ack_results", batched_ack_results, 60, &async_fixture},
+    {"drain_batched_exactly_once", drain_batched_exactly_once, 60, &async_fixture},
+    {"stop_waits_for_batched_acks", stop_waits_for_batched_acks, 60, &async_fixture},
+    {"batched_acks_lost_and_retried", batched_acks_lost_and_retried, 60, &async_fixture},
     {"sync_consumer", sync_consumer, 60, &async_fixture})
