@@ -160,6 +160,11 @@ typedef void dq_stats_cb(dq_async *a, int64_t scheduled, int64_t due,
                          int64_t inflight, int64_t dead, int64_t next_due_ms,
                          int status, void *userdata);
 
+/* get: the job (NULL when status is not 1: unknown, or a failure),
+ * borrowed for the callback (dq_job_info_dup keeps it). */
+typedef void dq_get_cb(dq_async *a, const dq_job_info *info, int status,
+                       void *userdata);
+
 /* counters: as dq_counters (all 0 on failure). */
 typedef void dq_counters_cb(dq_async *a, int64_t delivered, int64_t acked,
                             int64_t retried, int64_t failed, int status,
@@ -195,6 +200,12 @@ DQ_EXTERN int dq_async_ack_batch(dq_async *a, const char *queue, size_t n,
 DQ_EXTERN int dq_async_nack(dq_async *a, const char *queue, const char *id,
                             const char *token, int64_t delay_ms, int flags,
                             dq_status_cb *cb, void *userdata);
+/* Twin of dq_nack_reason (status as dq_nack: 0 requeued, 1 dead). */
+DQ_EXTERN int dq_async_nack_reason(dq_async *a, const char *queue,
+                                   const char *id, const char *token,
+                                   int64_t delay_ms, int flags,
+                                   const void *reason, size_t reason_len,
+                                   dq_status_cb *cb, void *userdata);
 DQ_EXTERN int dq_async_extend(dq_async *a, const char *queue, const char *id,
                               const char *token, int64_t lease_ms,
                               dq_extend_cb *cb, void *userdata);
@@ -211,6 +222,9 @@ DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                              void *userdata);
 DQ_EXTERN int dq_async_counters(dq_async *a, const char *queue,
                                 dq_counters_cb *cb, void *userdata);
+/* Twin of dq_get: status 1 found, 0 unknown, or a negative code. */
+DQ_EXTERN int dq_async_get(dq_async *a, const char *queue, const char *id,
+                           dq_get_cb *cb, void *userdata);
 /* Twin of dq_list (read-only listing of one state, for paging). */
 DQ_EXTERN int dq_async_list(dq_async *a, const char *queue, int which,
                             int64_t offset, int count, dq_list_cb *cb,

@@ -116,6 +116,7 @@ DQ_EXTERN const char *dq_errname(int code);
 #define DQ_BATCH_MAX 100000     /* jobs in one batch call */
 #define DQ_POLL_MAX 1000        /* jobs in one poll */
 #define DQ_DEFAULT_MAX_PAYLOAD (1024 * 1024) /* bytes; see DQ_OPT_MAX_PAYLOAD */
+#define DQ_REASON_MAX 1024      /* bytes in a failure reason (dq_nack_reason) */
 
 /* ---- Options ---------------------------------------------------------- */
 
@@ -275,6 +276,15 @@ DQ_EXTERN int64_t dq_job_due_ms(const dq_job *job);
 DQ_EXTERN int64_t dq_job_lease_deadline_ms(const dq_job *job);
 /* Lease token to pass to dq_ack/dq_nack/dq_extend ("" if not leased). */
 DQ_EXTERN const char *dq_job_token(const dq_job *job);
+/* The job's last failure reason: the bytes a dq_nack_reason recorded (not
+ * NUL-terminated for binary reasons, but one NUL byte always follows), or
+ * "max attempts" when a poll dead-lettered it for DQ_OPT_MAX_ATTEMPTS;
+ * *len (if len is not NULL) receives its length.  NULL (and *len 0) when
+ * none was recorded.  Filled in by dq_list and dq_dead_list; jobs from a
+ * poll carry none (use dq_get). */
+DQ_EXTERN const void *dq_job_last_error(const dq_job *job, size_t *len);
+/* When the last failure reason was recorded (server epoch ms), 0 if none. */
+DQ_EXTERN int64_t dq_job_failed_ms(const dq_job *job);
 /* A deep copy that outlives its list; free it with dq_job_free.  NULL if out
  * of memory or job is NULL. */
 DQ_EXTERN dq_job *dq_job_dup(const dq_job *job);
@@ -456,6 +466,21 @@ DQ_EXTERN int dq_ack_batch(dq_client *c, const char *queue, size_t n,
 DQ_EXTERN int dq_nack(dq_client *c, const char *queue, const char *id,
                       const char *token, int64_t delay_ms, int flags);
 
+/* As dq_nack, and records why: reason (reason_len bytes, binary-safe, at
+ * most DQ_REASON_MAX; reason may be NULL only if reason_len is 0, which
+ * records an empty reason) becomes the job's last failure reason, with the
+ * server time, in the same script call.  dq_get, dq_list and dq_dead_list
+ * show it.  A longer reason is refused with DQ_EINVAL (nothing is sent,
+ * nothing changes; it is not cut).  The reason stays with the job through
+ * later deliveries and dq_dead_requeue, until a later nack with a reason
+ * (or a poll that dead-letters the job for DQ_OPT_MAX_ATTEMPTS: "max
+ * attempts") replaces it, a DQ_PUSH_REPLACE push of the id drops it, or
+ * the job's data is deleted (ack, cancel, purge).  dq_nack records no
+ * reason and leaves the last one as it was.  Returns as dq_nack. */
+DQ_EXTERN int dq_nack_reason(dq_client *c, const char *queue, const char *id,
+                             const char *token, int64_t delay_ms, int flags,
+                             const void *reason, size_t reason_len);
+
 /* Sets the lease of a job you hold to lease_ms from now (server clock).
  * deadline_ms: NULL or receives the new deadline (server epoch ms).
  * Returns 0, DQ_ESTALE (lease lost), DQ_ENOTFOUND or another code. */
@@ -467,7 +492,8 @@ DQ_EXTERN int dq_extend(dq_client *c, const char *queue, const char *id,
 
 /* Lists dead jobs, oldest first: up to count (1..DQ_POLL_MAX) from offset.
  * Returns the number listed; *out as for dq_poll (attempt = deliveries made,
- * due = time of death, no token). */
+ * due = time of death, no token; dq_job_last_error and dq_job_failed_ms
+ * say why it failed last, when that was recorded). */
 DQ_EXTERN int dq_dead_list(dq_client *c, const char *queue, int64_t offset,
                            int count, dq_jobs **out);
 /* Moves dead jobs back to pending, due after delay_ms, attempts reset to 0.
@@ -510,6 +536,69 @@ DQ_EXTERN int dq_dead_purge(dq_client *c, const char *queue, const char *id);
 DQ_EXTERN int dq_list(dq_client *c, const char *queue, int which,
                       int64_t offset, int count, dq_jobs **out,
                       int64_t *now_ms);
+
+/* ---- Looking up one job ------------------------------------------------ */
+
+/* Defined when dq_get exists (added in the same version as it). */
+#define DQ_HAVE_GET 1
+
+/* What a job is doing, as dq_job_info_state tells it. */
+#define DQ_JOB_UNKNOWN 0   /* no such job (never existed, acked, cancelled,
+                              purged); also for a NULL info */
+#define DQ_JOB_SCHEDULED 1 /* pending, due later */
+#define DQ_JOB_DUE 2       /* pending and due: the next poll may take it */
+#define DQ_JOB_INFLIGHT 3  /* leased to a consumer; a lease that ran out
+                              stays in flight until a poll claims the job
+                              again (its holder may still ack it), as
+                              dq_list and dq_cancel see it */
+#define DQ_JOB_DEAD 4      /* dead-lettered */
+
+typedef struct dq_job_info dq_job_info; /* one job as dq_get saw it */
+
+/*
+ * Looks a job up by its id, in one round trip and without changing
+ * anything (a read-only script: it also runs on a replica).  On a
+ * partitioned queue it asks the partition the id hashes to.
+ *
+ * id:   1..DQ_ID_MAX bytes.
+ * out:  receives the job's info when it is found (free it with
+ *       dq_job_info_free), NULL otherwise.
+ *
+ * Returns 1 when the job exists, 0 when there is no pending, in-flight or
+ * dead job with that id, or a negative code (DQ_ENULL, DQ_EQUEUE, DQ_EID:
+ * nothing was sent).  Like the other read-only calls it reconnects and
+ * tries once more by itself after a DQ_EIO.
+ */
+DQ_EXTERN int dq_get(dq_client *c, const char *queue, const char *id,
+                     dq_job_info **out);
+/* Accessors: all accept NULL and then return DQ_JOB_UNKNOWN / NULL / 0.
+ * Pointers stay valid as long as the info lives. */
+DQ_EXTERN int dq_job_info_state(const dq_job_info *info);
+DQ_EXTERN const char *dq_job_info_id(const dq_job_info *info);
+/* Due time (scheduled, due), lease deadline (in flight: when the job is due
+ * again unless acked) or time of death (dead); server epoch ms. */
+DQ_EXTERN int64_t dq_job_info_due_ms(const dq_job_info *info);
+/* Deliveries so far (0 before the first; dq_dead_requeue resets it). */
+DQ_EXTERN int64_t dq_job_info_attempts(const dq_job_info *info);
+/* The lease deadline of a job in flight (server epoch ms), else 0; one
+ * before now_ms is a lease that ran out. */
+DQ_EXTERN int64_t dq_job_info_lease_deadline_ms(const dq_job_info *info);
+/* Payload bytes (one NUL byte follows them); *len receives the length. */
+DQ_EXTERN const void *dq_job_info_payload(const dq_job_info *info,
+                                          size_t *len);
+/* The last failure reason, as dq_job_last_error: NULL (and *len 0) when
+ * none was recorded. */
+DQ_EXTERN const void *dq_job_info_last_error(const dq_job_info *info,
+                                             size_t *len);
+/* When the last failure reason was recorded (server epoch ms), 0 if none. */
+DQ_EXTERN int64_t dq_job_info_failed_ms(const dq_job_info *info);
+/* The server's time of the lookup (epoch ms). */
+DQ_EXTERN int64_t dq_job_info_now_ms(const dq_job_info *info);
+/* A deep copy (for an async callback's borrowed info); free it with
+ * dq_job_info_free.  NULL if out of memory or info is NULL. */
+DQ_EXTERN dq_job_info *dq_job_info_dup(const dq_job_info *info);
+/* Frees an info.  NULL is a no-op. */
+DQ_EXTERN void dq_job_info_free(dq_job_info *info);
 
 /* ---- Stats ------------------------------------------------------------- */
 

@@ -48,7 +48,7 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 
 /* Callback shapes (which one an op has follows from op.kind). */
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
-       CB_STATS, CB_COUNTS };
+       CB_STATS, CB_COUNTS, CB_GET };
 
 /* What a call of an op is at (cst[]): to send, to send to op->ask after an
  * ASKING, sent, done; with flags for a call sent behind an ASKING and for
@@ -85,6 +85,7 @@ struct aop {
         dq_extend_cb *ext;
         dq_stats_cb *stats;
         dq_counters_cb *counts;
+        dq_get_cb *get;
         void (*any)(void);
     } cb;                 /* caller's callback (see has_cb) */
     int has_cb;           /* cb set and not forgotten */
@@ -365,6 +366,9 @@ static void op_finish(dq_async *a, aop *op) {
                           got ? s[3] : 0, st, op->ud);
             break;
         }
+        case CB_GET:
+            op->cb.get(a, st == 1 ? o->info : NULL, st, op->ud);
+            break;
         default: /* ack, nack, cancel, dead requeue/purge */
             op->cb.st(a, st, op->ud);
             break;
@@ -1159,8 +1163,27 @@ int dq_async_nack(dq_async *a, const char *queue, const char *id,
     ENTER(a);
     NEW_OP(a);
     int rc = dq__op_nack(&op->op, &a->core, queue, id, token, delay_ms, flags,
-                        &a->err);
+                        0, NULL, 0, &a->err);
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
+}
+
+int dq_async_nack_reason(dq_async *a, const char *queue, const char *id,
+                         const char *token, int64_t delay_ms, int flags,
+                         const void *reason, size_t reason_len,
+                         dq_status_cb *cb, void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_nack(&op->op, &a->core, queue, id, token, delay_ms, flags,
+                        1, reason, reason_len, &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
+}
+
+int dq_async_get(dq_async *a, const char *queue, const char *id,
+                 dq_get_cb *cb, void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_get(&op->op, &a->core, queue, id, &a->err);
+    return submit(a, op, rc, CB_GET, CB(cb), userdata);
 }
 
 int dq_async_extend(dq_async *a, const char *queue, const char *id,

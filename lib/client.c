@@ -665,7 +665,17 @@ int dq_nack(dq_client *c, const char *queue, const char *id,
     dq__op op;
     return run_simple(c, &op,
                       dq__op_nack(&op, &c->core, queue, id, token, delay_ms,
-                                 flags, &c->err));
+                                 flags, 0, NULL, 0, &c->err));
+}
+
+int dq_nack_reason(dq_client *c, const char *queue, const char *id,
+                   const char *token, int64_t delay_ms, int flags,
+                   const void *reason, size_t reason_len) {
+    ENTER(c);
+    dq__op op;
+    return run_simple(c, &op,
+                      dq__op_nack(&op, &c->core, queue, id, token, delay_ms,
+                                 flags, 1, reason, reason_len, &c->err));
 }
 
 int dq_extend(dq_client *c, const char *queue, const char *id,
@@ -727,6 +737,28 @@ int dq_list(dq_client *c, const char *queue, int which, int64_t offset,
             int count, dq_jobs **out, int64_t *now_ms) {
     ENTER(c);
     return list_page(c, queue, which, offset, count, out, now_ms);
+}
+
+int dq_get(dq_client *c, const char *queue, const char *id,
+           dq_job_info **out) {
+    ENTER(c);
+    if (out == NULL)
+        return dq__err_set(&c->err, DQ_ENULL, "out is NULL");
+    *out = NULL;
+    dq__op op;
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op, dq__op_get(&op, &c->core, queue, id, &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
+    if (rc == 1) {
+        *out = op.info;
+        op.info = NULL;
+    }
+    dq__op_clear(&op);
+    return rc;
 }
 
 int dq_dead_requeue(dq_client *c, const char *queue, const char *id,

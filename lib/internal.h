@@ -55,11 +55,15 @@ int dq__options_copy(dq_options *dst, const dq_options *src);
 /* Frees the strings of an option set held by value. */
 void dq__options_clear(dq_options *o);
 
-/* One job.  id and payload live in one allocation (buf). */
+/* One job.  id, payload and reason live in one allocation (buf). */
 struct dq_job {
     char *id;                  /* NUL-terminated, points into buf */
     char *payload;             /* len bytes + NUL, points into buf */
     size_t len;                /* payload length */
+    char *reason;              /* last failure reason (reason_len bytes +
+                                  NUL, in buf), NULL when none */
+    size_t reason_len;
+    int64_t failed_ms;         /* when it was recorded, 0 if none */
     int64_t attempt;           /* deliveries so far */
     int64_t due_ms;            /* due time (or death time), server ms */
     int64_t lease_deadline_ms; /* 0 if not leased */
@@ -73,11 +77,25 @@ struct dq_jobs {
     dq_job *jobs;  /* count jobs */
 };
 
+/* One job as dq_get saw it: the job (no token) and where it is. */
+struct dq_job_info {
+    dq_job job;     /* id, payload, attempt, times, reason */
+    int state;      /* DQ_JOB_* */
+    int64_t now_ms; /* the server's time of the lookup */
+};
+
 /* Allocates a list with room for n jobs (count 0).  NULL on ENOMEM. */
 dq_jobs *dq__jobs_new(size_t n);
-/* Appends a job with copies of id/payload; returns it, NULL on ENOMEM. */
+/* Appends a job with copies of id/payload and reason (NULL: none);
+ * returns it, NULL on ENOMEM. */
 dq_job *dq__jobs_add(dq_jobs *list, const char *id, size_t idlen,
-                    const char *payload, size_t len);
+                    const char *payload, size_t len, const char *reason,
+                    size_t reason_len);
+/* A new info holding copies of id/payload and reason (NULL: none); NULL on
+ * ENOMEM. */
+dq_job_info *dq__job_info_new(const char *id, size_t idlen,
+                             const char *payload, size_t len,
+                             const char *reason, size_t reason_len);
 
 /* Moves src's jobs to the end of *dst (creating it when NULL) and frees
  * src; DQ_OK or DQ_ENOMEM (then src is freed, *dst unchanged). */

@@ -1,5 +1,6 @@
 /*
- * jobs.c - job lists returned by poll and dead-list, and their accessors.
+ * jobs.c - job lists returned by poll and the listings, the info of dq_get,
+ * and their accessors.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,13 @@ dq_jobs *dq__jobs_new(size_t n) {
     return l;
 }
 
-/* Fills j with one allocation holding "id\0payload\0". */
+/* Fills j with one allocation holding "id\0payload\0" and, when reason
+ * is not NULL, "reason\0" after them. */
 static int job_fill(dq_job *j, const char *id, size_t idlen,
-                    const char *payload, size_t len) {
-    char *buf = malloc(idlen + 1 + len + 1);
+                    const char *payload, size_t len, const char *reason,
+                    size_t rlen) {
+    size_t rsize = reason != NULL ? rlen + 1 : 0;
+    char *buf = malloc(idlen + 1 + len + 1 + rsize);
     if (buf == NULL)
         return -1;
     memcpy(buf, id, idlen);
@@ -32,14 +36,24 @@ static int job_fill(dq_job *j, const char *id, size_t idlen,
     j->id = buf;
     j->payload = buf + idlen + 1;
     j->len = len;
+    j->reason = NULL;
+    j->reason_len = 0;
+    if (reason != NULL) {
+        j->reason = buf + idlen + 1 + len + 1;
+        if (rlen > 0)
+            memcpy(j->reason, reason, rlen);
+        j->reason[rlen] = '\0';
+        j->reason_len = rlen;
+    }
     return 0;
 }
 
 dq_job *dq__jobs_add(dq_jobs *l, const char *id, size_t idlen,
-                    const char *payload, size_t len) {
+                    const char *payload, size_t len, const char *reason,
+                    size_t reason_len) {
     dq_job *j = &l->jobs[l->count];
     memset(j, 0, sizeof(*j));
-    if (job_fill(j, id, idlen, payload, len) != 0)
+    if (job_fill(j, id, idlen, payload, len, reason, reason_len) != 0)
         return NULL;
     l->count++;
     return j;
@@ -81,14 +95,30 @@ const char *dq_job_token(const dq_job *j) {
     return j == NULL ? NULL : j->token;
 }
 
+const void *dq_job_last_error(const dq_job *j, size_t *len) {
+    if (len != NULL)
+        *len = j == NULL ? 0 : j->reason_len;
+    return j == NULL ? NULL : j->reason;
+}
+
+int64_t dq_job_failed_ms(const dq_job *j) {
+    return j == NULL ? 0 : j->failed_ms;
+}
+
+/* Copies j into c (fields and a buffer of its own); 0 or -1. */
+static int job_copy(dq_job *c, const dq_job *j) {
+    *c = *j;
+    return job_fill(c, j->id, strlen(j->id), j->payload, j->len, j->reason,
+                    j->reason_len);
+}
+
 dq_job *dq_job_dup(const dq_job *j) {
     if (j == NULL)
         return NULL;
     dq_job *c = malloc(sizeof(*c));
     if (c == NULL)
         return NULL;
-    *c = *j;
-    if (job_fill(c, j->id, strlen(j->id), j->payload, j->len) != 0) {
+    if (job_copy(c, j) != 0) {
         free(c);
         return NULL;
     }
@@ -144,4 +174,81 @@ void dq__jobs_slice(dq_jobs *l, size_t offset, size_t count) {
         free(l->jobs[i].buf);
     memmove(l->jobs, l->jobs + lo, sizeof(dq_job) * (hi - lo));
     l->count = hi - lo;
+}
+
+/* ---- dq_get's info ---- */
+
+dq_job_info *dq__job_info_new(const char *id, size_t idlen,
+                             const char *payload, size_t len,
+                             const char *reason, size_t reason_len) {
+    dq_job_info *in = calloc(1, sizeof(*in));
+    if (in == NULL)
+        return NULL;
+    if (job_fill(&in->job, id, idlen, payload, len, reason, reason_len) != 0) {
+        free(in);
+        return NULL;
+    }
+    return in;
+}
+
+int dq_job_info_state(const dq_job_info *in) {
+    return in == NULL ? DQ_JOB_UNKNOWN : in->state;
+}
+
+/* The job of an info, NULL for NULL: the dq_job accessors take it. */
+static const dq_job *info_job(const dq_job_info *in) {
+    return in == NULL ? NULL : &in->job;
+}
+
+const char *dq_job_info_id(const dq_job_info *in) {
+    return dq_job_id(info_job(in));
+}
+
+int64_t dq_job_info_due_ms(const dq_job_info *in) {
+    return dq_job_due_ms(info_job(in));
+}
+
+int64_t dq_job_info_attempts(const dq_job_info *in) {
+    return dq_job_attempt(info_job(in));
+}
+
+int64_t dq_job_info_lease_deadline_ms(const dq_job_info *in) {
+    return dq_job_lease_deadline_ms(info_job(in));
+}
+
+const void *dq_job_info_payload(const dq_job_info *in, size_t *len) {
+    return dq_job_payload(info_job(in), len);
+}
+
+const void *dq_job_info_last_error(const dq_job_info *in, size_t *len) {
+    return dq_job_last_error(info_job(in), len);
+}
+
+int64_t dq_job_info_failed_ms(const dq_job_info *in) {
+    return dq_job_failed_ms(info_job(in));
+}
+
+int64_t dq_job_info_now_ms(const dq_job_info *in) {
+    return in == NULL ? 0 : in->now_ms;
+}
+
+dq_job_info *dq_job_info_dup(const dq_job_info *in) {
+    if (in == NULL)
+        return NULL;
+    dq_job_info *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    *c = *in;
+    if (job_copy(&c->job, &in->job) != 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void dq_job_info_free(dq_job_info *in) {
+    if (in == NULL)
+        return;
+    free(in->job.buf);
+    free(in);
 }

@@ -286,17 +286,38 @@ int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
 }
 
 int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
-               const char *token, int64_t delay_ms, int flags, dq__err *err) {
+               const char *token, int64_t delay_ms, int flags,
+               int with_reason, const void *reason, size_t reason_len,
+               dq__err *err) {
     op_init(op, DQ_OPK_NACK, "nack");
     int rc = dq__check_nack(queue, id, token, delay_ms, flags, err);
+    if (rc == DQ_OK && with_reason)
+        rc = dq__check_reason(reason, reason_len, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     parted(op, core, queue);
     single(op, core, queue);
     keys_of(op, core, queue, id);
     snprintf(op->id, sizeof(op->id), "%s", id);
-    rc = oom(op, dq__build_nack(&op->one, core, id, token, delay_ms, flags),
+    if (with_reason && reason == NULL)
+        reason = ""; /* an empty reason is recorded too */
+    rc = oom(op, dq__build_nack(&op->one, core, id, token, delay_ms, flags,
+                                with_reason ? reason : NULL, reason_len),
              err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
+}
+
+int dq__op_get(dq__op *op, dq__core *core, const char *queue, const char *id,
+              dq__err *err) {
+    op_init(op, DQ_OPK_GET, "get");
+    int rc = dq__check_get(queue, id, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    parted(op, core, queue);
+    single(op, core, queue);
+    keys_of(op, core, queue, id);
+    snprintf(op->id, sizeof(op->id), "%s", id);
+    rc = oom(op, dq__build_get(&op->one, core, id), err);
     return rc == DQ_OK ? with_check(op, err) : rc;
 }
 
@@ -636,6 +657,12 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     case DQ_OPK_EXTEND:
         rc = int_result(op, r, &e);
         break;
+    case DQ_OPK_GET:
+        dq_job_info_free(op->info);
+        rc = dq__decode_get(r, op->id, &op->info, &e);
+        if (rc >= 0)
+            op->v = rc;
+        break;
     case DQ_OPK_CANCEL:
     case DQ_OPK_DEAD_REQUEUE:
     case DQ_OPK_DEAD_PURGE: {
@@ -773,7 +800,7 @@ int dq__op_status(const dq__op *op) {
     case DQ_OPK_POLL:
     case DQ_OPK_LIST:
         return op->status;
-    default: /* nack, cancel, dead requeue/purge */
+    default: /* nack, cancel, dead requeue/purge, get */
         return (int)op->v;
     }
 }
@@ -798,8 +825,10 @@ void dq__op_clear(dq__op *op) {
     free(op->order);
     free(op->first);
     dq_jobs_free(op->jobs);
+    dq_job_info_free(op->info);
     op->order = op->first = NULL;
     op->cmds = NULL;
     op->results = NULL;
     op->jobs = NULL;
+    op->info = NULL;
 }

@@ -47,7 +47,8 @@
 enum dq__op_kind {
     DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
-    DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS
+    DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS,
+    DQ_OPK_GET
 };
 
 /* What a driver does after dq__op_feed. */
@@ -89,6 +90,7 @@ typedef struct dq__op {
     int *results;         /* ack: per job (n) */
     int acked;            /* ack: acked so far */
     dq_jobs *jobs;        /* poll, list: taken over by the caller */
+    dq_job_info *info;    /* get: the job found (taken over), or NULL */
     int64_t next_us;      /* poll: us until the next job is due, -1 none */
     int64_t now_ms;       /* list: the server's time of the listing */
     long long v;          /* integer result */
@@ -138,8 +140,14 @@ int dq__op_poll_known(dq__op *op, dq__core *core, const char *queue, int max,
 int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
               size_t n, const char *const *ids, const char *const *tokens,
               dq__err *err);
+/* with_reason: record reason (reason_len bytes; NULL only with 0) as the
+ * job's last failure reason (dq_nack_reason); 0: record none (dq_nack). */
 int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
-               const char *token, int64_t delay_ms, int flags, dq__err *err);
+               const char *token, int64_t delay_ms, int flags,
+               int with_reason, const void *reason, size_t reason_len,
+               dq__err *err);
+int dq__op_get(dq__op *op, dq__core *core, const char *queue, const char *id,
+              dq__err *err);
 int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
                  const char *token, int64_t lease_ms, dq__err *err);
 int dq__op_list(dq__op *op, dq__core *core, const char *queue, int which,

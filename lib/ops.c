@@ -496,6 +496,25 @@ int dq__check_nack(const char *queue, const char *id, const char *token,
     return rc;
 }
 
+int dq__check_reason(const void *reason, size_t len, dq__err *err) {
+    if (reason == NULL && len > 0)
+        return dq__err_set(err, DQ_ENULL,
+                          "reason is NULL but reason_len is %zu", len);
+    if (len > DQ_REASON_MAX)
+        return dq__err_set(err, DQ_EINVAL,
+                          "reason is %zu bytes; the limit is %d "
+                          "(DQ_REASON_MAX)",
+                          len, DQ_REASON_MAX);
+    return DQ_OK;
+}
+
+int dq__check_get(const char *queue, const char *id, dq__err *err) {
+    int rc = dq__check_queue(queue, err);
+    if (rc == DQ_OK)
+        rc = dq__check_id(id, "id", err);
+    return rc;
+}
+
 int dq__check_extend(const char *queue, const char *id, const char *token,
                     int64_t lease_ms, dq__err *err) {
     int rc = check_held(queue, id, token, err);
@@ -741,8 +760,9 @@ int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
 }
 
 int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
-                  const char *token, int64_t delay_ms, int flags) {
-    int rc = dq__cmd_begin(c, DQ_SCRIPT_NACK, &core->keys, 5);
+                  const char *token, int64_t delay_ms, int flags,
+                  const void *reason, size_t reason_len) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_NACK, &core->keys, 6);
     if (rc != DQ_OK)
         return rc;
     cmd_cstr(c, id);
@@ -750,6 +770,16 @@ int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
     cmd_int(c, delay_ms);
     cmd_cstr(c, (flags & DQ_NACK_DEAD) ? "1" : "0");
     cmd_int(c, core->opts.max_attempts);
+    if (reason != NULL)
+        cmd_str(c, reason_len ? (const char *)reason : "", reason_len);
+    return dq__cmd_seal(c);
+}
+
+int dq__build_get(dq__cmd *c, dq__core *core, const char *id) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_GET, &core->keys, 1);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, id);
     return dq__cmd_seal(c);
 }
 
@@ -881,7 +911,7 @@ int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
             dq_jobs_free(l);
             return dq__err_set(err, DQ_EPROTO, "poll: unexpected job entry");
         }
-        dq_job *j = dq__jobs_add(l, id, idlen, pl, plen);
+        dq_job *j = dq__jobs_add(l, id, idlen, pl, plen, NULL, 0);
         if (j == NULL) {
             dq_jobs_free(l);
             return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
@@ -950,45 +980,126 @@ int dq__decode_counts(const dq__reply *r, int64_t out[4], dq__err *err) {
     return DQ_OK;
 }
 
+/* A job's last failure reason as the scripts return it: nil (none) or
+ * "<ms>:<reason>".  0 with *reason NULL for none, or the reason's bytes
+ * (in the reply) and its time; -1 for anything else. */
+static int elem_reason(const dq__reply *e, const char **reason, size_t *len,
+                       int64_t *ms) {
+    *reason = NULL;
+    *len = 0;
+    *ms = 0;
+    if (dq__reply_type(e) == DQ_R_NIL)
+        return 0;
+    if (dq__reply_type(e) != DQ_R_STRING)
+        return -1;
+    size_t n;
+    const char *s = dq__reply_str(e, &n);
+    const char *colon = memchr(s, ':', n < 20 ? n : 20);
+    if (colon == NULL || colon == s)
+        return -1;
+    int64_t v = 0;
+    for (const char *p = s; p < colon; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    *ms = v;
+    *reason = colon + 1;
+    *len = n - (size_t)(colon + 1 - s);
+    return 0;
+}
+
+/* One job entry of a listing or a lookup: id, payload and reason of
+ * reply elements. */
+typedef struct entry {
+    const char *id, *pl, *reason;
+    size_t idlen, plen, rlen;
+    int64_t failed_ms;
+} entry;
+
+/* Reads the id (eid), payload (epl) and reason (ere) elements of a job
+ * entry; 0 or -1 when one is not what the scripts send. */
+static int read_entry(const dq__reply *eid, const dq__reply *epl,
+                      const dq__reply *ere, entry *en) {
+    en->id = dq__reply_str(eid, &en->idlen);
+    en->pl = dq__reply_str(epl, &en->plen);
+    if (dq__reply_type(eid) != DQ_R_STRING ||
+        dq__reply_type(epl) != DQ_R_STRING)
+        return -1;
+    return elem_reason(ere, &en->reason, &en->rlen, &en->failed_ms);
+}
+
 int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
                    int64_t *now_ms, dq__err *err) {
     *jobs = NULL;
     size_t n = dq__reply_len(r);
     int64_t now;
-    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 4 != 0 ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 5 != 0 ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "list: unexpected reply");
     if (now_ms != NULL)
         *now_ms = now;
-    size_t cnt = (n - 1) / 4;
+    size_t cnt = (n - 1) / 5;
     if (cnt == 0)
         return 0;
     dq_jobs *l = dq__jobs_new(cnt);
     if (l == NULL)
         return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
     for (size_t i = 0; i < cnt; i++) {
-        const dq__reply *eid = dq__reply_at(r, 1 + i * 4);
-        const dq__reply *epl = dq__reply_at(r, 2 + i * 4);
-        size_t idlen, plen;
-        const char *id = dq__reply_str(eid, &idlen);
-        const char *pl = dq__reply_str(epl, &plen);
+        size_t b = 1 + i * 5;
+        entry en;
         int64_t att, t;
         dq_job *j = NULL;
-        if (dq__reply_type(eid) != DQ_R_STRING ||
-            dq__reply_type(epl) != DQ_R_STRING ||
-            elem_i64(dq__reply_at(r, 3 + i * 4), &att) ||
-            elem_i64(dq__reply_at(r, 4 + i * 4), &t)) {
+        if (read_entry(dq__reply_at(r, b), dq__reply_at(r, b + 1),
+                       dq__reply_at(r, b + 4), &en) ||
+            elem_i64(dq__reply_at(r, b + 2), &att) ||
+            elem_i64(dq__reply_at(r, b + 3), &t)) {
             dq_jobs_free(l);
             return dq__err_set(err, DQ_EPROTO, "list: unexpected job entry");
         }
-        if ((j = dq__jobs_add(l, id, idlen, pl, plen)) == NULL) {
+        if ((j = dq__jobs_add(l, en.id, en.idlen, en.pl, en.plen, en.reason,
+                              en.rlen)) == NULL) {
             dq_jobs_free(l);
             return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
         }
         j->attempt = att;
         j->due_ms = t;
         j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? t : 0;
+        j->failed_ms = en.failed_ms;
     }
     *jobs = l;
     return (int)cnt;
+}
+
+int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
+                   dq__err *err) {
+    *info = NULL;
+    size_t n = dq__reply_len(r);
+    int64_t now, state, t, att;
+    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 6) ||
+        elem_i64(dq__reply_at(r, 0), &now))
+        return dq__err_set(err, DQ_EPROTO, "get: unexpected reply");
+    if (n == 1)
+        return 0;
+    entry en; /* the id is the caller's: the reply does not repeat it */
+    if (elem_i64(dq__reply_at(r, 1), &state) || state < DQ_JOB_SCHEDULED ||
+        state > DQ_JOB_DEAD || elem_i64(dq__reply_at(r, 2), &t) ||
+        elem_i64(dq__reply_at(r, 3), &att) ||
+        dq__reply_type(dq__reply_at(r, 4)) != DQ_R_STRING ||
+        elem_reason(dq__reply_at(r, 5), &en.reason, &en.rlen,
+                    &en.failed_ms))
+        return dq__err_set(err, DQ_EPROTO, "get: unexpected job entry");
+    en.pl = dq__reply_str(dq__reply_at(r, 4), &en.plen);
+    dq_job_info *in = dq__job_info_new(id, strlen(id), en.pl, en.plen,
+                                      en.reason, en.rlen);
+    if (in == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "get: out of memory");
+    in->state = (int)state;
+    in->now_ms = now;
+    in->job.attempt = att;
+    in->job.due_ms = t;
+    in->job.lease_deadline_ms = state == DQ_JOB_INFLIGHT ? t : 0;
+    in->job.failed_ms = en.failed_ms;
+    *info = in;
+    return 1;
 }

@@ -142,6 +142,10 @@ int dq__check_nack(const char *queue, const char *id, const char *token,
                   int64_t delay_ms, int flags, dq__err *err);
 int dq__check_extend(const char *queue, const char *id, const char *token,
                     int64_t lease_ms, dq__err *err);
+/* A failure reason: reason may be NULL only if len is 0; at most
+ * DQ_REASON_MAX bytes. */
+int dq__check_reason(const void *reason, size_t len, dq__err *err);
+int dq__check_get(const char *queue, const char *id, dq__err *err);
 /* Dead requeue/purge: id may be NULL (a bounded batch). */
 int dq__check_dead_change(const char *queue, const char *id, int64_t delay_ms,
                          dq__err *err);
@@ -211,8 +215,11 @@ int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
 /* n <= DQ_CHUNK jobs. */
 int dq__build_ack(dq__cmd *c, dq__core *core, size_t n, const char *const *ids,
                  const char *const *tokens);
+/* reason NULL: the nack records none (the script keeps the last one). */
 int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
-                  const char *token, int64_t delay_ms, int flags);
+                  const char *token, int64_t delay_ms, int flags,
+                  const void *reason, size_t reason_len);
+int dq__build_get(dq__cmd *c, dq__core *core, const char *id);
 int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
                     const char *token, int64_t lease_ms);
 int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags);
@@ -240,10 +247,15 @@ int dq__decode_int(const dq__reply *r, long long *v, dq__err *err);
 int dq__decode_counts(const dq__reply *r, int64_t out[4], dq__err *err);
 /* Stats: out[5] = scheduled, due, inflight, dead, next_ms. */
 int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err);
-/* List: jobs with attempt and time (and lease deadline for in-flight jobs);
- * *now_ms (may be NULL) receives the server's time of the listing. */
+/* List: jobs with attempt and time (and lease deadline for in-flight jobs)
+ * and their last failure reason; *now_ms (may be NULL) receives the
+ * server's time of the listing. */
 int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
                    int64_t *now_ms, dq__err *err);
+/* Get of job id: 1 and *info (the caller's), or 0 (no such job, *info
+ * NULL), or a code. */
+int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
+                   dq__err *err);
 
 /* Converts a script's negative result (-16, -17) into its code and message. */
 int dq__result_code(long long v, const char *what, const char *id,

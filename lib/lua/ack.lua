@@ -68,8 +68,7 @@ counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
 if #in_dead < n then redis.call('ZREM', K_LEASE, unpack(ok)) end
 if #in_dead > 0 then redis.call('ZREM', K_DEAD, unpack(in_dead)) end
-for i = 1, n do ok[n + i] = mf(ok[i]) end
-redis.call('HDEL', K_JOBS, unpack(ok))
+redis.call('HDEL', K_JOBS, unpack(job_fields(ok)))
 if window > 0 then
     if trim > 0 then redis.call('ZREMRANGEBYRANK', K_DONE, 0, trim - 1) end
     redis.call('ZADD', K_DONE, unpack(zadd))

@@ -10,7 +10,11 @@
 --                        at least once (token "-<last token>" or "0" = no
 --                        valid lease; "d<attempts>:token" = a poll
 --                        dead-lettered the job while its holder's token was
---                        still valid)
+--                        still valid), and id.."\0e" -> "<ms>:<reason>",
+--                        the job's last failure reason (a nack that gave
+--                        one, or "max attempts" from a poll) and the server
+--                        ms it was set at; deleted with the job's other
+--                        fields (ack, cancel, purge) and by a replacing push
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
 --   KEYS[6] idle   ZSET  consumer id -> server ms at which that waiting
 --                        consumer polls on its own next (see "Wake-ups"
@@ -74,6 +78,17 @@ end
 -- The field of a job's meta ("attempts:token") in the jobs hash.
 local function mf(id) return id .. '\0' end
 
+-- The field of a job's last failure reason ("<ms>:<reason>").  Every
+-- script that deletes a job's fields deletes this one too.
+local function ef(id) return id .. '\0e' end
+
+-- { id1, .., idn } -> { ef(id1), .., ef(idn) }
+local function efs(ids)
+    local out = {}
+    for i, id in ipairs(ids) do out[i] = ef(id) end
+    return out
+end
+
 -- One HMGET of the payloads, then the metas, of ids: returns got (got[i]
 -- is ids[i]'s payload or false, got[n + i] its meta) and the field list
 -- (fields[n + i] = mf(ids[i])).
@@ -91,6 +106,16 @@ end
 local function mfs(ids)
     local out = {}
     for i, id in ipairs(ids) do out[i] = mf(id) end
+    return out
+end
+
+-- Every field of the jobs ids (payload, meta, reason): one HDEL of them
+-- deletes all their data.
+local function job_fields(ids)
+    local n, out = #ids, {}
+    for i, id in ipairs(ids) do
+        out[i], out[n + i], out[2 * n + i] = id, mf(id), ef(id)
+    end
     return out
 end
 

@@ -2,7 +2,8 @@
 -- dead.lua: requeues or purges dead-lettered jobs (list.lua lists them).
 -- ARGV[2] action: 'requeue' | 'purge'
 --   requeue: ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[4] delay ms,
---            ARGV[5] limit -> number requeued (attempts reset to 0)
+--            ARGV[5] limit -> number requeued (attempts reset to 0; the
+--            last failure reason stays, to say why it had died)
 --   purge:   ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[5] limit
 --            -> number deleted
 -- dead, due (for a requeue) and jobs are read before the first write.
@@ -44,9 +45,7 @@ if action == 'requeue' then
     redis.call('ZADD', K_DUE, unpack(zadd))
     wake(at, cands, now, now_us)
 else
-    local fields = mfs(ids)
-    for i, id in ipairs(ids) do fields[n + i] = id end
-    redis.call('HDEL', K_JOBS, unpack(fields))
+    redis.call('HDEL', K_JOBS, unpack(job_fields(ids)))
     redis.call('ZREM', K_DEAD, unpack(ids))
 end
 return n

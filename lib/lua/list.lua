@@ -3,9 +3,11 @@
 -- runs on replicas and under maxmemory, and never changes anything).
 -- ARGV[2] which: 1 scheduled (due set), 2 in flight (lease set), 3 dead
 -- ARGV[3] offset (>= 0), ARGV[4] count (1..1000)
--- Returns { now_ms, id, payload, attempts, time_ms, ... } in time order:
---   time_ms = due time (scheduled), lease deadline (in flight) or time of
---   death (dead); attempts = deliveries so far (from meta).  Expired leases
+-- Returns { now_ms, id, payload, attempts, time_ms, reason, ... } in time
+--   order: time_ms = due time (scheduled), lease deadline (in flight) or
+--   time of death (dead); attempts = deliveries so far (from meta); reason
+--   = the job's last failure reason field "<ms>:<reason>", or nil (false)
+--   when it has none.  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
 --   returned: a listing never hands out a lease.
 local now = dq_now()
@@ -21,11 +23,12 @@ if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
 local n = #ids
-local got = get_with_meta(ids)
+local got = redis.call('HMGET', K_JOBS, unpack(job_fields(ids)))
 for j, id in ipairs(ids) do
     out[#out + 1] = id
     out[#out + 1] = got[j] or ''
     out[#out + 1] = (parse_meta(got[n + j]))
     out[#out + 1] = page[2 * j]
+    out[#out + 1] = got[2 * n + j] or false
 end
 return out

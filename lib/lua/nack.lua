@@ -1,7 +1,9 @@
 #!lua flags=allow-oom
 -- nack.lua: releases a leased job for a retry, or dead-letters it.
 -- ARGV[2] id, ARGV[3] token, ARGV[4] delay ms, ARGV[5] dead flag (1 = give
--- up now), ARGV[6] max attempts.
+-- up now), ARGV[6] max attempts, ARGV[7] (optional) the failure reason:
+-- recorded with the server time as the job's last reason (ef, "<ms>:
+-- <reason>", in the HSET of the meta); without it the last one stays.
 -- Returns 0 requeued, 1 dead-lettered, -16 stale token, -17 no such job.
 -- Every key is read before the first write (jobs by the token check).
 local id = ARGV[2]
@@ -18,7 +20,12 @@ else
     cands = wake_prep(at, first_due(), now)
 end
 counts_read()
-redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3]))
+if ARGV[7] then
+    redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3]),
+               ef(id), string.format('%d:', now) .. ARGV[7])
+else
+    redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3]))
+end
 if where and where ~= (to_dead and 'dead' or 'due') then
     redis.call('ZREM', HELD_KEY[where], id)
 end

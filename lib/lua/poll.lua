@@ -18,7 +18,8 @@
 -- sorts before jobs that came due later; it stays in lease (its holder's
 -- token valid, a late ack still counts) until a poll claims it.  A job that
 -- had max attempts goes to dead with its holder's token kept (marked "d"):
--- nobody else claimed it, so its last holder may still ack it.
+-- nobody else claimed it, so its last holder may still ack it; its last
+-- failure reason becomes "max attempts" (in the HSET of the metas).
 --
 -- Tokens come from the server clock: the microsecond of this call plus the
 -- job's place in it (below 2^53, exact in Lua), so no counter key outlives
@@ -77,6 +78,8 @@ if n > 0 then
         elseif max_attempts > 0 and attempts >= max_attempts then
             died[#died + 1] = now_s
             died[#died + 1] = id
+            mset[#mset + 1] = ef(id) -- its last failure reason
+            mset[#mset + 1] = now_s .. ':max attempts'
             if valid_tok(cur) then -- its holder may still ack it: mark where
                 mset[#mset + 1] = fields[n + j]
                 mset[#mset + 1] = 'd' .. fmt_meta(attempts, cur)
@@ -120,7 +123,7 @@ if n > 0 then
         redis.call('ZADD', K_LEASE, unpack(leased))
     end
     if #died > 0 then redis.call('ZADD', K_DEAD, unpack(died)) end
-    if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(mfs(gone))) end
+    if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(job_fields(gone))) end
     count('delivered', (#out - 2) / 5)
     count('failed', #died / 2)
 end

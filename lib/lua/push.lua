@@ -49,8 +49,8 @@ for j, id in ipairs(ids) do
     elseif exists[j] or seen[id] then
         outcome = replace and 3 or 2
         -- Rescheduling takes the job out of lease or dead: a holder's
-        -- token goes stale (the meta keeps it, ended) and attempts
-        -- restart.
+        -- token goes stale (the meta keeps it, ended), attempts restart
+        -- and its last failure reason goes.
         if replace and exists[j] and not seen[id] then
             reset[#reset + 1] = id
             if exists[n + j] then
@@ -83,6 +83,7 @@ if #reset > 0 then
     redis.call('ZCARD', K_DEAD)
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
+    redis.call('HDEL', K_JOBS, unpack(efs(reset)))
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
 if earliest then

@@ -4,7 +4,7 @@
  *
  * The input is fed to a hiredis reply parser (redisReader: the same code
  * that parses real replies, in 0.14 and 1.x); every complete reply it yields
- * goes to every decoder of lib/ops.h (poll, ack, int, stats, dead list, and
+ * goes to every decoder of lib/ops.h (poll, ack, int, stats, lists, get, and
  * push chunks of a plan of 1 and of n jobs) and to the cluster slot map
  * loader (route.h).  Decoders must reject what
  * they do not expect with DQ_EPROTO (never crash, leak or misread), and what
@@ -59,6 +59,22 @@ static void check_jobs(const dq_jobs *jobs, int rc, int with_token) {
         dq_job_free(copy);
     }
     CHECK(dq_jobs_at(jobs, (size_t)rc) == NULL);
+}
+
+/* A job's failure reason: none (NULL, length 0, time 0), or bytes with a
+ * NUL after them, copied by dq_job_dup. */
+static void check_reason(const dq_job *j) {
+    size_t len = 0, len2 = 0;
+    const char *e = dq_job_last_error(j, &len);
+    CHECK(e != NULL || (len == 0 && dq_job_failed_ms(j) == 0));
+    CHECK(e == NULL || e[len] == '\0');
+    dq_job *copy = dq_job_dup(j);
+    CHECK(copy != NULL);
+    const char *e2 = dq_job_last_error(copy, &len2);
+    CHECK((e == NULL) == (e2 == NULL) && len == len2);
+    CHECK(e == NULL || memcmp(e, e2, len) == 0);
+    CHECK(dq_job_failed_ms(copy) == dq_job_failed_ms(j));
+    dq_job_free(copy);
 }
 
 /* Oracle, independent of the library: 1 if element i of array r is a
@@ -131,12 +147,42 @@ static void decode_all(const dq__reply *r, dq__core *core) {
             CHECK(jobs == NULL);
         } else {
             check_jobs(jobs, rc, 0);
-            for (int i = 0; i < rc; i++)
-                CHECK(num_ok(r, 3 + 4 * (size_t)i) &&
-                      num_ok(r, 4 + 4 * (size_t)i));
+            for (int i = 0; i < rc; i++) {
+                CHECK(num_ok(r, 3 + 5 * (size_t)i) &&
+                      num_ok(r, 4 + 5 * (size_t)i));
+                check_reason(dq_jobs_at(jobs, (size_t)i));
+            }
         }
         dq_jobs_free(jobs);
     }
+
+    dq_job_info *info = NULL;
+    dq__err_clear(&err);
+    rc = dq__decode_get(r, "id", &info, &err);
+    if (rc < 0) {
+        check_err(rc, &err);
+    } else {
+        CHECK(rc <= 1 && (rc == 1) == (info != NULL));
+        CHECK(num_ok(r, 0));
+        if (rc == 1) {
+            int st = dq_job_info_state(info);
+            CHECK(st >= DQ_JOB_SCHEDULED && st <= DQ_JOB_DEAD);
+            CHECK(strcmp(dq_job_info_id(info), "id") == 0);
+            size_t len = 0;
+            const char *pl = dq_job_info_payload(info, &len);
+            CHECK(pl != NULL && pl[len] == '\0');
+            CHECK(num_ok(r, 2) && num_ok(r, 3));
+            dq_job_info *copy = dq_job_info_dup(info);
+            CHECK(copy != NULL);
+            size_t l1 = 0, l2 = 0;
+            const char *e1 = dq_job_info_last_error(info, &l1);
+            const char *e2 = dq_job_info_last_error(copy, &l2);
+            CHECK((e1 == NULL) == (e2 == NULL) && l1 == l2);
+            CHECK(e1 == NULL || (memcmp(e1, e2, l1) == 0 && e2[l2] == '\0'));
+            dq_job_info_free(copy);
+        }
+    }
+    dq_job_info_free(info);
 
     size_t n = dq__reply_type(r) == DQ_R_ARRAY ? dq__reply_len(r) : 1;
     if (n == 0)
