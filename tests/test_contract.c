@@ -458,6 +458,23 @@ static int op_ack_retry(actx *x) {
     return dq_ack(x->c, x->q, jid("a1"), x->tok_a1);
 }
 
+static int op_nack_reason_requeue(actx *x) {
+    return dq_nack_reason(x->c, x->q, jid("l1"), x->tok_l1, 0, 0, "r\0x", 3);
+}
+
+static int op_nack_reason_dead(actx *x) {
+    return dq_nack_reason(x->c, x->q, jid("l1"), x->tok_l1, 0, DQ_NACK_DEAD,
+                          "why", 3);
+}
+
+/* Read-only: a spoiled key fails it, and it writes nothing either way. */
+static int op_get(actx *x) {
+    dq_job_info *in = NULL;
+    int rc = dq_get(x->c, x->q, jid("l1"), &in);
+    dq_job_info_free(in);
+    return rc;
+}
+
 typedef struct aop {
     const char *name;
     void (*setup)(actx *);
@@ -485,6 +502,9 @@ static const aop AOPS[] = {
     {"dead_purge_one", setup_none, op_dead_purge_one, 1},
     {"dead_purge_all", setup_none, op_dead_purge_all, 1},
     {"ack_retry_done_record", setup_none, op_ack_retry, 0},
+    {"nack_reason_requeue", setup_none, op_nack_reason_requeue, 0},
+    {"nack_reason_dead", setup_none, op_nack_reason_dead, 1},
+    {"get", setup_none, op_get, 1},
 };
 
 START_TEST(failure_atomicity) {
