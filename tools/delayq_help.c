@@ -16,6 +16,7 @@ const char dqt_help_main[] =
     "  ack       finish a job you hold\n"
     "  nack      release a job you hold for a retry, or dead-letter it\n"
     "  extend    extend the lease of a job you hold\n"
+    "  get       show one job by id: state, times, attempts, last error\n"
     "  list      list scheduled, in-flight or dead jobs (alias: peek)\n"
     "  stats     queue counts: table, --json, --prometheus, --watch\n"
     "  dead      requeue, purge or list dead-lettered jobs\n"
@@ -111,7 +112,7 @@ const char dqt_help_ack[] =
     "job.\n";
 
 const char dqt_help_nack[] =
-    "Usage: delayq nack ID TOKEN [--in DUR] [--dead]\n"
+    "Usage: delayq nack ID TOKEN [--in DUR] [--dead] [--reason TEXT]\n"
     "\n"
     "Releases a job you hold: due again after DUR (default 0) with its\n"
     "attempt count kept, or moved to the dead set with --dead.  Prints\n"
@@ -120,7 +121,28 @@ const char dqt_help_nack[] =
     "\n"
     "Options:\n"
     "  --in DUR       delay before the job is due again (default 0)\n"
-    "  --dead         give up: dead-letter the job now\n";
+    "  --dead         give up: dead-letter the job now\n"
+    "  --reason TEXT  why it failed (at most 1024 bytes): kept with the job\n"
+    "                 as its last error, shown by `delayq get` and the\n"
+    "                 listings; without it the last one stays\n";
+
+const char dqt_help_get[] =
+    "Usage: delayq get ID [--json]\n"
+    "\n"
+    "Shows one job, in one round trip and without changing it: its state\n"
+    "(scheduled, due, inflight, dead), its due time (in flight: when its\n"
+    "lease ends; dead: when it died), its attempts, its last error (the\n"
+    "reason of a `nack --reason`, or \"max attempts\", and when) and its\n"
+    "payload, escaped onto one line (\\n, \\t, \\\\, \\xHH).  A lease that ran\n"
+    "out is in flight until a poll claims the job again.  Exits 1 if there\n"
+    "is no such job.\n"
+    "\n"
+    "Options:\n"
+    "  --json         {\"id\", \"state\", \"due_ms\" | \"lease_deadline_ms\" |\n"
+    "                 \"died_ms\", \"attempts\", \"now_ms\", \"payload\" |\n"
+    "                 \"payload_base64\", \"last_error\" | \"last_error_base64\"\n"
+    "                 and \"failed_ms\" when it has one}; a missing job prints\n"
+    "                 {\"id\", \"state\": \"unknown\"} and exits 1\n";
 
 const char dqt_help_extend[] =
     "Usage: delayq extend ID TOKEN [--lease DUR]\n"
@@ -152,7 +174,11 @@ const char dqt_help_list[] =
     "  --limit N      show at most N jobs of each state, 1..1000 (default 50)\n"
     "  --json         JSON: {\"queue\", \"now_ms\", \"jobs\": [{\"state\", \"id\",\n"
     "                 \"attempt\", \"due_ms\" | \"lease_deadline_ms\" |\n"
-    "                 \"died_ms\", \"payload\" | \"payload_base64\"}]}\n";
+    "                 \"died_ms\", \"payload\" | \"payload_base64\",\n"
+    "                 \"last_error\" | \"last_error_base64\" and \"failed_ms\"\n"
+    "                 for a job with a last error}]}\n"
+    "A job with a last error (see `delayq nack --reason`) gets a second line\n"
+    "in the table: \"failed 3s ago: REASON\".\n";
 
 const char dqt_help_stats[] =
     "Usage: delayq stats [QUEUE...] [--json | --prometheus]\n"

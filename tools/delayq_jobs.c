@@ -1,6 +1,6 @@
 /*
- * delayq_jobs.c - the commands that act on single jobs: push, cancel, and
- * poll / ack / nack / extend for scripts that hold jobs by hand.
+ * delayq_jobs.c - the commands that act on single jobs: push, cancel, get,
+ * and poll / ack / nack / extend for scripts that hold jobs by hand.
  */
 #include "delayq_tool.h"
 
@@ -269,25 +269,34 @@ int dqt_cmd_ack(dqt_cli *g) {
     return DQT_EXIT_OKAY;
 }
 
-const dqt_optspec dqt_nack_opts[] = {
-    {"in", 0, 1, DQT_O_IN}, {"dead", 0, 0, DQT_O_DEAD}, {NULL, 0, 0, 0}};
+const dqt_optspec dqt_nack_opts[] = {{"in", 0, 1, DQT_O_IN},
+                                     {"dead", 0, 0, DQT_O_DEAD},
+                                     {"reason", 0, 1, DQT_O_REASON},
+                                     {NULL, 0, 0, 0}};
 
 /* delayq nack: releases a held job for a retry, or dead-letters it. */
 int dqt_cmd_nack(dqt_cli *g) {
     int64_t delay = 0;
     int flags = 0, rc;
+    const char *reason = NULL;
     for (int i = 0; i < g->a.nopts; i++) {
         const dqt_optval *o = &g->a.opts[i];
         if (o->id == DQT_O_IN && (rc = dqt_opt_duration(g, o, &delay)))
             return rc;
         if (o->id == DQT_O_DEAD)
             flags = DQ_NACK_DEAD;
+        if (o->id == DQT_O_REASON)
+            reason = o->val;
     }
     const char *queue;
     if ((rc = dqt_npos_check(g, 2, 2, "job id and token")) ||
         (rc = dqt_start(g, &queue)))
         return rc;
-    rc = dq_nack(g->c, queue, g->a.pos[0], g->a.pos[1], delay, flags);
+    if (reason != NULL)
+        rc = dq_nack_reason(g->c, queue, g->a.pos[0], g->a.pos[1], delay,
+                            flags, reason, strlen(reason));
+    else
+        rc = dq_nack(g->c, queue, g->a.pos[0], g->a.pos[1], delay, flags);
     if (rc < 0)
         return dqt_report(g, rc);
     printf("%s %s\n", rc == 1 ? "dead" : "requeued", g->a.pos[0]);
@@ -316,5 +325,101 @@ int dqt_cmd_extend(dqt_cli *g) {
     printf("extended %s until %s (%s from now)\n", g->a.pos[0],
            dqt_fmt_iso(deadline, iso, sizeof(iso)),
            dqt_fmt_dur(lease, d, sizeof(d)));
+    return DQT_EXIT_OKAY;
+}
+
+/* ---- get ----------------------------------------------------------------- */
+
+const dqt_optspec dqt_get_opts[] = {{"json", 0, 0, DQT_O_JSON},
+                                    {NULL, 0, 0, 0}};
+
+/* The name of a DQ_JOB_* state, as `delayq get` prints it. */
+static const char *state_name(int st) {
+    switch (st) {
+    case DQ_JOB_SCHEDULED:
+        return "scheduled";
+    case DQ_JOB_DUE:
+        return "due";
+    case DQ_JOB_INFLIGHT:
+        return "inflight";
+    case DQ_JOB_DEAD:
+        return "dead";
+    default:
+        return "unknown";
+    }
+}
+
+/* Prints a found job: one "name  value" line per field, or one JSON
+ * object. */
+static void print_info(const dq_job_info *in, int json) {
+    int st = dq_job_info_state(in);
+    int64_t now = dq_job_info_now_ms(in), t = dq_job_info_due_ms(in);
+    size_t len, rlen;
+    const void *p = dq_job_info_payload(in, &len);
+    const void *reason = dq_job_info_last_error(in, &rlen);
+    int64_t failed = dq_job_info_failed_ms(in);
+    const char *tkey = st == DQ_JOB_INFLIGHT ? "lease_deadline_ms"
+                       : st == DQ_JOB_DEAD   ? "died_ms"
+                                             : "due_ms";
+    if (json) {
+        fputs("{\"id\":", stdout);
+        dqt_json_cstr(stdout, dq_job_info_id(in));
+        printf(",\"state\":\"%s\",\"%s\":%" PRId64 ",\"attempts\":%" PRId64
+               ",\"now_ms\":%" PRId64,
+               state_name(st), tkey, t, dq_job_info_attempts(in), now);
+        dqt_json_payload(stdout, p, len);
+        dqt_json_reason(stdout, reason, rlen, failed);
+        puts("}");
+        return;
+    }
+    char rel[64], iso[40];
+    fputs("id         ", stdout);
+    dqt_escaped(stdout, dq_job_info_id(in), strlen(dq_job_info_id(in)), 0);
+    printf("\nstate      %s\n", state_name(st));
+    printf("%-10s %s (%s)\n",
+           st == DQ_JOB_INFLIGHT ? "lease ends"
+           : st == DQ_JOB_DEAD   ? "died"
+                                 : "due",
+           dqt_fmt_iso(t, iso, sizeof(iso)),
+           dqt_fmt_rel(t, now, rel, sizeof(rel)));
+    printf("attempts   %" PRId64 "\n", dq_job_info_attempts(in));
+    if (reason != NULL) {
+        fputs("last error ", stdout);
+        dqt_escaped(stdout, reason, rlen, 0);
+        printf(" (%s)\n", dqt_fmt_rel(failed, now, rel, sizeof(rel)));
+    }
+    fputs("payload    ", stdout);
+    dqt_escaped(stdout, p, len, 0);
+    putchar('\n');
+}
+
+/* delayq get: one job by id, whatever it is doing. */
+int dqt_cmd_get(dqt_cli *g) {
+    int json = 0, rc;
+    for (int i = 0; i < g->a.nopts; i++)
+        if (g->a.opts[i].id == DQT_O_JSON)
+            json = 1;
+    const char *queue;
+    if ((rc = dqt_npos_check(g, 1, 1, "job id")) ||
+        (rc = dqt_start(g, &queue)))
+        return rc;
+    const char *id = g->a.pos[0];
+    dq_job_info *in = NULL;
+    rc = dq_get(g->c, queue, id, &in);
+    if (rc < 0)
+        return dqt_report(g, rc);
+    if (rc == 0) {
+        if (json) {
+            fputs("{\"id\":", stdout);
+            dqt_json_cstr(stdout, id);
+            puts(",\"state\":\"unknown\"}");
+        }
+        fprintf(stderr, "delayq get: no job '");
+        dqt_escaped(stderr, id, strlen(id), 0);
+        fprintf(stderr, "'\n");
+        return DQT_EXIT_FAILED;
+    }
+    print_info(in, json);
+    dq_job_info_free(in);
     return DQT_EXIT_OKAY;
 }

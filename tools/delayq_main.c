@@ -164,6 +164,7 @@ static const command commands[] = {
     {"ack", dqt_cmd_ack, dqt_help_ack, dqt_no_opts},
     {"nack", dqt_cmd_nack, dqt_help_nack, dqt_nack_opts},
     {"extend", dqt_cmd_extend, dqt_help_extend, dqt_extend_opts},
+    {"get", dqt_cmd_get, dqt_help_get, dqt_get_opts},
     {"list", dqt_cmd_list, dqt_help_list, dqt_list_opts},
     {"peek", dqt_cmd_list, dqt_help_list, dqt_list_opts},
     {"stats", dqt_cmd_stats, dqt_help_stats, dqt_stats_opts},

@@ -167,16 +167,41 @@ static void base64(FILE *f, const unsigned char *p, size_t n) {
     }
 }
 
-/* ,"payload":"..." for UTF-8 payloads, else ,"payload_base64":"...". */
-void dqt_json_payload(FILE *f, const void *p, size_t n) {
+/* ,"KEY":"..." for UTF-8 bytes, else ,"KEY_base64":"...". */
+void dqt_json_bytes(FILE *f, const char *key, const void *p, size_t n) {
     if (dqt_is_utf8(p, n)) {
-        fputs(",\"payload\":", f);
+        fprintf(f, ",\"%s\":", key);
         dqt_json_str(f, p, n);
     } else {
-        fputs(",\"payload_base64\":\"", f);
+        fprintf(f, ",\"%s_base64\":\"", key);
         base64(f, p, n);
         putc('"', f);
     }
+}
+
+/* ,"payload":"..." for UTF-8 payloads, else ,"payload_base64":"...". */
+void dqt_json_payload(FILE *f, const void *p, size_t n) {
+    dqt_json_bytes(f, "payload", p, n);
+}
+
+/* ,"last_error":"..." (or "last_error_base64") and ,"failed_ms":N for a
+ * job's last failure reason; nothing when it has none (reason NULL). */
+void dqt_json_reason(FILE *f, const void *reason, size_t n, int64_t at_ms) {
+    if (reason == NULL)
+        return;
+    dqt_json_bytes(f, "last_error", reason, n);
+    fprintf(f, ",\"failed_ms\":%" PRId64, at_ms);
+}
+
+/* "failed 3s ago: <reason, escaped, at most max characters>" for a job's
+ * last failure reason; nothing when it has none (reason NULL). */
+void dqt_print_reason(const void *reason, size_t n, int64_t at_ms,
+                      int64_t now, size_t max) {
+    if (reason == NULL)
+        return;
+    char rel[64];
+    printf("failed %s: ", dqt_fmt_rel(at_ms, now, rel, sizeof(rel)));
+    dqt_escaped(stdout, reason, n, max);
 }
 
 /* The escape of byte c for one-line output, in tmp (8 bytes). */
@@ -265,6 +290,13 @@ void dqt_print_jobs_table(int st, const dq_jobs *jobs, int64_t now,
                dqt_fmt_iso(t, iso, sizeof(iso)), dq_job_attempt(j));
         dqt_escaped(stdout, p, len, 48);
         putchar('\n');
+        size_t rlen;
+        const void *reason = dq_job_last_error(j, &rlen);
+        if (reason != NULL) {
+            printf("  %*s  ", (int)idw, "");
+            dqt_print_reason(reason, rlen, dq_job_failed_ms(j), now, 72);
+            putchar('\n');
+        }
     }
 }
 
@@ -285,6 +317,9 @@ void dqt_print_jobs_json(int st, const dq_jobs *jobs, int *first) {
         printf(",\"attempt\":%" PRId64 ",\"%s\":%" PRId64, dq_job_attempt(j),
                tkey[st], t);
         dqt_json_payload(stdout, p, len);
+        size_t rlen;
+        const void *reason = dq_job_last_error(j, &rlen);
+        dqt_json_reason(stdout, reason, rlen, dq_job_failed_ms(j));
         putchar('}');
         *first = 0;
     }

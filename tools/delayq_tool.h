@@ -10,7 +10,7 @@
  *   delayq_args.c     option parsing, durations, times, clocks
  *   delayq_help.c     help texts
  *   delayq_out.c      output: text escaping, JSON, Prometheus, tables
- *   delayq_jobs.c     push, cancel, poll, ack, nack, extend
+ *   delayq_jobs.c     push, cancel, poll, ack, nack, extend, get
  *   delayq_inspect.c  list, stats (--watch), dead requeue/purge/list
  *   delayq_consume.c  consume (on the library's libevent consumer)
  *   delayq_web.c      web: the operator dashboard (libevent's evhttp)
@@ -46,7 +46,7 @@ enum {
     DQT_O_OFFSET, DQT_O_LIMIT, DQT_O_PROM, DQT_O_WATCH, DQT_O_COUNT,
     DQT_O_ALL, DQT_O_CONC, DQT_O_MAXATT, DQT_O_BACKOFF, DQT_O_MAXBACK,
     DQT_O_GRACE, DQT_O_MAXJOBS, DQT_O_QUIET, DQT_O_JITTER,
-    DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY, DQT_O_COUNTERS
+    DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY, DQT_O_COUNTERS, DQT_O_REASON
 };
 
 /* One option a command accepts.  arg: 0 none, 1 required, 2 optional
@@ -118,7 +118,7 @@ int dqt_start(dqt_cli *g, const char **queue);
 extern const char dqt_help_main[]; /* a printf format: %s = lib version */
 extern const char dqt_help_push[], dqt_help_cancel[], dqt_help_poll[],
     dqt_help_ack[], dqt_help_nack[], dqt_help_extend[], dqt_help_list[],
-    dqt_help_stats[], dqt_help_dead[], dqt_help_consume[];
+    dqt_help_stats[], dqt_help_dead[], dqt_help_consume[], dqt_help_get[];
 
 /* ---- Output (delayq_out.c) --------------------------------------------- */
 
@@ -142,6 +142,10 @@ int dqt_is_utf8(const void *s, size_t n);
 void dqt_json_str(FILE *f, const void *s, size_t n);
 void dqt_json_cstr(FILE *f, const char *s);
 void dqt_json_payload(FILE *f, const void *p, size_t n);
+void dqt_json_bytes(FILE *f, const char *key, const void *p, size_t n);
+void dqt_json_reason(FILE *f, const void *reason, size_t n, int64_t at_ms);
+void dqt_print_reason(const void *reason, size_t n, int64_t at_ms,
+                      int64_t now, size_t max);
 void dqt_escaped(FILE *f, const void *s, size_t n, size_t max);
 size_t dqt_escaped_width(const char *s);
 void dqt_print_jobs_table(int st, const dq_jobs *jobs, int64_t now,
@@ -154,13 +158,14 @@ void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
 
 /* delayq_jobs.c */
 extern const dqt_optspec dqt_push_opts[], dqt_cancel_opts[], dqt_poll_opts[],
-    dqt_nack_opts[], dqt_extend_opts[];
+    dqt_nack_opts[], dqt_extend_opts[], dqt_get_opts[];
 int dqt_cmd_push(dqt_cli *g);
 int dqt_cmd_cancel(dqt_cli *g);
 int dqt_cmd_poll(dqt_cli *g);
 int dqt_cmd_ack(dqt_cli *g);
 int dqt_cmd_nack(dqt_cli *g);
 int dqt_cmd_extend(dqt_cli *g);
+int dqt_cmd_get(dqt_cli *g);
 
 /* delayq_inspect.c */
 extern const dqt_optspec dqt_list_opts[], dqt_stats_opts[], dqt_dead_opts[];

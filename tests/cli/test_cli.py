@@ -109,8 +109,8 @@ class CliCase(unittest.TestCase):
 
 
 class TestHelpAndUsage(CliCase):
-    COMMANDS = ["push", "cancel", "poll", "ack", "nack", "extend", "list",
-                "peek", "stats", "dead", "consume"]
+    COMMANDS = ["push", "cancel", "poll", "ack", "nack", "extend", "get",
+                "list", "peek", "stats", "dead", "consume"]
 
     def test_main_help_documents_commands_and_exit_codes(self):
         out = self.ok(["--help"])
@@ -414,6 +414,91 @@ class TestPollAckNackExtend(CliCase):
         self.assertEqual(self.stats(q)["inflight"], 1)
         r = run(["extend", "nope", j["token"]], q)
         self.assertEqual(r.returncode, 1)
+
+
+class TestGetAndReasons(CliCase):
+    def get_json(self, queue, job_id, code=0):
+        return json.loads(self.ok(["get", job_id, "--json"], queue,
+                                  code=code))
+
+    def test_get_every_state_text_and_json(self):
+        q = new_queue("get")
+        self.push(q, "later\tone", "--id", "s1", "--in", "30m")
+        out = self.ok(["get", "s1"], q)
+        self.assertRegex(out, r"^id         s1\nstate      scheduled\n"
+                              r"due        \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ "
+                              r"\(in 29m 5\ds\)\nattempts   0\n"
+                              r"payload    later\\tone\n$")
+        doc = self.get_json(q, "s1")
+        self.assertEqual((doc["id"], doc["state"], doc["attempts"],
+                          doc["payload"]), ("s1", "scheduled", 0,
+                                            "later\tone"))
+        self.assertGreater(doc["due_ms"] - doc["now_ms"], 29 * 60000)
+        self.assertNotIn("last_error", doc)
+        self.push(q, "now", "--id", "d1")
+        self.assertEqual(self.get_json(q, "d1")["state"], "due")
+        j = self.poll_one(q)
+        doc = self.get_json(q, "d1")
+        self.assertEqual((doc["state"], doc["attempts"],
+                          doc["lease_deadline_ms"]),
+                         ("inflight", 1, j["lease_deadline_ms"]))
+        self.assertIn("lease ends ", self.ok(["get", "d1"], q))
+        self.ok(["nack", "d1", j["token"], "--dead"], q)
+        doc = self.get_json(q, "d1")
+        self.assertEqual(doc["state"], "dead")
+        self.assertLessEqual(abs(doc["died_ms"] - doc["now_ms"]), 60000)
+        # Unknown: exit 1, a message, and {"state": "unknown"} in JSON.
+        r = run(["get", "nope"], q)
+        self.assertEqual((r.returncode, r.stdout), (1, b""))
+        self.assertIn(b"no job 'nope'", r.stderr)
+        self.assertEqual(self.get_json(q, "nope", code=1),
+                         {"id": "nope", "state": "unknown"})
+        # Usage: one id.
+        for args in (["get"], ["get", "a", "b"], ["get", "a", "--bogus"]):
+            self.assertEqual(run(args, q).returncode, 2, args)
+
+    def test_nack_reason_shown_by_get_and_lists(self):
+        q = new_queue("reason")
+        self.push(q, "x", "--id", "r1")
+        j = self.poll_one(q)
+        self.assertEqual(self.ok(["nack", "r1", j["token"], "--reason",
+                                  "db timeout\nretry"], q), "requeued r1\n")
+        doc = self.get_json(q, "r1")
+        self.assertEqual((doc["state"], doc["last_error"]),
+                         ("due", "db timeout\nretry"))
+        self.assertLessEqual(abs(doc["failed_ms"] - doc["now_ms"]), 60000)
+        self.assertRegex(self.ok(["get", "r1"], q),
+                         r"\nlast error db timeout\\nretry \((now|\d+ms ago|"
+                         r"\ds ago)\)\n")
+        # A plain nack keeps it; a dead one with a reason replaces it.
+        j = self.poll_one(q)
+        self.ok(["nack", "r1", j["token"]], q)
+        self.assertEqual(self.get_json(q, "r1")["last_error"],
+                         "db timeout\nretry")
+        j = self.poll_one(q)
+        self.ok(["nack", "r1", j["token"], "--dead", "--reason", "gave up"], q)
+        out = self.ok(["list", "dead"], q)
+        self.assertRegex(out, r"\n\s+failed (now|\d+ms ago|\ds ago): "
+                              r"gave up\n")
+        self.assertEqual(self.ok(["dead", "list"], q), out)
+        doc = json.loads(self.ok(["list", "dead", "--json"], q))
+        self.assertEqual(doc["jobs"][0]["last_error"], "gave up")
+        self.assertIn("failed_ms", doc["jobs"][0])
+        self.assertEqual(self.get_json(q, "r1")["last_error"], "gave up")
+
+    def test_reason_too_long_is_refused(self):
+        q = new_queue("reasonlong")
+        self.push(q, "x", "--id", "l1")
+        j = self.poll_one(q)
+        r = run(["nack", "l1", j["token"], "--reason", "r" * 1025], q)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"reason is 1025 bytes", r.stderr)
+        self.assertIn(b"(EINVAL)", r.stderr)
+        doc = self.get_json(q, "l1")  # untouched: still ours, no reason
+        self.assertEqual(doc["state"], "inflight")
+        self.assertNotIn("last_error", doc)
+        self.ok(["nack", "l1", j["token"], "--reason", "r" * 1024], q)
+        self.assertEqual(len(self.get_json(q, "l1")["last_error"]), 1024)
 
 
 class TestList(CliCase):
