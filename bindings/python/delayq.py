@@ -36,7 +36,8 @@ __all__ = [
     "version", "version_number", "strerror", "errname", "library_path",
     "PUSHED", "KEPT", "REPLACED", "DONE", "CANCELED_PENDING", "CANCEL_BUSY",
     "CANCELED_INFLIGHT", "LIST_SCHEDULED", "LIST_INFLIGHT", "LIST_DEAD",
-    "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL",
+    "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL", "JobInfo", "REASON_MAX",
+    "SCHEDULED", "DUE", "INFLIGHT", "DEAD",
 ]
 
 # ---- Constants of delayq.h (macros are not in the ABI) -------------------
@@ -51,6 +52,10 @@ LEASE_MIN = 1
 LEASE_MAX = 604800000
 BATCH_MAX = 100000
 POLL_MAX = 1000
+REASON_MAX = 1024
+# dq_get's job states (DQ_JOB_*), as JobInfo.state names them.
+SCHEDULED, DUE, INFLIGHT, DEAD = "scheduled", "due", "inflight", "dead"
+_STATES = {1: SCHEDULED, 2: DUE, 3: INFLIGHT, 4: DEAD}
 
 _PUSH_KEEP, _PUSH_REPLACE = 0, 1
 PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
@@ -199,6 +204,10 @@ class _Consumer(ctypes.Structure):
     """Opaque dq_consumer."""
 
 
+class _JobInfo(ctypes.Structure):
+    """Opaque dq_job_info."""
+
+
 _P_CLIENT = ctypes.POINTER(_Client)
 _P_OPTIONS = ctypes.POINTER(_Options)
 _P_JOBS = ctypes.POINTER(_Jobs)
@@ -210,6 +219,7 @@ _P_INT = ctypes.POINTER(_c_int)
 _P_SIZE = ctypes.POINTER(_c_size)
 _P_STR = ctypes.POINTER(_c_str)
 _P_CONSUMER = ctypes.POINTER(_Consumer)
+_P_INFO = ctypes.POINTER(_JobInfo)
 # Callback types of delayq-consumer.h (ctypes takes the GIL around them).
 _HANDLER_FN = ctypes.CFUNCTYPE(_c_int, _P_CONSUMER, _P_JOB, _c_void)
 _OUTCOME_CB = ctypes.CFUNCTYPE(None, _P_CONSUMER, _P_JOB, _c_int, _c_int,
@@ -278,6 +288,23 @@ _OPTIONAL_PROTOTYPES = {
                          ctypes.POINTER(_P_JOBS), _P_I64]),
     "dq_counters": (_c_int, [_P_CLIENT, _c_str, _P_I64, _P_I64, _P_I64,
                              _P_I64]),
+    # dq_get and failure reasons
+    "dq_nack_reason": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_str, _c_i64,
+                                _c_int, _c_str, _c_size]),
+    "dq_job_last_error": (_c_void, [_P_JOB, _P_SIZE]),
+    "dq_job_failed_ms": (_c_i64, [_P_JOB]),
+    "dq_get": (_c_int, [_P_CLIENT, _c_str, _c_str, ctypes.POINTER(_P_INFO)]),
+    "dq_job_info_state": (_c_int, [_P_INFO]),
+    "dq_job_info_id": (_c_str, [_P_INFO]),
+    "dq_job_info_due_ms": (_c_i64, [_P_INFO]),
+    "dq_job_info_attempts": (_c_i64, [_P_INFO]),
+    "dq_job_info_lease_deadline_ms": (_c_i64, [_P_INFO]),
+    "dq_job_info_payload": (_c_void, [_P_INFO, _P_SIZE]),
+    "dq_job_info_last_error": (_c_void, [_P_INFO, _P_SIZE]),
+    "dq_job_info_failed_ms": (_c_i64, [_P_INFO]),
+    "dq_job_info_now_ms": (_c_i64, [_P_INFO]),
+    "dq_job_info_dup": (_P_INFO, [_P_INFO]),
+    "dq_job_info_free": (None, [_P_INFO]),
     # delayq-consumer.h
     "dq_consumer_set_int": (_c_int, [_P_CONSUMER, _c_int, _c_i64]),
     "dq_consumer_set_outcome_cb": (_c_int, [_P_CONSUMER, _OUTCOME_CB,
@@ -325,6 +352,7 @@ _lib = _load()
 HAVE_LIST = hasattr(_lib, "dq_list")
 HAVE_COUNTERS = hasattr(_lib, "dq_counters")
 HAVE_CONSUMER = hasattr(_lib, "dq_consumer_new_sync")
+HAVE_GET = hasattr(_lib, "dq_get")
 
 
 def version():
@@ -379,6 +407,15 @@ def _dec(b):
     return b.decode("utf-8", "surrogateescape")
 
 
+def _bytes_at(fn, obj):
+    """The bytes of a (pointer, length) accessor, or None for NULL."""
+    n = _c_size(0)
+    ptr = fn(obj, ctypes.byref(n))
+    if not ptr:
+        return None
+    return ctypes.string_at(ptr, n.value) if n.value else b""
+
+
 def _payload(p):
     if isinstance(p, str):
         return p.encode("utf-8")
@@ -398,11 +435,14 @@ class Job:
     id (str), payload (bytes), attempt (int, 1 on first delivery; for dead
     jobs: deliveries made), due_ms (server epoch ms; for dead jobs: time of
     death), token (str, "" if not leased), lease_deadline_ms (0 if not
-    leased), queue (str).  ack()/nack()/extend() act on the job through the
-    client that delivered it."""
+    leased), queue (str), last_error (bytes: the job's last failure reason,
+    from list() and dead_list(); None when none was recorded) and
+    failed_ms (when it was, 0 if none).  ack()/nack()/extend() act on the
+    job through the client that delivered it."""
 
     __slots__ = ("id", "payload", "attempt", "due_ms", "token",
-                 "lease_deadline_ms", "queue", "_client")
+                 "lease_deadline_ms", "queue", "last_error", "failed_ms",
+                 "_client")
 
     def __init__(self, client, queue, job):
         n = _c_size(0)
@@ -413,6 +453,10 @@ class Job:
         self.due_ms = _lib.dq_job_due_ms(job)
         self.token = _dec(_lib.dq_job_token(job))
         self.lease_deadline_ms = _lib.dq_job_lease_deadline_ms(job)
+        self.last_error, self.failed_ms = None, 0
+        if HAVE_GET:
+            self.last_error = _bytes_at(_lib.dq_job_last_error, job)
+            self.failed_ms = _lib.dq_job_failed_ms(job)
         self.queue = queue
         self._client = client
 
@@ -420,10 +464,10 @@ class Job:
         """Finishes the job (see Client.ack)."""
         self._client.ack(self.queue, self.id, self.token)
 
-    def nack(self, delay_ms=0, dead=False):
+    def nack(self, delay_ms=0, dead=False, reason=None):
         """Releases the job; True if it was dead-lettered (Client.nack)."""
         return self._client.nack(self.queue, self.id, self.token, delay_ms,
-                                 dead)
+                                 dead, reason=reason)
 
     def extend(self, lease_ms):
         """Extends the lease; returns and records the new deadline."""
@@ -435,6 +479,39 @@ class Job:
         return ("Job(id=%r, attempt=%d, due_ms=%d, token=%r, payload=%r)"
                 % (self.id, self.attempt, self.due_ms, self.token,
                    self.payload[:40]))
+
+
+class JobInfo:
+    """One job as Client.get() saw it, copied into plain Python values.
+
+    id (str), queue (str), state (SCHEDULED, DUE, INFLIGHT or DEAD; a lease
+    that ran out is INFLIGHT until a poll claims the job again), due_ms
+    (due time; in flight: the lease deadline; dead: time of death),
+    attempts (deliveries so far), lease_deadline_ms (in flight, else 0),
+    payload (bytes), last_error (bytes, or None when no reason was
+    recorded), failed_ms (when it was, 0 if none), now_ms (the server's
+    time of the lookup)."""
+
+    __slots__ = ("id", "queue", "state", "due_ms", "attempts",
+                 "lease_deadline_ms", "payload", "last_error", "failed_ms",
+                 "now_ms")
+
+    def __init__(self, queue, info):
+        self.id = _dec(_lib.dq_job_info_id(info))
+        self.queue = queue
+        self.state = _STATES.get(_lib.dq_job_info_state(info), "unknown")
+        self.due_ms = _lib.dq_job_info_due_ms(info)
+        self.attempts = _lib.dq_job_info_attempts(info)
+        self.lease_deadline_ms = _lib.dq_job_info_lease_deadline_ms(info)
+        self.payload = _bytes_at(_lib.dq_job_info_payload, info) or b""
+        self.last_error = _bytes_at(_lib.dq_job_info_last_error, info)
+        self.failed_ms = _lib.dq_job_info_failed_ms(info)
+        self.now_ms = _lib.dq_job_info_now_ms(info)
+
+    def __repr__(self):
+        return ("JobInfo(id=%r, state=%r, due_ms=%d, attempts=%d, "
+                "last_error=%r)" % (self.id, self.state, self.due_ms,
+                                     self.attempts, self.last_error))
 
 
 # ---- Client -------------------------------------------------------------------
@@ -685,16 +762,47 @@ class Client:
         return [0 if r == 0 else _CLASS_BY_NAME.get(errname(r), DelayqError)
                 for r in results]
 
-    def nack(self, queue, id, token, delay_ms=0, dead=False):
+    def nack(self, queue, id, token, delay_ms=0, dead=False, reason=None):
         """Releases a job you hold: due again after delay_ms, or dead-
-        lettered (dead=True, or max_attempts reached).  Returns True if it
-        was dead-lettered."""
+        lettered (dead=True, or max_attempts reached).  reason (bytes or
+        str, at most REASON_MAX bytes: longer raises InvalidArgument and
+        changes nothing) is recorded as the job's last failure reason;
+        None records none and leaves the last one.  Returns True if it was
+        dead-lettered."""
         q, jid, tok = (_enc(queue, "queue", "EQUEUE"), _enc(id, "id", "EID"),
                        _enc(token, "token", "EINVAL"))
+        flags = _NACK_DEAD if dead else 0
+        if reason is None:
+            with self._lock:
+                return self._check(_lib.dq_nack(
+                    self._handle(), q, jid, tok, delay_ms, flags)) == 1
+        if not HAVE_GET:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_nack_reason")
+        why = _payload(reason)
         with self._lock:
-            return self._check(_lib.dq_nack(
-                self._handle(), q, jid, tok, delay_ms,
-                _NACK_DEAD if dead else 0)) == 1
+            return self._check(_lib.dq_nack_reason(
+                self._handle(), q, jid, tok, delay_ms, flags, why,
+                len(why))) == 1
+
+    def get(self, queue, id):
+        """Looks a job up by id (one round trip, read-only): a JobInfo, or
+        None when there is no pending, in-flight or dead job with that
+        id."""
+        if not HAVE_GET:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_get")
+        q, jid = _enc(queue, "queue", "EQUEUE"), _enc(id, "id", "EID")
+        info = _P_INFO()
+        with self._lock:
+            rc = self._check(_lib.dq_get(self._handle(), q, jid,
+                                         ctypes.byref(info)))
+        if rc == 0:
+            return None
+        try:
+            return JobInfo(_dec(q), info)
+        finally:
+            _lib.dq_job_info_free(info)
 
     def extend(self, queue, id, token, lease_ms):
         """Sets the lease of a job you hold to lease_ms from now; returns

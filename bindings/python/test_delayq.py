@@ -387,6 +387,78 @@ class TestDeadLetters(Base):
         self.assertEqual((j.id, j.payload, j.token), ("s1", b"later", ""))
 
 
+class TestGetAndReasons(Base):
+    def test_get_every_state(self):
+        self.assertTrue(delayq.HAVE_GET)
+        self.c.push(self.q, b"later", 3600000, id="s1")
+        info = self.c.get(self.q, "s1")
+        self.assertIsInstance(info, delayq.JobInfo)
+        self.assertEqual((info.id, info.queue, info.state, info.attempts,
+                          info.payload, info.last_error, info.failed_ms,
+                          info.lease_deadline_ms),
+                         ("s1", self.q, delayq.SCHEDULED, 0, b"later", None,
+                          0, 0))
+        self.assertGreater(info.due_ms - info.now_ms, 3500000)
+        self.c.push(self.q, b"n\0w", id="d1")
+        self.assertEqual(self.c.get(self.q, "d1").state, delayq.DUE)
+        [j] = self.c.poll(self.q)
+        info = self.c.get(self.q, "d1")
+        self.assertEqual((info.state, info.attempts, info.lease_deadline_ms,
+                          info.payload),
+                         (delayq.INFLIGHT, 1, j.lease_deadline_ms, b"n\0w"))
+        self.assertTrue(j.nack(dead=True))
+        self.assertEqual(self.c.get(self.q, "d1").state, delayq.DEAD)
+        self.assertIsNone(self.c.get(self.q, "nope"))
+        self.c.dead_purge(self.q, "d1")
+        self.assertIsNone(self.c.get(self.q, "d1"))
+
+    def test_reasons_through_retry_dead_list_and_get(self):
+        self.c.push(self.q, b"x", id="r1")
+        [j] = self.c.poll(self.q)
+        self.assertFalse(j.nack(reason="db timeout"))
+        info = self.c.get(self.q, "r1")
+        self.assertEqual(info.last_error, b"db timeout")
+        self.assertLessEqual(abs(info.failed_ms - info.now_ms), 60000)
+        [j] = self.c.poll(self.q)
+        self.assertEqual(self.c.get(self.q, "r1").last_error, b"db timeout")
+        why = b"bin\0\xff" * 10
+        self.assertTrue(self.c.nack(self.q, "r1", j.token, dead=True,
+                                    reason=why))
+        [d] = self.c.dead_list(self.q)
+        self.assertEqual((d.id, d.last_error), ("r1", why))
+        self.assertGreater(d.failed_ms, 0)
+        self.assertEqual(self.c.get(self.q, "r1").last_error, why)
+        # Jobs from a poll carry none; an empty reason is recorded.
+        self.c.push(self.q, b"y", id="r2")
+        [j] = self.c.poll(self.q)
+        self.assertIsNone(j.last_error)
+        j.nack(reason=b"")
+        self.assertEqual(self.c.get(self.q, "r2").last_error, b"")
+
+    def test_bad_arguments_change_nothing(self):
+        self.c.push(self.q, b"x", id="b1")
+        [j] = self.c.poll(self.q)
+        with self.assertRaises(delayq.InvalidArgument) as cm:
+            j.nack(reason=b"r" * (delayq.REASON_MAX + 1))
+        self.assertEqual(cm.exception.name, "EINVAL")
+        self.assertIn("reason is 1025 bytes", cm.exception.message)
+        info = self.c.get(self.q, "b1")
+        self.assertEqual((info.state, info.last_error),
+                         (delayq.INFLIGHT, None))
+        for bad, name in (("", "EID"), ("x" * 129, "EID")):
+            with self.assertRaises(delayq.InvalidArgument) as cm:
+                self.c.get(self.q, bad)
+            self.assertEqual(cm.exception.name, name)
+        with self.assertRaises(delayq.InvalidArgument) as cm:
+            self.c.get("", "b1")
+        self.assertEqual(cm.exception.name, "EQUEUE")
+        with self.assertRaises(TypeError):
+            self.c.get(self.q, 5)
+        with self.assertRaises(TypeError):
+            j.nack(reason=5)
+        j.ack()
+
+
 class TestCounters(Base):
     def test_counted_by_clients_with_the_option(self):
         zero = {"delivered": 0, "acked": 0, "retried": 0, "failed": 0}
