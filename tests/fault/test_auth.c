@@ -129,9 +129,12 @@ static void scenario(const char *uri, const char *q, redisContext *admin,
     STEP("extend", dq_extend(c, q, dq_job_id(j1), dq_job_token(j1), 1000,
                              NULL),
          0);
-    STEP("nack dead", dq_nack(c, q, dq_job_id(j1), dq_job_token(j1), 0,
-                              DQ_NACK_DEAD),
+    STEP("nack dead", dq_nack_reason(c, q, dq_job_id(j1), dq_job_token(j1),
+                                     0, DQ_NACK_DEAD, "why", 3),
          1);
+    dq_job_info *info = NULL;
+    STEP("get", dq_get(c, q, dq_job_id(j1), &info), 1);
+    dq_job_info_free(info);
     dq_jobs *dead = NULL;
     STEP("dead_list", dq_dead_list(c, q, 0, 10, &dead), 1);
     dq_jobs_free(dead);
