@@ -253,10 +253,11 @@ static void sleep_ms(int64_t ms) {
         ;
 }
 
-/* Runs ack or nack for a finished job; retries a few times after an I/O
- * error (the client reconnects on the next call).  A retried ack answers
- * for itself: 0 when the lost one landed (the job's done record holds our
- * token), DQ_ESTALE when another holder finished it. */
+/* Runs nack for a finished job, or ack when it is not held for a batch
+ * (sync_flush); retries a few times after an I/O error (the client
+ * reconnects on the next call).  A retried ack answers for itself: 0 when
+ * the lost one landed (the job's done record holds our token), DQ_ESTALE
+ * when another holder finished it. */
 static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
                       int64_t delay_ms) {
     int64_t delay;
@@ -286,8 +287,104 @@ static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
     return rc;
 }
 
-/* Runs the handler for one job and applies its outcome. */
-static void sync_handle(dq_consumer *c, const dq_job *job) {
+/* Reports a finished job to the outcome callback, if any. */
+static void sync_report(dq_consumer *c, const dq_job *job, int outcome,
+                        int status) {
+    if (c->outcome_cb != NULL) {
+        c->in_handler = 1; /* a free inside is deferred to the loop */
+        c->outcome_cb(c, job, outcome, status, c->outcome_ud);
+        c->in_handler = 0;
+    }
+}
+
+/* The longest an ack is held for the batch while the handlers of the jobs
+ * after it run (see sync_hold_over): quick handlers share one ack call,
+ * a slow one does not keep finished jobs from being acked. */
+#define SYNC_HOLD_US 5000
+
+/* Jobs of one claimed batch whose handler succeeded, acked together with
+ * one dq_ack_batch (sync_flush) instead of one dq_ack each.  Their acks go
+ * out before the next poll, before the rest of the batch is released at a
+ * stop, and before the next handler once they were held SYNC_HOLD_US or
+ * half the lease has passed since the claim.  cap 0 (no memory for the
+ * arrays): every ack goes out at once, as dq_ack. */
+typedef struct sync_acks {
+    size_t n, cap;
+    const dq_job **jobs;
+    const char **ids, **toks;
+    int *res;
+    int64_t claimed_us; /* dq__mono_us when the poll of the batch returned */
+    int64_t first_us;   /* when the first of the n finished */
+} sync_acks;
+
+static void sync_acks_init(sync_acks *a, size_t cap) {
+    memset(a, 0, sizeof(*a));
+    a->jobs = malloc(cap * sizeof(*a->jobs));
+    a->ids = malloc(cap * sizeof(*a->ids));
+    a->toks = malloc(cap * sizeof(*a->toks));
+    a->res = malloc(cap * sizeof(*a->res));
+    if (a->jobs != NULL && a->ids != NULL && a->toks != NULL &&
+        a->res != NULL)
+        a->cap = cap;
+}
+
+static void sync_acks_free(sync_acks *a) {
+    free(a->jobs);
+    free(a->ids);
+    free(a->toks);
+    free(a->res);
+    memset(a, 0, sizeof(*a));
+}
+
+/* Whether the held acks must go out before another handler runs: held
+ * long enough, or the leases they were claimed under half gone (a slow
+ * handler next could otherwise let them run out before their ack). */
+static int sync_hold_over(const dq_consumer *c, const sync_acks *a) {
+    if (a->n == 0)
+        return 0;
+    int64_t now = dq__mono_us();
+    return now - a->first_us >= SYNC_HOLD_US ||
+           now - a->claimed_us >= c->lease_ms * 500;
+}
+
+/* Acks the held jobs in one dq_ack_batch (retried after an I/O error as
+ * sync_apply retries an ack: a retried ack answers for itself), then
+ * reports each with its own result. */
+static void sync_flush(dq_consumer *c, sync_acks *a) {
+    if (a->n == 0)
+        return;
+    int rc = 0;
+    for (int tries = 0; tries < 5; tries++) {
+        if (tries > 0)
+            sleep_ms(50 << tries);
+        rc = dq_ack_batch(c->client, c->queue, a->n, a->ids, a->toks,
+                          a->res);
+        if (rc != DQ_EIO && rc != DQ_ETIMEDOUT)
+            break;
+    }
+    char why[sizeof(c->err.msg)];
+    snprintf(why, sizeof(why), "%s",
+             rc < 0 ? dq_errmsg(c->client) : ""); /* before any report */
+    size_t n = a->n;
+    a->n = 0; /* a report may stop the loop: nothing is held any more */
+    /* A report that frees the consumer ends the reports, as it ends them
+     * when each job is acked on its own; a free from a handler before
+     * (which stops the loop) does not: those jobs were finished first. */
+    int dead = c->dead;
+    for (size_t i = 0; i < n; i++) {
+        int st = rc < 0 ? rc : a->res[i];
+        if (st < 0)
+            dq__err_set(&c->err, st, "ack of job '%.200s': %s",
+                       a->ids[i],
+                       rc < 0 ? why : dq_strerror(st));
+        if (c->dead == dead)
+            sync_report(c, a->jobs[i], DQ_JOB_OK, st);
+    }
+}
+
+/* Runs the handler for one job and applies its outcome: a success is held
+ * in a for the batch ack, a retry or failure is nacked at once. */
+static void sync_handle(dq_consumer *c, const dq_job *job, sync_acks *a) {
     dq__delivery d;
     memset(&d, 0, sizeof(d));
     d.c = c;
@@ -312,12 +409,17 @@ static void sync_handle(dq_consumer *c, const dq_job *job) {
                 outcome = DQ_JOB_RETRY; /* nobody will finish it later */
         }
     }
-    int rc = sync_apply(c, job, &outcome, delay_ms);
-    if (c->outcome_cb != NULL) {
-        c->in_handler = 1; /* a free inside is deferred to the loop */
-        c->outcome_cb(c, job, outcome, rc, c->outcome_ud);
-        c->in_handler = 0;
+    if (outcome == DQ_JOB_OK && a->n < a->cap) {
+        if (a->n == 0)
+            a->first_us = dq__mono_us();
+        a->jobs[a->n] = job;
+        a->ids[a->n] = dq_job_id(job);
+        a->toks[a->n] = dq_job_token(job);
+        a->n++;
+        return;
     }
+    int rc = sync_apply(c, job, &outcome, delay_ms);
+    sync_report(c, job, outcome, rc);
 }
 
 int dq_consumer_run(dq_consumer *c) {
@@ -331,8 +433,12 @@ int dq_consumer_run(dq_consumer *c) {
     c->started = 1;
     int released = 0;
     int64_t backoff = 50;
+    sync_acks acks;
+    sync_acks_init(&acks, (size_t)c->concurrency);
     while (!c->interrupted && !c->dead) {
         dq_jobs *jobs = NULL;
+        /* As many jobs as the consumer takes at a time; the acks of the
+         * last batch went out before this poll (sync_flush below). */
         int n = dq_poll_wait(c->client, c->queue, (int)c->concurrency,
                              c->lease_ms, 1000, &jobs);
         if (n < 0) {
@@ -343,19 +449,26 @@ int dq_consumer_run(dq_consumer *c) {
             continue;
         }
         backoff = 50;
+        acks.claimed_us = dq__mono_us();
         for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
             const dq_job *job = dq_jobs_at(jobs, i);
+            if (sync_hold_over(c, &acks))
+                sync_flush(c, &acks); /* its reports may stop the loop */
             if (c->interrupted || c->dead) {
-                /* Stopping: give the job back at once. */
+                /* Stopping: the finished jobs are acked, the rest given
+                 * back at once. */
+                sync_flush(c, &acks);
                 if (dq_nack(c->client, c->queue, dq_job_id(job),
                             dq_job_token(job), 0, 0) >= 0)
                     released++;
                 continue;
             }
-            sync_handle(c, job);
+            sync_handle(c, job, &acks);
         }
+        sync_flush(c, &acks);
         dq_jobs_free(jobs);
     }
+    sync_acks_free(&acks);
     c->started = 0;
     if (c->dead)
         free(c);
