@@ -139,7 +139,15 @@ DQ_EXTERN void dq_consumer_free(dq_consumer *c);
  * dq_consumer_run claims up to DQ_COPT_CONCURRENCY jobs at a time with
  * dq_poll_wait (sleeping until the next job is due, woken early by pushes)
  * and runs the handler for each in turn.  Leases are not extended while a
- * handler runs: choose DQ_COPT_LEASE_MS above your slowest handler.
+ * handler runs, and the jobs of one claim run one after another under
+ * leases taken at the same moment: choose DQ_COPT_LEASE_MS above the time
+ * a whole claim takes (or a smaller concurrency).  Jobs whose handler
+ * succeeded are acked together with one dq_ack_batch: before the next
+ * poll, before a stop releases the rest of the claim, and before the next
+ * handler once the oldest waiting ack is 5 ms old or half the lease has
+ * passed since the claim; their outcome reports (dq_consumer_set_outcome_cb)
+ * come with
+ * that ack.
  * On failure *out is NULL.  Returns 0, DQ_ENULL, DQ_EQUEUE or DQ_ENOMEM.
  */
 DQ_EXTERN int dq_consumer_new_sync(dq_client *client, const char *queue,
