@@ -146,8 +146,7 @@ DQ_EXTERN void dq_consumer_free(dq_consumer *c);
  * poll, before a stop releases the rest of the claim, and before the next
  * handler once the oldest waiting ack is 5 ms old or half the lease has
  * passed since the claim; their outcome reports (dq_consumer_set_outcome_cb)
- * come with
- * that ack.
+ * come with that ack.
  * On failure *out is NULL.  Returns 0, DQ_ENULL, DQ_EQUEUE or DQ_ENOMEM.
  */
 DQ_EXTERN int dq_consumer_new_sync(dq_client *client, const char *queue,
