@@ -102,6 +102,24 @@ static void keys_of(dq__op *op, dq__core *core, const char *queue,
                        op->nparts > 1 ? dq__part_of(id, op->nparts) : -1);
 }
 
+/* Readies op for its one script call on job id: the keys of the
+ * partition that holds it (or of the plain queue); op->id names the job
+ * in messages. */
+static void on_job(dq__op *op, dq__core *core, const char *queue,
+                   const char *id) {
+    parted(op, core, queue);
+    single(op, core, queue);
+    keys_of(op, core, queue, id);
+    snprintf(op->id, sizeof(op->id), "%s", id);
+}
+
+/* The end of a builder: rc of building its call (any failure is
+ * DQ_ENOMEM), then the partition-count check put before it if due. */
+static int sealed(dq__op *op, int rc, dq__err *err) {
+    rc = oom(op, rc, err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
+}
+
 /* An array of nparts calls, built by fn for each partition. */
 static int each_part(dq__op *op, dq__core *core, const char *queue,
                      int (*fn)(dq__op *, dq__cmd *, dq__core *),
@@ -141,12 +159,8 @@ int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
     int rc = dq__check_cancel(queue, id, flags, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    parted(op, core, queue);
-    single(op, core, queue);
-    keys_of(op, core, queue, id);
-    snprintf(op->id, sizeof(op->id), "%s", id);
-    rc = oom(op, dq__build_cancel(&op->one, core, id, flags), err);
-    return rc == DQ_OK ? with_check(op, err) : rc;
+    on_job(op, core, queue, id);
+    return sealed(op, dq__build_cancel(&op->one, core, id, flags), err);
 }
 
 /* The next partition a poll visits (from the cursor on, each once; with
@@ -295,16 +309,13 @@ int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
         rc = dq__check_reason(reason, reason_len, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    parted(op, core, queue);
-    single(op, core, queue);
-    keys_of(op, core, queue, id);
-    snprintf(op->id, sizeof(op->id), "%s", id);
+    on_job(op, core, queue, id);
     if (with_reason && reason == NULL)
         reason = ""; /* an empty reason is recorded too */
-    rc = oom(op, dq__build_nack(&op->one, core, id, token, delay_ms, flags,
-                                with_reason ? reason : NULL, reason_len),
-             err);
-    return rc == DQ_OK ? with_check(op, err) : rc;
+    return sealed(op,
+                  dq__build_nack(&op->one, core, id, token, delay_ms, flags,
+                                 with_reason ? reason : NULL, reason_len),
+                  err);
 }
 
 int dq__op_get(dq__op *op, dq__core *core, const char *queue, const char *id,
@@ -313,12 +324,8 @@ int dq__op_get(dq__op *op, dq__core *core, const char *queue, const char *id,
     int rc = dq__check_get(queue, id, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    parted(op, core, queue);
-    single(op, core, queue);
-    keys_of(op, core, queue, id);
-    snprintf(op->id, sizeof(op->id), "%s", id);
-    rc = oom(op, dq__build_get(&op->one, core, id), err);
-    return rc == DQ_OK ? with_check(op, err) : rc;
+    on_job(op, core, queue, id);
+    return sealed(op, dq__build_get(&op->one, core, id), err);
 }
 
 int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
@@ -327,12 +334,9 @@ int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
     int rc = dq__check_extend(queue, id, token, lease_ms, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
-    parted(op, core, queue);
-    single(op, core, queue);
-    keys_of(op, core, queue, id);
-    snprintf(op->id, sizeof(op->id), "%s", id);
-    rc = oom(op, dq__build_extend(&op->one, core, id, token, lease_ms), err);
-    return rc == DQ_OK ? with_check(op, err) : rc;
+    on_job(op, core, queue, id);
+    return sealed(op, dq__build_extend(&op->one, core, id, token, lease_ms),
+                  err);
 }
 
 /* A partitioned listing asks every partition for its first offset+count
@@ -392,15 +396,14 @@ int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
         /* Partition after partition, until the batch is full. */
         op->lease_ms = delay_ms;
         op->part = 0;
-        rc = oom(op, build_dead_part(op), err);
-        return rc == DQ_OK ? with_check(op, err) : rc;
+        return sealed(op, build_dead_part(op), err);
     }
     if (id != NULL)
         keys_of(op, core, queue, id);
-    rc = oom(op, dq__build_dead_change(&op->one, core, op->what, id,
-                                       delay_ms, DQ_DEAD_BATCH),
-             err);
-    return rc == DQ_OK ? with_check(op, err) : rc;
+    return sealed(op,
+                  dq__build_dead_change(&op->one, core, op->what, id,
+                                        delay_ms, DQ_DEAD_BATCH),
+                  err);
 }
 
 static int build_stats_part(dq__op *op, dq__cmd *c, dq__core *core) {
