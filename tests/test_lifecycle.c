@@ -393,6 +393,34 @@ START_TEST(reason_deleted_with_job) {
 }
 END_TEST
 
+/* A deep page: a partitioned queue asks each partition for offset + count
+ * jobs (with their payloads, metas and reasons), more than one unpack in a
+ * script takes; the script reads them in slices. */
+START_TEST(list_deep_page) {
+    dq_client *c = open_client();
+    enum { N = 12000 };
+    static const void *pl[N];
+    static size_t lens[N];
+    static int64_t delays[N];
+    for (int i = 0; i < N; i++) {
+        pl[i] = "x";
+        lens[i] = 1;
+        delays[i] = 60000 + i;
+    }
+    ck_assert_int_eq(dq_push_batch(c, Q, N, pl, lens, delays, NULL, 0, NULL,
+                                   NULL),
+                     N);
+    dq_jobs *jobs = NULL;
+    int rc = dq_list(c, Q, DQ_LIST_SCHEDULED, N - 10, 10, &jobs, NULL);
+    ck_assert_msg(rc == 10, "dq_list: %d %s", rc, dq_errmsg(c));
+    for (size_t i = 1; i < 10; i++)
+        ck_assert_int_lt(dq_job_due_ms(dq_jobs_at(jobs, i - 1)),
+                         dq_job_due_ms(dq_jobs_at(jobs, i)));
+    dq_jobs_free(jobs);
+    dq_close(c);
+}
+END_TEST
+
 /* ---- bad inputs: a code, a message, nothing sent, nothing changed -------- */
 
 START_TEST(bad_inputs) {
@@ -587,5 +615,6 @@ TEST_SUITE("lifecycle", TU_SRV_UNIX,
     {"reason_binary", reason_binary, 30, NULL},
     {"reason_max_attempts", reason_max_attempts, 30, NULL},
     {"reason_deleted_with_job", reason_deleted_with_job, 30, NULL},
+    {"list_deep_page", list_deep_page, 60, NULL},
     {"bad_inputs", bad_inputs, 30, NULL},
     {"race_nack_reason_ack_get", race_nack_reason_ack_get, 60, NULL})

@@ -22,13 +22,19 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
-local n = #ids
-local got = redis.call('HMGET', K_JOBS, unpack(job_fields(ids)))
-for j, id in ipairs(ids) do
-    out[#out + 1] = id
-    out[#out + 1] = got[j] or ''
-    out[#out + 1] = (parse_meta(got[n + j]))
-    out[#out + 1] = page[2 * j]
-    out[#out + 1] = got[2 * n + j] or false
+-- One HMGET per 1000 jobs: unpack takes at most ~8000 values, and a
+-- partitioned listing asks each partition for offset + count jobs.
+for lo = 1, #ids, 1000 do
+    local slice = {}
+    for k = lo, math.min(lo + 999, #ids) do slice[#slice + 1] = ids[k] end
+    local m = #slice
+    local got = redis.call('HMGET', K_JOBS, unpack(job_fields(slice)))
+    for j, id in ipairs(slice) do
+        out[#out + 1] = id
+        out[#out + 1] = got[j] or ''
+        out[#out + 1] = (parse_meta(got[m + j]))
+        out[#out + 1] = page[2 * (lo + j - 1)]
+        out[#out + 1] = got[2 * m + j] or false
+    end
 end
 return out
