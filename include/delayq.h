@@ -232,7 +232,7 @@ typedef struct dq_client dq_client;
  * call; the call that saw the break fails with DQ_EIO or DQ_ETIMEDOUT (and
  * may or may not have taken effect: pushes with a caller-chosen id and
  * DQ_PUSH_KEEP/REPLACE are safe to retry).  The read-only calls (dq_stats,
- * dq_list, dq_dead_list, dq_counters) reconnect and try once more by
+ * dq_list, dq_dead_list, dq_counters, dq_get) reconnect and try once more by
  * themselves after a DQ_EIO.
  */
 DQ_EXTERN int dq_open(const char *uri, const dq_options *opts,
