@@ -7,11 +7,11 @@
 --   next_us: microseconds until the next job is due (0 when more may be due
 --   now, -1 when nothing is pending or in flight); for a consumer (an id):
 --   until it is to poll again, as registered in the idle set (0: now).
--- A consumer's poll registers it as waiting (common.lua, "Wake-ups"): as
--- the owner of the next event when no other live consumer polls by then
--- (a consumer that just took jobs first hands the event to an idle one),
--- else until its cap.  Any poll that leaves due work behind tells one more
--- waiting consumer to poll now.
+-- A consumer's poll that took all that was due registers it as waiting
+-- (common.lua, "Wake-ups"): as the owner of the next event when no other
+-- live consumer polls by then (a consumer that just took jobs first hands
+-- the event to an idle one), else until its cap.  A poll that leaves due
+-- work behind tells one more waiting consumer to poll now.
 -- Bounded: at most max expired leases and max due jobs are read, max taken.
 --
 -- A lease that ran out makes its job due again at the lease deadline, so it
@@ -129,34 +129,34 @@ if n > 0 then
 end
 
 if n < max or cands then
-    -- Say when the next one comes due (with max taken, more may be due).
+    -- Say when the next one comes due (0: more is due now).
     local first = next_event()
     if not first then
         out[2] = -1
     elseif first * 1000 > now_us then
         out[2] = first * 1000 - now_us
-    elseif n == max then
+    else
         out[2] = 0
     end
-    if first and first <= now then
-        out[2] = 0
-        idle_tell(cands, now, now_us, me) -- one more consumer: due work
-    end
-    if me ~= '' and cands then
-        -- Register me: until my next own poll (nil: at once, out[2] 0).
-        local mine
-        if out[2] ~= 0 then
-            mine = now + cap
-            if first and first < mine and not idle_covered(cands, first, me)
-                and not (#out > 2 and idle_tell(cands, first, now_us, me)) then
-                mine = first -- I own the next event
-            end
-            out[2] = mine * 1000 - now_us
-            redis.call('ZADD', K_IDLE, string.format('%d', mine), me)
-            redis.call('PEXPIRE', K_IDLE, cap + 2000)
-        else
-            redis.call('ZREM', K_IDLE, me)
+    if out[2] == 0 then
+        -- One more waiting consumer polls now; a consumer that took its
+        -- fill polls again at once itself, so it is not waiting.
+        idle_tell(cands, now, now_us, me)
+        if me ~= '' and cands then
+            local listed = #cands >= 12
+            for i = 1, #cands, 2 do listed = listed or cands[i] == me end
+            if listed then redis.call('ZREM', K_IDLE, me) end
         end
+    elseif me ~= '' and cands then
+        -- Register me: until I own the next event, else until my cap.
+        local mine = now + cap
+        if first and first < mine and not idle_covered(cands, first, me)
+            and not (#out > 2 and idle_tell(cands, first, now_us, me)) then
+            mine = first
+        end
+        out[2] = mine * 1000 - now_us
+        redis.call('ZADD', K_IDLE, string.format('%d', mine), me)
+        redis.call('PEXPIRE', K_IDLE, cap + 2000)
         redis.call('ZREMRANGEBYSCORE', K_IDLE, '-inf',
                    string.format('(%d', now - IDLE_SLACK))
     end
