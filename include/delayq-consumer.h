@@ -67,8 +67,11 @@ typedef void dq_outcome_cb(dq_consumer *c, const dq_job *job, int outcome,
 
 /* Consumer options (dq_consumer_set_int), before the consumer starts. */
 enum dq_consumer_option {
-    DQ_COPT_CONCURRENCY = 1,    /* jobs in flight at once (libevent consumer)
-                                   or claimed per poll (sync), 1..1000,
+    DQ_COPT_CONCURRENCY = 1,    /* handlers running at once (libevent
+                                   consumer; finished jobs whose batched
+                                   ack is still on its way hold a lease too,
+                                   so up to twice this many leases) or jobs
+                                   claimed per poll (sync), 1..1000,
                                    default 1 */
     DQ_COPT_LEASE_MS = 2,       /* lease per delivery, default 30000 */
     DQ_COPT_EXTEND = 3,         /* 1 (default): the libevent consumer renews
