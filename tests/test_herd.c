@@ -106,6 +106,25 @@ static void join_waiters(tu_waiter *w, pthread_t *th, int k) {
     }
 }
 
+/* Pushes the n-th job (due in delay_ms) while K waiters wait on q and
+ * checks that exactly one more waiter got a job, no earlier than due, with
+ * exactly one poll (a herd would poll in the 100 ms after). */
+static void push_one_poll(redisContext *r, dq_client *c, tu_waiter *w,
+                          const char *q, int n, int64_t delay_ms) {
+    long long before = script_calls(r);
+    int64_t t0 = wall_ms();
+    push_text(c, q, "x", delay_ms, NULL, 0, NULL);
+    ck_assert_int_eq(wait_returned(w, K, n), n);
+    int64_t took = wall_ms() - t0;
+    th_sleep_ms(100);
+    ck_assert_int_eq(returned(w, K), n);
+    long long polls = script_calls(r) - before - 1; /* - the push */
+    ck_assert_msg(polls == 1, "job %d: %lld polls by %d waiters", n, polls,
+                  K - n + 1);
+    ck_assert_msg(took >= delay_ms - 10, "delivered after %lld ms",
+                  (long long)took);
+}
+
 /* A job due now wakes exactly one of K waiting consumers: one poll. */
 START_TEST(one_consumer_per_push) {
     redisContext *r = rconn();
@@ -114,16 +133,8 @@ START_TEST(one_consumer_per_push) {
     pthread_t th[K];
     start_waiters(w, th, K, Q);
     wait_registered(r, Q, K);
-    for (int n = 1; n <= K; n++) {
-        long long before = script_calls(r);
-        push_text(c, Q, "x", 0, NULL, 0, NULL);
-        ck_assert_int_eq(wait_returned(w, K, n), n);
-        th_sleep_ms(100); /* a herd would poll now */
-        ck_assert_int_eq(returned(w, K), n);
-        long long polls = script_calls(r) - before - 1; /* - the push */
-        ck_assert_msg(polls == 1, "push %d: %lld polls by %d waiters", n,
-                      polls, K - n + 1);
-    }
+    for (int n = 1; n <= K; n++)
+        push_one_poll(r, c, w, Q, n, 0);
     join_waiters(w, th, K);
     dq_close(c);
     redisFree(r);
@@ -178,19 +189,8 @@ START_TEST(one_owner_per_due_time) {
     pthread_t th[K];
     start_waiters(w, th, K, Q);
     wait_registered(r, Q, K);
-    for (int n = 1; n <= 3; n++) {
-        long long before = script_calls(r);
-        int64_t t0 = wall_ms();
-        push_text(c, Q, "x", 300, NULL, 0, NULL);
-        ck_assert_int_eq(wait_returned(w, K, n), n);
-        int64_t took = wall_ms() - t0;
-        th_sleep_ms(100);
-        ck_assert_int_eq(returned(w, K), n);
-        long long polls = script_calls(r) - before - 1;
-        ck_assert_msg(polls == 1, "job %d: %lld polls by %d waiters", n,
-                      polls, K - n + 1);
-        ck_assert_msg(took >= 290, "delivered after %lld ms", (long long)took);
-    }
+    for (int n = 1; n <= 3; n++)
+        push_one_poll(r, c, w, Q, n, 300);
     /* the rest get one job each, due at once */
     for (int n = 4; n <= K; n++)
         push_text(c, Q, "x", 0, NULL, 0, NULL);
