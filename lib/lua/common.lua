@@ -207,26 +207,36 @@ end
 -- Tells the first live consumer of cands other than me to poll at `at`
 -- (server ms; now or earlier: at once) and records that as its time (a
 -- consumer told to poll now leaves the set: its poll registers it again).
--- Returns whether one heard it.
+-- A consumer nobody listens for any more (closed, killed) is dropped and
+-- the next one tried; when a whole page of cands was gone, the next page
+-- is read (at most 8 pages: each gone consumer is dropped only once, so
+-- the work evens out).  Returns whether one heard it.
 local function idle_tell(cands, at, now_us, me)
     if not cands then return false end
     local delay = at * 1000 - now_us
     if delay < 0 then delay = 0 end
     local msg = string.format('%d', delay)
-    for i = 1, #cands, 2 do
-        local id = cands[i]
-        if id ~= me then
-            if redis.call(PUBLISH, CHANNEL .. ':' .. id, msg) > 0 then
-                if delay == 0 then
-                    redis.call('ZREM', K_IDLE, id)
-                else
-                    redis.call('ZADD', K_IDLE, 'XX', string.format('%d', at),
-                               id)
+    for _ = 1, 8 do
+        for i = 1, #cands, 2 do
+            local id = cands[i]
+            if id ~= me then
+                if redis.call(PUBLISH, CHANNEL .. ':' .. id, msg) > 0 then
+                    if delay == 0 then
+                        redis.call('ZREM', K_IDLE, id)
+                    else
+                        redis.call('ZADD', K_IDLE, 'XX',
+                                   string.format('%d', at), id)
+                    end
+                    return true
                 end
-                return true
+                redis.call('ZREM', K_IDLE, id) -- nobody listens: gone
             end
-            redis.call('ZREM', K_IDLE, id) -- nobody listens: gone
         end
+        if #cands < 12 then return false end
+        -- a full page: there may be more; me (if listed) stays listed
+        cands = redis.call('ZRANGEBYSCORE', K_IDLE,
+                           math.floor(now_us / 1000) - IDLE_SLACK, '+inf',
+                           'WITHSCORES', 'LIMIT', 0, 6)
     end
     return false
 end
