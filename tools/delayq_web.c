@@ -334,9 +334,10 @@ static void j_name(struct evbuffer *b, const char *key, const char *s) {
     }
 }
 
-/* "payload":{"text"|"hex":...},"size":n,"truncated":bool */
-static void j_payload(struct evbuffer *b, const void *p, size_t n,
-                      size_t max) {
+/* "key":{"text"|"hex":...} of the first max bytes of p (text when they
+ * are printable UTF-8, cut at a character); returns how many it showed. */
+static size_t j_bytes(struct evbuffer *b, const char *key, const void *p,
+                      size_t n, size_t max) {
     size_t show = n > max ? max : n;
     int text = is_printable(p, show);
     if (!text && show < n) {
@@ -350,12 +351,20 @@ static void j_payload(struct evbuffer *b, const void *p, size_t n,
             text = 1;
         }
     }
-    evbuffer_add_printf(b, "\"payload\":{\"%s\":", text ? "text" : "hex");
+    evbuffer_add_printf(b, "\"%s\":{\"%s\":", key, text ? "text" : "hex");
     if (text)
         j_str(b, p, show);
     else
         j_hex(b, p, show);
-    evbuffer_add_printf(b, "},\"size\":%zu,\"truncated\":%s", n,
+    W_ADD(b, "}");
+    return show;
+}
+
+/* "payload":{"text"|"hex":...},"size":n,"truncated":bool */
+static void j_payload(struct evbuffer *b, const void *p, size_t n,
+                      size_t max) {
+    size_t show = j_bytes(b, "payload", p, n, max);
+    evbuffer_add_printf(b, ",\"size\":%zu,\"truncated\":%s", n,
                         show < n ? "true" : "false");
 }
 
@@ -375,6 +384,15 @@ static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
                         state_names[st], dq_job_attempt(j), dq_job_due_ms(j),
                         dq_job_lease_deadline_ms(j));
     j_payload(b, p, len, max);
+    /* why it last failed (a nack's reason, "max attempts"), when known */
+    size_t elen;
+    const void *e = dq_job_last_error(j, &elen);
+    if (e != NULL) {
+        W_ADD(b, ",");
+        j_bytes(b, "last_error", e, elen, elen);
+        evbuffer_add_printf(b, ",\"failed_ms\":%" PRId64,
+                            dq_job_failed_ms(j));
+    }
     W_ADD(b, "}");
 }
 

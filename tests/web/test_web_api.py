@@ -295,6 +295,28 @@ class TestQueuesAndJobs(WebCase):
         self.assertEqual(full["payload"]["text"].encode(), big)
         self.assertEqual(hd["X-Content-Type-Options"], "nosniff")
 
+    def test_last_error_shown_escaped(self):
+        q = new_queue("why")
+        push(q, "p", "--id", "w1")
+        r = cli(["-q", q, "poll", "--max", "1", "--lease", "30s"])
+        jid, _att, token = r.stdout.decode().split("\t")[:3]
+        why = "<script>alert(1)</script> timeout"
+        cli(["-q", q, "nack", jid, token, "--dead", "--reason", why])
+        st, _hd, raw = self.srv.request(
+            "GET", "/api/queues/%s/jobs?state=dead" % seg(q))
+        self.assertEqual(st, 200)
+        self.assertNotIn(b"<script>", raw)
+        job = json.loads(raw)["jobs"][0]
+        self.assertEqual(job["last_error"], {"text": why})
+        self.assertGreater(job["failed_ms"], 0)
+        full = self.srv.get("/api/queues/%s/jobs/w1" % seg(q))["job"]
+        self.assertEqual(full["last_error"], {"text": why})
+        # a job that never failed has none
+        push(q, "p", "--id", "w2")
+        st, _hd, raw = self.srv.request(
+            "GET", "/api/queues/%s/jobs?state=scheduled" % seg(q))
+        self.assertNotIn("last_error", json.loads(raw)["jobs"][0])
+
     def test_hostile_names(self):
         names = ["<img src=x onerror=alert(1)>", "a/b", "..", ".", "q?x=1#f",
                  "sp ace%41", "ünï\u2028code", "~x41"]

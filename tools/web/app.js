@@ -245,7 +245,8 @@ async function queuePage(hex) {
       el('button', { id: 'purge-all', class: 'danger', onclick: () => act('Delete up to 1000 dead jobs of ' + info.name + ' for good?', path + '/dead/purge', hex) }, 'Purge all'));
   }
   const head = el('tr', {}, el('th', {}, 'id'), el('th', {}, view.state === 'inflight' ? 'lease ends' : view.state === 'dead' ? 'died' : 'due'),
-    el('th', { class: 'num' }, 'attempt'), el('th', {}, 'payload'), el('th', {}, ''));
+    el('th', { class: 'num' }, 'attempt'), el('th', {}, 'payload'),
+    view.state === 'dead' ? el('th', {}, 'last error') : null, el('th', {}, ''));
   const body = el('tbody', {}, ...jobs.jobs.map(j => {
     const jpath = path + '/jobs/' + seg(j, 'id');
     const btns = el('td', {});
@@ -261,6 +262,7 @@ async function queuePage(hex) {
       el('td', { title: iso(t) }, rel(t, jobs.now_ms)),
       el('td', { class: 'num' }, String(j.attempt)),
       el('td', { class: 'payload' }, payloadText(j.payload), j.truncated ? el('span', { class: 'muted' }, ' … (' + j.size + ' bytes)') : null),
+      view.state === 'dead' ? el('td', { class: 'payload last-error' }, j.last_error ? payloadText(j.last_error) : '') : null,
       btns);
   }));
   const pager = el('div', { class: 'row' },
@@ -298,6 +300,7 @@ async function showJob(jpath) {
   clear(d).append(el('div', { class: 'card' },
     el('h2', {}, 'Job ', el('span', { class: 'id' }, j.id)),
     el('p', {}, j.state + ', attempt ' + j.attempt + ', ' + (j.state === 'dead' ? 'died ' : 'due ') + iso(j.due_ms) + ' (' + rel(j.due_ms, r.now_ms) + ')'),
+    j.last_error ? el('p', { id: 'job-last-error' }, 'last error (' + iso(j.failed_ms) + '): ', el('span', { class: 'payload' }, payloadText(j.last_error))) : null,
     el('p', { class: 'muted' }, j.size + ' bytes' + (j.payload.hex !== undefined ? ', shown in hex (not printable UTF-8)' : '') + (j.truncated ? ', truncated' : '')),
     el('pre', { class: 'full', id: 'job-payload' }, payloadText(j.payload))));
 }
