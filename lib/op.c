@@ -180,6 +180,10 @@ static int build_poll(dq__op *op) {
     dq__cmd_free(&op->one);
     memset(&op->one, 0, sizeof(op->one));
     dq__core_keys_part(op->core, op->queue, op->part);
+    if (op->known) { /* see feed_poll */
+        dq__qparts *q = dq__core_qparts(op->core, op->queue);
+        op->told_sent = q ? q->told[op->part < 0 ? 0 : op->part] : 0;
+    }
     return dq__build_poll(&op->one, op->core, op->max - op->status,
                           op->lease_ms, op->known);
 }
@@ -568,11 +572,17 @@ static int feed_poll(dq__op *op, const dq__reply *r, dq__err *e) {
      * partitions visited, 0 when one may have more due). */
     if (op->known) {
         dq__qparts *q = dq__core_qparts(op->core, op->queue);
+        int ix = op->part < 0 ? 0 : op->part;
+        int64_t mine = next_us == 0  ? 0
+                       : next_us < 0 ? INT64_MAX
+                                     : dq__mono_us() + next_us;
+        /* A wake-up read while the poll was out (a script that ran after
+         * it told this consumer when to poll) stands if it is sooner, or
+         * it would be lost until the cap. */
         if (q != NULL)
-            q->due_us[op->part < 0 ? 0 : op->part] =
-                next_us == 0  ? 0
-                : next_us < 0 ? INT64_MAX
-                              : dq__mono_us() + next_us;
+            q->due_us[ix] = q->told[ix] != op->told_sent && q->due_us[ix] < mine
+                                ? q->due_us[ix]
+                                : mine;
     } else {
         int64_t mine = rc >= asked ? 0 : next_us;
         if (op->next_us < 0 || (mine >= 0 && mine < op->next_us))

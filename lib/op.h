@@ -111,6 +111,8 @@ typedef struct dq__op {
     int known;            /* poll: visit only partitions known due */
     int visited;          /* poll: partitions visited so far */
     int part;             /* poll: the partition of the current call */
+    int64_t told_sent;    /* poll: wake-ups its client had taken for that
+                             partition when the call was built (feed_poll) */
     size_t *order;        /* ack: chunk positions -> the caller's index */
     size_t *first;        /* ack: chunk i holds positions first[i].. */
     int64_t offset;       /* list: the page wanted */

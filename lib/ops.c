@@ -108,6 +108,7 @@ int dq__core_wake_msg(dq__core *core, const char *channel, size_t len,
         if (el == enclen && memcmp(enc, open + 1, el) == 0) {
             if (at < q->due_us[part])
                 q->due_us[part] = at;
+            q->told[part]++;
             due |= at == 0;
         }
     }
@@ -124,9 +125,12 @@ const char *dq__core_me(dq__core *core) {
 
 void dq__core_woken_all(dq__core *core, const char *queue) {
     for (int i = 0; i < DQ_QPARTS_CACHE; i++)
-        if (core->qp[i].due_us != NULL && strcmp(core->qp[i].queue, queue) == 0)
-            memset(core->qp[i].due_us, 0,
-                   sizeof(int64_t) * (size_t)core->partitions);
+        if (core->qp[i].due_us != NULL &&
+            strcmp(core->qp[i].queue, queue) == 0)
+            for (int p = 0; p < core->partitions; p++) {
+                core->qp[i].due_us[p] = 0;
+                core->qp[i].told[p]++;
+            }
 }
 
 dq__qparts *dq__core_qparts(dq__core *core, const char *queue) {
@@ -136,9 +140,11 @@ dq__qparts *dq__core_qparts(dq__core *core, const char *queue) {
     dq__qparts *q = &core->qp[core->qp_next++ % DQ_QPARTS_CACHE];
     free(q->due_us);
     memset(q, 0, sizeof(*q));
-    q->due_us = calloc((size_t)core->partitions, sizeof(int64_t));
+    /* one block: due_us, then told */
+    q->due_us = calloc(2 * (size_t)core->partitions, sizeof(int64_t));
     if (q->due_us == NULL)
         return NULL;
+    q->told = q->due_us + core->partitions;
     snprintf(q->queue, sizeof(q->queue), "%s", queue);
     return q;
 }

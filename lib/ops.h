@@ -59,6 +59,8 @@ typedef struct dq__qparts {
     int checked;
     int cursor;
     int64_t *due_us;              /* partitions entries */
+    int64_t *told;                /* per partition: wake-ups taken so far
+                                     (in due_us's block) */
 } dq__qparts;
 
 /* What both clients share: options, key cache, id generator. */

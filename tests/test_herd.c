@@ -202,6 +202,88 @@ START_TEST(one_owner_per_due_time) {
 }
 END_TEST
 
+/* The idle key of q's partition part (-1 plain; the job's on a partitioned
+ * run when id is given). */
+static void idle_key(char *buf, size_t n, const char *q, const char *id) {
+    if (id != NULL)
+        tu_key(buf, n, "dq", q, "idle", id);
+    else
+        tu_part_key(buf, n, "dq", q, "idle", tu_parts() > 1 ? 0 : -1);
+}
+
+/* Waits (up to 5 s) until the idle key holds n registrations. */
+static void wait_zcard(redisContext *r, const char *key, long long n) {
+    long long got = -1;
+    for (int i = 0; i < 500 && got != n; i++) {
+        if (i > 0)
+            th_sleep_ms(10);
+        got = rint_(r, "ZCARD", key, NULL);
+    }
+    ck_assert_msg(got == n, "%s: %lld registrations, not %lld", key, got, n);
+}
+
+/* A consumer a poll just gave a job (it may still run its handler) is told
+ * of new due work only when no waiting consumer is registered: here the
+ * waiting one gets it, although the busy one's registration is earlier. */
+START_TEST(waiting_consumer_told_before_busy_one) {
+    redisContext *r = rconn();
+    dq_client *c = producer(Q);
+    char id0[40], id1[40], key[256];
+    tu_id_in(id0, sizeof(id0), "busy", 0);
+    tu_id_in(id1, sizeof(id1), "next", 0);
+    idle_key(key, sizeof(key), Q, id0);
+    push_text(c, Q, "x", 0, id0, 0, NULL);
+    dq_client *busy = open_client_opt(DQ_OPT_WAIT_CAP_MS, 5000);
+    dq_jobs *jobs = NULL;
+    ck_assert_int_eq(dq_poll_wait(busy, Q, 1, 30000, 5000, &jobs), 1);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(jobs, 0)), id0);
+    /* busy now "runs its handler"; a consumer starts waiting (cap 60 s:
+     * its registration is later than busy's) */
+    tu_waiter w[1];
+    pthread_t th[1];
+    start_waiters(w, th, 1, Q);
+    wait_zcard(r, key, 2);
+    push_text(c, Q, "x", 0, id1, 0, NULL);
+    ck_assert_int_eq(wait_returned(w, 1, 1), 1);
+    join_waiters(w, th, 1);
+    ck_assert_str_eq(w[0].id, id1);
+    const dq_job *j = dq_jobs_at(jobs, 0);
+    ck_assert_int_eq(dq_ack(busy, Q, dq_job_id(j), dq_job_token(j)), 0);
+    dq_jobs_free(jobs);
+    dq_close(busy);
+    dq_close(c);
+    redisFree(r);
+}
+END_TEST
+
+/* A client with a short idle cap never shortens the life of the idle key
+ * below a longer cap's registration: the waiter with the long cap stays
+ * registered, and a push still reaches it at once. */
+START_TEST(short_cap_keeps_long_registration) {
+    redisContext *r = rconn();
+    dq_client *c = producer(Q);
+    char key[256];
+    idle_key(key, sizeof(key), Q, NULL);
+    tu_waiter w[1];
+    pthread_t th[1];
+    start_waiters(w, th, 1, Q); /* cap 60 s */
+    wait_registered(r, Q, 1);
+    dq_client *quick = open_client_opt(DQ_OPT_WAIT_CAP_MS, 10);
+    dq_jobs *jobs = NULL;
+    ck_assert_int_eq(dq_poll_wait(quick, Q, 1, 30000, 0, &jobs), 0);
+    dq_jobs_free(jobs);
+    dq_close(quick);
+    long long ttl = rint_(r, "PTTL", key, NULL);
+    ck_assert_msg(ttl > 30000, "%s: %lld ms left", key, ttl);
+    char id[40];
+    push_text(c, Q, "x", 0, tu_id_in(id, sizeof(id), "late", 0), 0, NULL);
+    ck_assert_int_eq(wait_returned(w, 1, 1), 1);
+    join_waiters(w, th, 1);
+    dq_close(c);
+    redisFree(r);
+}
+END_TEST
+
 /* ---- SIGKILL: no job stranded ---- */
 
 #define NPROC 6
@@ -322,4 +404,8 @@ TEST_SUITE("herd", TU_SRV_UNIX,
     {"one_consumer_per_push", one_consumer_per_push, 60, NULL},
     {"handoff_to_next", handoff_to_next, 60, NULL},
     {"one_owner_per_due_time", one_owner_per_due_time, 60, NULL},
+    {"waiting_consumer_told_before_busy_one",
+     waiting_consumer_told_before_busy_one, 60, NULL},
+    {"short_cap_keeps_long_registration", short_cap_keeps_long_registration,
+     60, NULL},
     {"killed_waiters_strand_nothing", killed_waiters_strand_nothing, 60, NULL})

@@ -204,7 +204,8 @@ local function idle_covered(cands, at, me)
     return false
 end
 
--- Tells the first live consumer of cands other than me to poll at `at`
+-- Tells the first live consumer of cands other than me (one that waits
+-- rather than one a poll just gave jobs, when there is one) to poll at `at`
 -- (server ms; now or earlier: at once) and records that as its time (a
 -- consumer told to poll now leaves the set: its poll registers it again).
 -- A consumer nobody listens for any more (closed, killed) is dropped and
@@ -217,19 +218,24 @@ local function idle_tell(cands, at, now_us, me)
     if delay < 0 then delay = 0 end
     local msg = string.format('%d', delay)
     for _ = 1, 8 do
-        for i = 1, #cands, 2 do
-            local id = cands[i]
-            if id ~= me then
-                if redis.call(PUBLISH, CHANNEL .. ':' .. id, msg) > 0 then
-                    if delay == 0 then
-                        redis.call('ZREM', K_IDLE, id)
-                    else
-                        redis.call('ZADD', K_IDLE, 'XX',
-                                   string.format('%d', at), id)
+        -- waiting consumers first, then those registered by a poll that
+        -- gave them jobs (a half in the score: maybe still in a handler)
+        for pass = 0, 1 do
+            for i = 1, #cands, 2 do
+                local id = cands[i]
+                local busy = tonumber(cands[i + 1]) % 1 ~= 0
+                if id ~= me and busy == (pass == 1) then
+                    if redis.call(PUBLISH, CHANNEL .. ':' .. id, msg) > 0 then
+                        if delay == 0 then
+                            redis.call('ZREM', K_IDLE, id)
+                        else
+                            redis.call('ZADD', K_IDLE, 'XX',
+                                       string.format('%d', at), id)
+                        end
+                        return true
                     end
-                    return true
+                    redis.call('ZREM', K_IDLE, id) -- nobody listens: gone
                 end
-                redis.call('ZREM', K_IDLE, id) -- nobody listens: gone
             end
         end
         if #cands < 12 then return false end

@@ -155,8 +155,15 @@ if n < max or cands then
             mine = first
         end
         out[2] = mine * 1000 - now_us
-        redis.call('ZADD', K_IDLE, string.format('%d', mine), me)
-        redis.call('PEXPIRE', K_IDLE, cap + 2000)
+        -- A half ms marks a registration of a consumer that just took jobs
+        -- (it may still run handlers): others are told first.
+        redis.call('ZADD', K_IDLE,
+                   string.format(#out > 2 and '%d.5' or '%d', mine), me)
+        -- The key lives a while past the longest cap of its registrations:
+        -- another client's shorter cap never cuts it.
+        if redis.call('PTTL', K_IDLE) < cap + 2000 then
+            redis.call('PEXPIRE', K_IDLE, cap + 2000)
+        end
         redis.call('ZREMRANGEBYSCORE', K_IDLE, '-inf',
                    string.format('(%d', now - IDLE_SLACK))
     end

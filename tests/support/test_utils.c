@@ -129,7 +129,7 @@ long long client_commands(redisContext *r) {
         "time",  "zrangebyscore", "zrange", "zadd", "zrem",    "zcard",
         "zcount", "zscore",       "hmget",  "hset", "hget",    "hdel",
         "hexists", "hlen",        "incrby", "publish", "info",  "pexpire",
-        "zremrangebyscore", "spublish", "hincrby", NULL};
+        "zremrangebyscore", "spublish", "hincrby", "pttl", NULL};
     redisReply *rep = th_cmd(r, "INFO commandstats");
     ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
     long long sum = 0;
