@@ -10,6 +10,10 @@
  *                 had its maximum number of attempts
  *   DQ_JOB_FAIL   give up: the job goes to the dead set now
  *
+ * Before a retry or failure the handler may say why with
+ * dq_consumer_set_reason: the consumer's nack records it as the job's last
+ * failure reason, shown by dq_get and the dead listings.
+ *
  * The same handler contract serves both loops:
  *  - the handler returns one of the outcomes above; or
  *  - it calls dq_consumer_done(c, job, outcome, delay_ms) and returns
@@ -116,6 +120,34 @@ DQ_EXTERN int dq_consumer_set_outcome_cb(dq_consumer *c, dq_outcome_cb *cb,
  */
 DQ_EXTERN int dq_consumer_done(dq_consumer *c, const dq_job *job,
                                int outcome, int64_t delay_ms);
+
+/*
+ * Says why a job handed to the handler failed: when the job is retried or
+ * dead-lettered (DQ_JOB_RETRY or DQ_JOB_FAIL, returned or through
+ * dq_consumer_done), the consumer's nack records reason as the job's last
+ * failure reason (as dq_nack_reason: dq_get, dq_list and dq_dead_list show
+ * it).  Call it from the handler, or before dq_consumer_done for a job
+ * finished later, for the job being handled; a second call replaces the
+ * reason.  reason: len bytes, binary-safe, at most DQ_REASON_MAX; it is
+ * copied (the buffer may go away after the call); NULL only with len 0,
+ * which records an empty reason.  A success (DQ_JOB_OK) records nothing.
+ * Without a reason a retry or failure keeps the job's last one, except
+ * where the consumer decides itself: a retry that DQ_COPT_MAX_ATTEMPTS
+ * turns into a death records "max attempts" (unless the handler gave a
+ * reason; a death by the client's DQ_OPT_MAX_ATTEMPTS, applied by the
+ * server, records only the handler's), a job delivered more often than
+ * DQ_COPT_MAX_ATTEMPTS is dead-lettered with "max attempts" without
+ * running the handler, and a job released after DQ_COPT_HANDLER_TIMEOUT_MS
+ * records "handler timeout" (instead of the handler's reason).  A release
+ * at a stop records nothing.
+ * Returns 0; DQ_ENULL (c or job NULL, or reason NULL with len > 0);
+ * DQ_EINVAL if len > DQ_REASON_MAX or the job is not one this consumer is
+ * running (already finished, or never handed out) - nothing is kept, an
+ * earlier reason stays; DQ_ESTALE if the consumer already gave the job up
+ * (handler timeout or stop: dq_consumer_done says so too); DQ_ENOMEM.
+ */
+DQ_EXTERN int dq_consumer_set_reason(dq_consumer *c, const dq_job *job,
+                                     const void *reason, size_t len);
 
 /* Retry delay the consumer's backoff gives a job at this delivery number
  * (1 = first), jitter included.  For logging and tests. */

@@ -186,6 +186,7 @@ static void timers_clear(dq__delivery *d) {
 static void delivery_free(void *p) {
     dq__delivery *d = p;
     timers_clear(d);
+    dq__cons_reason_clear(d);
     dq_job_free(d->job);
     free(d);
 }
@@ -295,11 +296,19 @@ static void send_single(acons *s, dq__delivery *d) {
     dq_consumer *c = s->c;
     dq_async *a = c->a;
     int rc;
+    const void *why;
+    size_t wlen;
     d->tries++;
     dq__async_set_owner(a, c);
     if (d->outcome == DQ_JOB_OK)
         rc = dq_async_ack(a, c->queue, dq_job_id(d->job), dq_job_token(d->job),
                           on_completed, d);
+    else if (dq__cons_reason(d, &why, &wlen))
+        rc = dq_async_nack_reason(a, c->queue, dq_job_id(d->job),
+                                  dq_job_token(d->job), d->delay_ms,
+                                  d->outcome == DQ_JOB_FAIL ? DQ_NACK_DEAD
+                                                            : 0,
+                                  why, wlen, on_completed, d);
     else
         rc = dq_async_nack(a, c->queue, dq_job_id(d->job),
                            dq_job_token(d->job), d->delay_ms,
@@ -560,7 +569,7 @@ static void finish_apply(acons *s, dq__delivery *d, int outcome,
     int64_t delay;
     int flags;
     timers_clear(d);
-    d->outcome = dq__cons_plan(s->c, d->job, outcome, delay_ms, &delay, &flags);
+    d->outcome = dq__cons_plan_d(s->c, d, outcome, delay_ms, &delay, &flags);
     d->delay_ms = delay;
     d->state = D_FINISHING;
     send_completion(s, d);
@@ -573,12 +582,14 @@ static void release(acons *s, dq__delivery *d, int at_stop) {
     if (at_stop) {
         d->outcome = DQ_JOB_RETRY;
         d->delay_ms = 0;
+        dq__cons_reason_clear(d); /* no failure: nothing recorded */
         s->released++;
     } else {
         int64_t delay;
         int flags;
-        d->outcome = dq__cons_plan(s->c, d->job, DQ_JOB_RETRY, -1, &delay,
-                                  &flags);
+        d->fixed = DQ__WHY_TIMEOUT;
+        d->outcome = dq__cons_plan_d(s->c, d, DQ_JOB_RETRY, -1, &delay,
+                                    &flags);
         d->delay_ms = delay;
     }
     d->state = D_RELEASING;
@@ -672,6 +683,7 @@ static void dispatch(acons *s, const dq_job *job) {
     dq__cons_link(c, d);
     s->active++;
     if (dq__cons_over_max(c, d->job)) { /* delivered too often already */
+        d->fixed = DQ__WHY_MAX;
         finish_apply(s, d, DQ_JOB_FAIL, -1);
         return;
     }

@@ -74,6 +74,39 @@ int dq__cons_plan(dq_consumer *c, const dq_job *job, int outcome,
     return outcome;
 }
 
+int dq__cons_plan_d(dq_consumer *c, dq__delivery *d, int outcome,
+                   int64_t delay_ms, int64_t *delay, int *flags) {
+    int applied = dq__cons_plan(c, d->job, outcome, delay_ms, delay, flags);
+    if (applied == DQ_JOB_FAIL && outcome == DQ_JOB_RETRY && !d->has_reason &&
+        d->fixed == NULL)
+        d->fixed = DQ__WHY_MAX;
+    return applied;
+}
+
+int dq__cons_reason(const dq__delivery *d, const void **r, size_t *len) {
+    if (d->fixed != NULL) {
+        *r = d->fixed;
+        *len = strlen(d->fixed);
+        return 1;
+    }
+    if (d->has_reason) {
+        *r = d->reason;
+        *len = d->reason_len;
+        return 1;
+    }
+    *r = NULL;
+    *len = 0;
+    return 0;
+}
+
+void dq__cons_reason_clear(dq__delivery *d) {
+    free(d->reason);
+    d->reason = NULL;
+    d->reason_len = 0;
+    d->has_reason = 0;
+    d->fixed = NULL;
+}
+
 /* The next number of the consumer's own generator (for the jitter). */
 static uint64_t cons_rand(dq_consumer *c) {
     /* xorshift64* */
@@ -188,6 +221,39 @@ int dq_consumer_done(dq_consumer *c, const dq_job *job, int outcome,
     return c->finish(c, d, outcome, delay_ms);
 }
 
+int dq_consumer_set_reason(dq_consumer *c, const dq_job *job,
+                           const void *reason, size_t len) {
+    if (c == NULL || job == NULL || (reason == NULL && len > 0))
+        return DQ_ENULL;
+    if (len > DQ_REASON_MAX)
+        return dq__err_set(&c->err, DQ_EINVAL,
+                          "dq_consumer_set_reason: the reason has %zu "
+                          "bytes; at most %d",
+                          len, DQ_REASON_MAX);
+    dq__delivery *d = c->list;
+    while (d != NULL && d->job != job)
+        d = d->next;
+    if (d != NULL && (d->state == D_RELEASING || d->state == D_ABANDONED) &&
+        !d->late_done)
+        return dq__err_set(&c->err, DQ_ESTALE,
+                          "dq_consumer_set_reason: the consumer gave this "
+                          "job up already (handler timeout or stop)");
+    if (d == NULL || d->state != D_RUNNING || d->done_called)
+        return dq__err_set(&c->err, DQ_EINVAL,
+                          "dq_consumer_set_reason: that job is not running "
+                          "on this consumer (finished already?)");
+    void *copy = malloc(len > 0 ? len : 1);
+    if (copy == NULL)
+        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
+    if (len > 0)
+        memcpy(copy, reason, len);
+    free(d->reason);
+    d->reason = copy;
+    d->reason_len = len;
+    d->has_reason = 1;
+    return DQ_OK;
+}
+
 void dq_consumer_free(dq_consumer *c) {
     if (c == NULL || c->dead)
         return;
@@ -258,11 +324,15 @@ static void sleep_ms(int64_t ms) {
  * reconnects on the next call).  A retried ack answers for itself: 0 when
  * the lost one landed (the job's done record holds our token), DQ_ESTALE
  * when another holder finished it. */
-static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
+static int sync_apply(dq_consumer *c, dq__delivery *d, int *outcome,
                       int64_t delay_ms) {
+    const dq_job *job = d->job;
     int64_t delay;
     int flags;
-    *outcome = dq__cons_plan(c, job, *outcome, delay_ms, &delay, &flags);
+    *outcome = dq__cons_plan_d(c, d, *outcome, delay_ms, &delay, &flags);
+    const void *why = NULL;
+    size_t wlen = 0;
+    int with_reason = *outcome != DQ_JOB_OK && dq__cons_reason(d, &why, &wlen);
     int rc = 0;
     for (int tries = 0; tries < 5; tries++) {
         if (tries > 0)
@@ -270,6 +340,9 @@ static int sync_apply(dq_consumer *c, const dq_job *job, int *outcome,
         if (*outcome == DQ_JOB_OK)
             rc = dq_ack(c->client, c->queue, dq_job_id(job),
                         dq_job_token(job));
+        else if (with_reason)
+            rc = dq_nack_reason(c->client, c->queue, dq_job_id(job),
+                                dq_job_token(job), delay, flags, why, wlen);
         else
             rc = dq_nack(c->client, c->queue, dq_job_id(job),
                          dq_job_token(job), delay, flags);
@@ -394,6 +467,7 @@ static void sync_handle(dq_consumer *c, const dq_job *job, sync_acks *a) {
     int64_t delay_ms = -1;
     if (dq__cons_over_max(c, job)) {
         outcome = DQ_JOB_FAIL;
+        d.fixed = DQ__WHY_MAX;
     } else {
         dq__cons_link(c, &d);
         c->in_handler = 1;
@@ -416,9 +490,11 @@ static void sync_handle(dq_consumer *c, const dq_job *job, sync_acks *a) {
         a->ids[a->n] = dq_job_id(job);
         a->toks[a->n] = dq_job_token(job);
         a->n++;
+        dq__cons_reason_clear(&d); /* a success records none */
         return;
     }
-    int rc = sync_apply(c, job, &outcome, delay_ms);
+    int rc = sync_apply(c, &d, &outcome, delay_ms);
+    dq__cons_reason_clear(&d);
     sync_report(c, job, outcome, rc);
 }
 

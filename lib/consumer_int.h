@@ -43,6 +43,11 @@ typedef struct dq__delivery {
     int slot;                 /* async: holds one of the consumer's slots
                                  (given back when its ack goes out, or
                                  when its nack is answered) */
+    void *reason;             /* dq_consumer_set_reason's copy, or NULL */
+    size_t reason_len;        /* its length */
+    int has_reason;           /* set: a retry or failure records it */
+    const char *fixed;        /* the consumer's own reason (DQ__WHY_*),
+                                 recorded instead; NULL if none */
     struct event *extend_ev;  /* lease renewal timer */
     struct event *timeout_ev; /* handler timeout */
 } dq__delivery;
@@ -86,6 +91,20 @@ void dq__cons_unlink(dq_consumer *c, dq__delivery *d);
  * becomes DQ_JOB_FAIL). */
 int dq__cons_plan(dq_consumer *c, const dq_job *job, int outcome,
                  int64_t delay_ms, int64_t *delay, int *flags);
+/* dq__cons_plan for a delivery: a retry the consumer's max attempts turn
+ * into a death records DQ__WHY_MAX unless the handler gave a reason. */
+int dq__cons_plan_d(dq_consumer *c, dq__delivery *d, int outcome,
+                   int64_t delay_ms, int64_t *delay, int *flags);
+/* The reason the nack of d records: 1 with *r and *len set (the consumer's
+ * own, else the handler's), 0 for none (a plain nack). */
+int dq__cons_reason(const dq__delivery *d, const void **r, size_t *len);
+/* Drops d's reasons (a release at a stop is no failure). */
+void dq__cons_reason_clear(dq__delivery *d);
+
+/* The consumer's own failure reasons. */
+#define DQ__WHY_TIMEOUT "handler timeout" /* libevent handler timeout */
+#define DQ__WHY_MAX "max attempts"        /* DQ_COPT_MAX_ATTEMPTS */
+
 /* Normalizes a handler's return value. */
 int dq__cons_outcome(int r);
 /* 1 if the job had more deliveries than the consumer allows. */

@@ -478,6 +478,187 @@ START_TEST(stop_flushes_held_acks) {
 }
 END_TEST
 
+/* ---- a handler says why a job failed ---- */
+
+/* A binary reason: a NUL and a high byte inside. */
+static const char BIN_REASON[] = "bin\0ary\xff tail";
+#define BIN_LEN (sizeof(BIN_REASON) - 1)
+
+/* What the queue recorded as job "j<i>"'s last failure reason: its length,
+ * or -1 when none; the bytes go to buf (DQ_REASON_MAX + 1).  *state gets
+ * the job's state. */
+static long reason_of(dq_client *cl, const char *q, int i, char *buf,
+                      int *state) {
+    char id[16];
+    snprintf(id, sizeof(id), "j%d", i);
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(cl, q, id, &in), 1);
+    *state = dq_job_info_state(in);
+    size_t len = 0;
+    const char *e = dq_job_info_last_error(in, &len);
+    long r = -1;
+    if (e != NULL) {
+        ck_assert(len <= DQ_REASON_MAX);
+        memcpy(buf, e, len);
+        r = (long)len;
+    }
+    dq_job_info_free(in);
+    return r;
+}
+
+/* j0: bad calls only, then a retry (nothing recorded); j1: a retry with a
+ * reason (a too long one after it is refused and changes nothing); j2: a
+ * failure with a binary reason from a buffer gone before the nack; j3: a
+ * success with a reason (ignored); j4: a reason replaced, then
+ * dq_consumer_done(RETRY), after which the job is no longer running; j5:
+ * a failure with a reason of exactly DQ_REASON_MAX bytes. */
+static int reason_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    seen *s = ud;
+    int i = record(s, job);
+    static char big[DQ_REASON_MAX + 1];
+    memset(big, 'r', sizeof(big));
+    if (s->last_ok != NULL && s->last_ok != job) /* an earlier job, not
+                                                    running any more */
+        ck_assert_int_eq(dq_consumer_set_reason(c, s->last_ok, "x", 1),
+                         DQ_EINVAL);
+    s->last_ok = job;
+    switch (i) {
+    case 0:
+        ck_assert_int_eq(dq_consumer_set_reason(NULL, job, "x", 1), DQ_ENULL);
+        ck_assert_int_eq(dq_consumer_set_reason(c, NULL, "x", 1), DQ_ENULL);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, NULL, 1), DQ_ENULL);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, big, sizeof(big)),
+                         DQ_EINVAL);
+        ck_assert_int_eq(
+            dq_consumer_set_reason(c, (const dq_job *)s, "x", 1), DQ_EINVAL);
+        return DQ_JOB_RETRY;
+    case 1:
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "retry later", 11),
+                         0);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, big, sizeof(big)),
+                         DQ_EINVAL);
+        ck_assert(strstr(dq_consumer_errmsg(c), "set_reason") != NULL);
+        return DQ_JOB_RETRY;
+    case 2: {
+        char *tmp = malloc(BIN_LEN);
+        ck_assert_ptr_nonnull(tmp);
+        memcpy(tmp, BIN_REASON, BIN_LEN);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, tmp, BIN_LEN), 0);
+        memset(tmp, 0, BIN_LEN);
+        free(tmp);
+        return DQ_JOB_FAIL;
+    }
+    case 3:
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "unused", 6), 0);
+        return DQ_JOB_OK;
+    case 4:
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "first", 5), 0);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "second", 6), 0);
+        ck_assert_int_eq(dq_consumer_done(c, job, DQ_JOB_RETRY, -1), 0);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "late", 4),
+                         DQ_EINVAL);
+        return DQ_JOB_ASYNC;
+    default:
+        ck_assert_int_eq(
+            dq_consumer_set_reason(c, job, big, DQ_REASON_MAX), 0);
+        return DQ_JOB_FAIL;
+    }
+}
+
+/* Reports: the job is finished, no reason can be set for it any more. */
+static void reason_report(dq_consumer *c, const dq_job *job, int outcome,
+                          int status, void *ud) {
+    ck_assert_int_eq(dq_consumer_set_reason(c, job, "x", 1), DQ_EINVAL);
+    report(c, job, outcome, status, ud);
+}
+
+/* Retries a job without a reason, or (j1) with one. */
+static int retry_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    int i = record(ud, job);
+    if (i == 1)
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "flaky", 5), 0);
+    return DQ_JOB_RETRY;
+}
+
+START_TEST(handler_reasons) {
+    enum { N = 6 };
+    dq_client *cl = open_client();
+    dq_client *cc = open_client();
+    push_range(cl, Q, 0, N);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    s.expect = N;
+    dq_consumer *c = sync_consumer(cc, Q, reason_handler, &s, 1);
+    dq_consumer_set_outcome_cb(c, reason_report, &s);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 600000);
+    ck_assert_int_eq(dq_consumer_run(c), 0);
+    dq_consumer_free(c);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(s.calls[i] == 1 && s.reports[i] == 1 &&
+                          s.status[i] == 0,
+                      "j%d: %d calls, %d reports, status %d", i, s.calls[i],
+                      s.reports[i], s.status[i]);
+    static char buf[DQ_REASON_MAX + 1];
+    int st = 0;
+    ck_assert_int_eq(reason_of(cl, Q, 0, buf, &st), -1);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(reason_of(cl, Q, 1, buf, &st), 11);
+    ck_assert(memcmp(buf, "retry later", 11) == 0);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(reason_of(cl, Q, 4, buf, &st), 6);
+    ck_assert(memcmp(buf, "second", 6) == 0);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(reason_of(cl, Q, 5, buf, &st), DQ_REASON_MAX);
+    for (int k = 0; k < DQ_REASON_MAX; k++)
+        ck_assert_int_eq(buf[k], 'r');
+    ck_assert_int_eq(st, DQ_JOB_DEAD);
+    ck_assert(acked(cl, Q, 3));
+    /* The dead listing shows the binary reason, NUL included. */
+    dq_jobs *l = NULL;
+    ck_assert_int_eq(dq_dead_list(cl, Q, 0, 10, &l), 2);
+    int found = 0;
+    for (size_t k = 0; k < dq_jobs_count(l); k++) {
+        const dq_job *j = dq_jobs_at(l, k);
+        if (strcmp(dq_job_id(j), "j2") != 0)
+            continue;
+        size_t len = 0;
+        const char *e = dq_job_last_error(j, &len);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_uint_eq(len, BIN_LEN);
+        ck_assert(memcmp(e, BIN_REASON, BIN_LEN) == 0);
+        ck_assert_int_gt(dq_job_failed_ms(j), 0);
+        found = 1;
+    }
+    dq_jobs_free(l);
+    ck_assert(found);
+    ck_stats(cl, Q, 3, 0, 0, 2);
+
+    /* The consumer's max attempts: a retry without a reason dies with
+     * "max attempts", one with a reason keeps the handler's. */
+    char q[64];
+    snprintf(q, sizeof(q), "%s_max", Q);
+    push_range(cl, q, 0, 2);
+    static seen m;
+    memset(&m, 0, sizeof(m));
+    m.expect = 2;
+    c = sync_consumer(cc, q, retry_handler, &m, 2);
+    dq_consumer_set_int(c, DQ_COPT_MAX_ATTEMPTS, 1);
+    ck_assert_int_eq(dq_consumer_run(c), 0);
+    dq_consumer_free(c);
+    ck_assert_int_eq(m.outcome[0], DQ_JOB_FAIL);
+    ck_assert_int_eq(m.outcome[1], DQ_JOB_FAIL);
+    ck_assert_int_eq(reason_of(cl, q, 0, buf, &st), 12);
+    ck_assert(memcmp(buf, "max attempts", 12) == 0);
+    ck_assert_int_eq(st, DQ_JOB_DEAD);
+    ck_assert_int_eq(reason_of(cl, q, 1, buf, &st), 5);
+    ck_assert(memcmp(buf, "flaky", 5) == 0);
+    ck_assert_int_eq(st, DQ_JOB_DEAD);
+    dq_close(cc);
+    dq_close(cl);
+}
+END_TEST
+
 TEST_SUITE("consumer", TU_SRV_UNIX,
     {"by_job_exactly_once", by_job_exactly_once, 60, NULL},
     {"acks_coalesced", acks_coalesced, 60, NULL},
@@ -485,4 +666,5 @@ TEST_SUITE("consumer", TU_SRV_UNIX,
      NULL},
     {"held_acks_within_half_lease", held_acks_within_half_lease, 60, NULL},
     {"held_acks_own_results", held_acks_own_results, 60, NULL},
-    {"stop_flushes_held_acks", stop_flushes_held_acks, 60, NULL})
+    {"stop_flushes_held_acks", stop_flushes_held_acks, 60, NULL},
+    {"handler_reasons", handler_reasons, 60, NULL})

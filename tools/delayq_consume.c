@@ -11,7 +11,8 @@
  *
  * Exit status 0 of the command is DQ_JOB_OK; anything else (or a signal)
  * is DQ_JOB_RETRY, which the consumer turns into a death once the job has
- * had its maximum number of attempts.
+ * had its maximum number of attempts; the job's last error then says how
+ * the command ended ("command exit 3", "command signal 9").
  */
 #include "delayq_tool.h"
 
@@ -305,8 +306,13 @@ static void maybe_exit(dqt_worker *w) {
 static void report_run(dqt_worker *w, dqt_run *r, int ok) {
     r->asked = ok ? DQ_JOB_OK : DQ_JOB_RETRY;
     r->delay = 0;
-    if (!ok && !r->killed)
+    if (!ok && !r->killed) {
         r->delay = dq_consumer_backoff_ms(w->c, r->attempt);
+        char why[64];
+        int n = snprintf(why, sizeof(why), "command %s", r->how);
+        if (n > 0 && (size_t)n < sizeof(why))
+            dq_consumer_set_reason(w->c, r->job, why, (size_t)n);
+    }
     /* The outcome callback logs and frees r, maybe from inside this call. */
     int rc = dq_consumer_done(w->c, r->job, r->asked, ok ? -1 : r->delay);
     if (rc != 0) {

@@ -1084,6 +1084,215 @@ START_TEST(sync_consumer) {
 }
 END_TEST
 
+/* ---- a handler says why a job failed ---- */
+
+/* A binary reason: a NUL and a high byte inside. */
+static const char BIN_REASON[] = "bin\0ary\xff tail";
+#define BIN_LEN (sizeof(BIN_REASON) - 1)
+
+/* What the queue recorded as job "j<i>"'s last failure reason: its length,
+ * or -1 when none; the bytes go to buf (DQ_REASON_MAX + 1).  *state gets
+ * the job's state. */
+static long reason_of(dq_client *cl, const char *q, int i, char *buf,
+                      int *state) {
+    char id[16];
+    snprintf(id, sizeof(id), "j%d", i);
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(cl, q, id, &in), 1);
+    *state = dq_job_info_state(in);
+    size_t len = 0;
+    const char *e = dq_job_info_last_error(in, &len);
+    long r = -1;
+    if (e != NULL) {
+        ck_assert(len <= DQ_REASON_MAX);
+        memcpy(buf, e, len);
+        r = (long)len;
+    }
+    dq_job_info_free(in);
+    return r;
+}
+
+/* A job finished later with a reason (from a buffer freed at once). */
+typedef struct later_reason {
+    seen *s;
+    const dq_job *job;
+    struct event *ev;
+} later_reason;
+
+static void later_reason_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    later_reason *l = arg;
+    dq_consumer *c = l->s->c;
+    char *tmp = malloc(BIN_LEN);
+    ck_assert_ptr_nonnull(tmp);
+    memcpy(tmp, BIN_REASON, BIN_LEN);
+    ck_assert_int_eq(dq_consumer_set_reason(c, l->job, tmp, BIN_LEN), 0);
+    memset(tmp, 0, BIN_LEN);
+    free(tmp);
+    ck_assert_int_eq(dq_consumer_done(c, l->job, DQ_JOB_FAIL, -1), 0);
+    /* Finished: no longer running. */
+    ck_assert_int_eq(dq_consumer_set_reason(c, l->job, "x", 1), DQ_EINVAL);
+    event_free(l->ev);
+    free(l);
+}
+
+/* j0: bad calls only, then a retry (nothing recorded); j1: a retry with a
+ * reason (a too long one after it is refused and changes nothing); j2:
+ * finished later as a failure with a binary reason; j3: a success with a
+ * reason (ignored). */
+static int reason_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    seen *s = ud;
+    record_call(s, job);
+    static char big[DQ_REASON_MAX + 1];
+    memset(big, 'r', sizeof(big));
+    switch (job_index(job)) {
+    case 0:
+        ck_assert_int_eq(dq_consumer_set_reason(NULL, job, "x", 1), DQ_ENULL);
+        ck_assert_int_eq(dq_consumer_set_reason(c, NULL, "x", 1), DQ_ENULL);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, NULL, 1), DQ_ENULL);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, big, sizeof(big)),
+                         DQ_EINVAL);
+        ck_assert_int_eq(
+            dq_consumer_set_reason(c, (const dq_job *)s, "x", 1), DQ_EINVAL);
+        return DQ_JOB_RETRY;
+    case 1:
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "retry later", 11),
+                         0);
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, big, sizeof(big)),
+                         DQ_EINVAL);
+        return DQ_JOB_RETRY;
+    case 2: {
+        later_reason *l = calloc(1, sizeof(*l));
+        ck_assert_ptr_nonnull(l);
+        l->s = s;
+        l->job = job;
+        l->ev = evtimer_new(g_base, later_reason_cb, l);
+        struct timeval tv = {0, 30000};
+        evtimer_add(l->ev, &tv);
+        return DQ_JOB_ASYNC;
+    }
+    default:
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "unused", 6), 0);
+        return DQ_JOB_OK;
+    }
+}
+
+/* Reports: the job is finished, no reason can be set for it any more. */
+static void reason_outcome(dq_consumer *c, const dq_job *job, int outcome,
+                           int status, void *ud) {
+    ck_assert_int_eq(dq_consumer_set_reason(c, job, "x", 1), DQ_EINVAL);
+    outcome_rec(c, job, outcome, status, ud);
+}
+
+/* Retries a job without a reason, or (j1) with one. */
+static int retry_reason_handler(dq_consumer *c, const dq_job *job,
+                                void *ud) {
+    record_call(ud, job);
+    if (job_index(job) == 1)
+        ck_assert_int_eq(dq_consumer_set_reason(c, job, "flaky", 5), 0);
+    return DQ_JOB_RETRY;
+}
+
+START_TEST(handler_reasons) {
+    dq_client *cl = open_client();
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_async *a = aopen();
+    dq_consumer *c = consumer(a, Q, reason_handler, &s);
+    dq_consumer_set_outcome_cb(c, reason_outcome, &s);
+    dq_consumer_set_int(c, DQ_COPT_CONCURRENCY, 4);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 600000);
+    for (int i = 0; i < 4; i++)
+        push_j(cl, Q, i, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert_msg(RUN_UNTIL(s.finished == 4, 5000), "%d of 4 finished",
+                  s.finished);
+    ck_assert_int_eq(s.bad_status, 0);
+    ck_assert_int_eq(s.retry[0] + s.retry[1] + s.fail[2] + s.ok[3], 4);
+    static char buf[DQ_REASON_MAX + 1];
+    int st = 0;
+    ck_assert_int_eq(reason_of(cl, Q, 0, buf, &st), -1);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(reason_of(cl, Q, 1, buf, &st), 11);
+    ck_assert(memcmp(buf, "retry later", 11) == 0);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(reason_of(cl, Q, 2, buf, &st), (long)BIN_LEN);
+    ck_assert(memcmp(buf, BIN_REASON, BIN_LEN) == 0);
+    ck_assert_int_eq(st, DQ_JOB_DEAD);
+    dq_jobs *l = NULL;
+    ck_assert_int_eq(dq_dead_list(cl, Q, 0, 10, &l), 1);
+    size_t len = 0;
+    const char *e = dq_job_last_error(dq_jobs_at(l, 0), &len);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(len, BIN_LEN);
+    ck_assert(memcmp(e, BIN_REASON, BIN_LEN) == 0);
+    dq_jobs_free(l);
+    ck_stats(cl, Q, 2, 0, 0, 1); /* j3 acked */
+    dq_consumer_free(c);
+
+    /* The consumer's max attempts: a retry without a reason dies with
+     * "max attempts", one with a reason keeps the handler's, and a job
+     * delivered too often already dies with "max attempts" unhandled. */
+    const char *q2 = "handler_reasons_max";
+    for (int i = 0; i < 3; i++)
+        push_j(cl, q2, i, i == 2 ? 0 : 200);
+    dq_jobs *j = NULL;
+    ck_assert_int_eq(poll_n(cl, q2, 1, 30000, &j, NULL), 1);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(j, 0)), "j2");
+    ck_assert_int_eq(dq_nack(cl, q2, "j2", dq_job_token(dq_jobs_at(j, 0)),
+                             0, 0),
+                     0);
+    dq_jobs_free(j);
+    static seen m;
+    memset(&m, 0, sizeof(m));
+    c = consumer(a, q2, retry_reason_handler, &m);
+    dq_consumer_set_int(c, DQ_COPT_MAX_ATTEMPTS, 1);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert_msg(RUN_UNTIL(m.fail[0] + m.fail[1] + m.fail[2] == 3, 5000),
+                  "%d finished", m.finished);
+    ck_assert_int_eq(m.calls[2], 0);
+    ck_assert_int_eq(reason_of(cl, q2, 0, buf, &st), 12);
+    ck_assert(memcmp(buf, "max attempts", 12) == 0);
+    ck_assert_int_eq(reason_of(cl, q2, 1, buf, &st), 5);
+    ck_assert(memcmp(buf, "flaky", 5) == 0);
+    ck_assert_int_eq(reason_of(cl, q2, 2, buf, &st), 12);
+    ck_assert(memcmp(buf, "max attempts", 12) == 0);
+    ck_assert_int_eq(st, DQ_JOB_DEAD);
+    ck_stats(cl, q2, 0, 0, 0, 3);
+    dq_consumer_free(c);
+
+    /* A handler timeout records "handler timeout"; the handler can no
+     * longer set a reason for the job it was given. */
+    const char *q3 = "handler_reasons_timeout";
+    static seen t;
+    memset(&t, 0, sizeof(t));
+    c = consumer(a, q3, hang_handler, &t);
+    dq_consumer_set_int(c, DQ_COPT_HANDLER_TIMEOUT_MS, 100);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(c, DQ_COPT_RETRY_BASE_MS, 600000);
+    push_j(cl, q3, 1, 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    ck_assert(RUN_UNTIL(t.nheld == 1, 3000));
+    ck_assert_int_eq(dq_consumer_set_reason(c, t.held[0], "mine", 4), 0);
+    ck_assert(RUN_UNTIL(t.retry[1] == 1, 3000));
+    ck_assert_int_eq(dq_consumer_set_reason(c, t.held[0], "late", 4),
+                     DQ_ESTALE);
+    ck_assert_int_eq(dq_consumer_done(c, t.held[0], DQ_JOB_FAIL, -1),
+                     DQ_ESTALE);
+    ck_assert_int_eq(dq_consumer_set_reason(c, t.held[0], "late", 4),
+                     DQ_EINVAL);
+    ck_assert_int_eq(reason_of(cl, q3, 1, buf, &st), 15);
+    ck_assert(memcmp(buf, "handler timeout", 15) == 0);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(t.bad_status, 0);
+    dq_consumer_free(c);
+    dq_async_free(a);
+    dq_close(cl);
+}
+END_TEST
+
 TEST_SUITE("async_consumer", TU_SRV_UNIX,
     {"spread_delays_and_retries", spread_delays_and_retries, 60, &async_fixture},
     {"wake_on_earlier_push", wake_on_earlier_push, 60, &async_fixture},
@@ -1099,4 +1308,5 @@ TEST_SUITE("async_consumer", TU_SRV_UNIX,
     {"drain_batched_exactly_once", drain_batched_exactly_once, 60, &async_fixture},
     {"stop_waits_for_batched_acks", stop_waits_for_batched_acks, 60, &async_fixture},
     {"batched_acks_lost_and_retried", batched_acks_lost_and_retried, 60, &async_fixture},
-    {"sync_consumer", sync_consumer, 60, &async_fixture})
+    {"sync_consumer", sync_consumer, 60, &async_fixture},
+    {"handler_reasons", handler_reasons, 60, &async_fixture})
