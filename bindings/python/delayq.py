@@ -293,6 +293,8 @@ _OPTIONAL_PROTOTYPES = {
                                 _c_int, _c_str, _c_size]),
     "dq_job_last_error": (_c_void, [_P_JOB, _P_SIZE]),
     "dq_job_failed_ms": (_c_i64, [_P_JOB]),
+    "dq_consumer_set_reason": (_c_int, [_P_CONSUMER, _P_JOB, _c_str,
+                                        _c_size]),
     "dq_get": (_c_int, [_P_CLIENT, _c_str, _c_str, ctypes.POINTER(_P_INFO)]),
     "dq_job_info_state": (_c_int, [_P_INFO]),
     "dq_job_info_id": (_c_str, [_P_INFO]),
