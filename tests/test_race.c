@@ -195,9 +195,18 @@ START_TEST(short_leases_never_overlap) {
         ck_assert_int_ge(pids[k], 0);
         if (pids[k] == 0) {
             close(fds[0]);
+            /* A lease that runs out is noticed by the consumer that owns
+             * the queue's next event, or else by the others within their
+             * idle cap: when the owner is a slow holder itself, that cap
+             * must be shorter than its sleep for a redelivery to happen
+             * while it still holds the job. */
+            dq_options *o = dq_options_new();
             dq_client *cc = NULL;
-            if (dq_open(g_srv.uri, NULL, &cc) != 0)
+            if (o == NULL ||
+                dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, LEASE / 2) != 0 ||
+                dq_open(g_srv.uri, o, &cc) != 0)
                 _exit(2);
+            dq_options_free(o);
             int64_t end = th_mono_ms() + 8000;
             unsigned seed = (unsigned)getpid();
             while (th_mono_ms() < end) {
