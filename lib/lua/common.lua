@@ -240,9 +240,7 @@ local function idle_tell(cands, at, now_us, me)
         end
         if #cands < 12 then return false end
         -- a full page: there may be more; me (if listed) stays listed
-        cands = redis.call('ZRANGEBYSCORE', K_IDLE,
-                           math.floor(now_us / 1000) - IDLE_SLACK, '+inf',
-                           'WITHSCORES', 'LIMIT', 0, 6)
+        cands = idle_peek(math.floor(now_us / 1000))
     end
     return false
 end
