@@ -98,9 +98,6 @@ enum dq_consumer_option {
                                    DQ_ESTALE); default 0 = no limit */
 };
 
-#define DQ_BACKOFF_FIXED 1       /* every retry waits RETRY_BASE_MS */
-#define DQ_BACKOFF_EXPONENTIAL 2 /* base * 2^(attempt-1), capped at MAX_MS */
-
 /* Sets an option.  Returns 0, DQ_ENULL, DQ_EINVAL (unknown option or value
  * out of range) or DQ_EINVAL when the consumer already runs. */
 DQ_EXTERN int dq_consumer_set_int(dq_consumer *c, int option, int64_t value);

@@ -166,6 +166,10 @@ typedef void dq_get_cb(dq_async *a, const dq_job_info *info, int status,
                        void *userdata);
 
 /* counters: as dq_counters (all 0 on failure). */
+/* A config set (values NULL) or get (values[n]: DQ_UNSET when not set;
+ * NULL on error), valid during the call. */
+typedef void dq_config_cb(dq_async *a, size_t n, const int64_t *values,
+                          int status, void *userdata);
 typedef void dq_counters_cb(dq_async *a, int64_t delivered, int64_t acked,
                             int64_t retried, int64_t failed, int status,
                             void *userdata);
@@ -179,6 +183,13 @@ DQ_EXTERN int dq_async_push(dq_async *a, const char *queue,
 DQ_EXTERN int dq_async_push_at(dq_async *a, const char *queue,
                                const void *payload, size_t len, int64_t at_ms,
                                const char *id, int flags, dq_push_cb *cb,
+                               void *userdata);
+/* As dq_push_ex: options (NULL: none), DQ_PUSH_AT in flags for an
+ * absolute time; cb as for dq_async_push. */
+DQ_EXTERN int dq_async_push_ex(dq_async *a, const char *queue,
+                               const void *payload, size_t len, int64_t when,
+                               const char *id, int flags,
+                               const dq_push_opts *opts, dq_push_cb *cb,
                                void *userdata);
 DQ_EXTERN int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
                                   const void *const *payloads,
@@ -220,6 +231,13 @@ DQ_EXTERN int dq_async_dead_purge(dq_async *a, const char *queue,
                                   void *userdata);
 DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                              void *userdata);
+/* As dq_config_set and dq_config_get. */
+DQ_EXTERN int dq_async_config_set(dq_async *a, const char *queue, size_t n,
+                                  const int *settings, const int64_t *values,
+                                  dq_config_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_config_get(dq_async *a, const char *queue, size_t n,
+                                  const int *settings, dq_config_cb *cb,
+                                  void *userdata);
 DQ_EXTERN int dq_async_counters(dq_async *a, const char *queue,
                                 dq_counters_cb *cb, void *userdata);
 /* Twin of dq_get: status 1 found, 0 unknown, or a negative code. */

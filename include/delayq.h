@@ -174,6 +174,10 @@ enum dq_option {
                                       more commands in those scripts; give
                                       it to every producer and consumer of
                                       a queue whose counts you want. */
+    DQ_OPT_LEASE_MS = 11,          /* int, default 30000 (DQ_LEASE_MIN..
+                                      DQ_LEASE_MAX): the lease of a poll
+                                      given lease_ms 0 in a queue without
+                                      a DQ_SET_LEASE_MS setting */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -366,6 +370,143 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                             const int64_t *delays_ms, const char *const *ids,
                             int flags, char *ids_out, int *outcomes);
 
+/* ---- Queue settings, stored in Redis ------------------------------------ */
+
+#define DQ_HAVE_CONFIG 1
+
+/*
+ * A queue's settings live in Redis beside its jobs (a hash
+ * <ns>:{queue}:conf), so every client and consumer of the queue follows
+ * the same ones; the scripts read them at each poll and nack.  A queue
+ * without a setting falls back to the client's option where there is one
+ * (DQ_OPT_MAX_ATTEMPTS, DQ_OPT_LEASE_MS) or to nothing (no backoff, keep
+ * dead jobs forever, dead-letter expired jobs, no rate limit).  Settings
+ * outlive the queue's jobs until unset.  A partitioned queue keeps them in
+ * every partition (dq_config_set writes each partition in turn: an error
+ * half-way leaves the earlier ones changed; set again), rate_max and
+ * dead_max split evenly over the partitions.
+ */
+#define DQ_SET_MAX_ATTEMPTS 1    /* 0..DQ_ATTEMPTS_MAX (0 = unlimited):
+                                    deliveries before a job is dead-lettered
+                                    (a job's own DQ_PUSHOPT_MAX_ATTEMPTS
+                                    comes first, DQ_OPT_MAX_ATTEMPTS after) */
+#define DQ_SET_LEASE_MS 2        /* DQ_LEASE_MIN..DQ_LEASE_MAX: the lease of
+                                    polls given lease_ms 0 */
+#define DQ_SET_BACKOFF 3         /* DQ_BACKOFF_FIXED or DQ_BACKOFF_EXPONENTIAL:
+                                    the delay of a nack with DQ_NACK_BACKOFF
+                                    (the consumers' retries) */
+#define DQ_SET_BACKOFF_BASE_MS 4 /* 0..DQ_DELAY_MAX, default 1000: the fixed
+                                    delay, or the first of the doubling ones */
+#define DQ_SET_BACKOFF_CAP_MS 5  /* 0..DQ_DELAY_MAX: the longest delay */
+#define DQ_SET_BACKOFF_JITTER 6  /* 0..100: up to this percent of each delay
+                                    is taken off at random */
+#define DQ_SET_DEAD_MAX 7        /* 1..10^9: keep at most this many dead
+                                    jobs (the oldest go first) */
+#define DQ_SET_DEAD_TTL_MS 8     /* 1..DQ_DELAY_MAX: keep a dead job at most
+                                    this long */
+#define DQ_SET_EXPIRED 9         /* DQ_EXPIRED_DEAD (what a queue without the
+                                    setting does) or DQ_EXPIRED_DROP: what
+                                    becomes of a job whose expiry passed */
+#define DQ_SET_RATE_MAX 10       /* 1..DQ_RATE_MAX: at most this many
+                                    deliveries in any DQ_SET_RATE_WINDOW_MS,
+                                    over all consumers (the two go together) */
+#define DQ_SET_RATE_WINDOW_MS 11 /* 1..DQ_RATE_WINDOW_MAX */
+#define DQ_SET__COUNT 11         /* number of settings */
+
+#define DQ_BACKOFF_FIXED 1       /* every retry waits the base delay */
+#define DQ_BACKOFF_EXPONENTIAL 2 /* base * 2^(attempt-1), capped */
+#define DQ_EXPIRED_DEAD 0
+#define DQ_EXPIRED_DROP 1
+#define DQ_RATE_MAX 100000
+#define DQ_RATE_WINDOW_MAX INT64_C(86400000) /* 1 day */
+#define DQ_UNSET (-1)            /* a value that unsets a setting (set), or
+                                    says it is not set (get) */
+
+/*
+ * Sets n (1..DQ_SET__COUNT) settings of queue in one atomic step (per
+ * partition): settings[i] (DQ_SET_*, each at most once) to values[i], or
+ * unsets it when values[i] is DQ_UNSET.  Every name and range is checked
+ * first (DQ_EINVAL, nothing sent); rate_max and rate_window_ms must end up
+ * both set or both unset (DQ_EINVAL, nothing changed).  A new rate limit
+ * starts with an empty window.  Returns 0 or a negative code.
+ */
+DQ_EXTERN int dq_config_set(dq_client *c, const char *queue, size_t n,
+                            const int *settings, const int64_t *values);
+
+/* Reads n settings of queue into values[i] (DQ_UNSET when not set).
+ * Totals for a partitioned queue.  Returns 0 or a negative code. */
+DQ_EXTERN int dq_config_get(dq_client *c, const char *queue, size_t n,
+                            const int *settings, int64_t *values);
+
+/* The name of a setting as the conf hash, the CLI and the bindings spell
+ * it ("max_attempts", .., "rate_window_ms"), or NULL; and back: the
+ * DQ_SET_* of a name, or DQ_EINVAL (DQ_ENULL for NULL). */
+DQ_EXTERN const char *dq_setting_name(int setting);
+DQ_EXTERN int dq_setting_by_name(const char *name);
+
+/* ---- Push options: per job max attempts, expiry -------------------------- */
+
+#define DQ_HAVE_PUSH_OPTS 1
+
+/* Options a push can give its jobs, set one by one on an opaque object
+ * (an FFI caller needs no struct layout).  One object may serve any
+ * number of pushes; the library only reads it during a push call.  Not
+ * thread-safe: a thread that changes it must not share it meanwhile. */
+typedef struct dq_push_opts dq_push_opts;
+
+/* A new, empty set of options (NULL when out of memory). */
+DQ_EXTERN dq_push_opts *dq_push_opts_new(void);
+/* Frees it; NULL is a no-op. */
+DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
+
+#define DQ_ATTEMPTS_MAX 1000000 /* largest max attempts (option or setting) */
+
+/* Options, each an int64_t; 0 unsets it. */
+#define DQ_PUSHOPT_MAX_ATTEMPTS 1 /* 1..DQ_ATTEMPTS_MAX: this job's own max
+                                     attempts, before the queue's setting
+                                     and DQ_OPT_MAX_ATTEMPTS */
+#define DQ_PUSHOPT_EXPIRE_AT 2    /* 1..DQ_AT_MAX, epoch ms (server clock):
+                                     no delivery of the job starts after it */
+#define DQ_PUSHOPT_EXPIRE_IN_MS 3 /* 1..DQ_DELAY_MAX: the same, counted from
+                                     the push (server clock); setting one
+                                     of the two expiries replaces the other */
+
+/* Sets opt to value.  Returns 0, DQ_ENULL (o NULL) or DQ_EINVAL (unknown
+ * option or value out of range; the object is unchanged). */
+DQ_EXTERN int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value);
+
+/* Push flag, with DQ_PUSH_KEEP or DQ_PUSH_REPLACE, for dq_push_ex and
+ * dq_push_batch_ex: the times are absolute epoch ms (server clock, as
+ * dq_push_at), not delays. */
+#define DQ_PUSH_AT 2
+
+/*
+ * As dq_push (or dq_push_at with DQ_PUSH_AT in flags), with options (NULL:
+ * none, exactly dq_push).  The options are the job's from this push on:
+ * a DQ_PUSH_KEEP push of an id that exists changes nothing, a
+ * DQ_PUSH_REPLACE push gives the job these (and only these) options.
+ *
+ * Expiry: a job whose expiry time has passed when a poll would deliver it
+ * (first delivery or a retry) is not delivered: it is dead-lettered with
+ * the reason "expired", or deleted when the queue's DQ_SET_EXPIRED
+ * setting is DQ_EXPIRED_DROP.  A requeue from the dead set drops the
+ * expiry (it is an operator's "run it").  An expiry not after the job's
+ * due time, when both count the same way, is refused (DQ_EINVAL).
+ */
+DQ_EXTERN int dq_push_ex(dq_client *c, const char *queue, const void *payload,
+                         size_t len, int64_t when, const char *id, int flags,
+                         const dq_push_opts *opts, char *id_out,
+                         size_t id_out_size, int *outcome);
+
+/* As dq_push_batch (times are delays, or epoch ms with DQ_PUSH_AT), every
+ * job with the same options (NULL: none). */
+DQ_EXTERN int dq_push_batch_ex(dq_client *c, const char *queue, size_t n,
+                               const void *const *payloads,
+                               const size_t *lens, const int64_t *times,
+                               const char *const *ids, int flags,
+                               const dq_push_opts *opts, char *ids_out,
+                               int *outcomes);
+
 /*
  * Cancels a job that has not been delivered yet.
  * flags: 0, or DQ_CANCEL_INFLIGHT to also remove a job that is in flight
@@ -393,7 +534,9 @@ DQ_EXTERN int dq_cancel(dq_client *c, const char *queue, const char *id,
 /*
  * Atomically claims up to max (1..DQ_POLL_MAX) jobs whose due time has
  * passed, oldest due first, and leases each to the caller for lease_ms
- * (DQ_LEASE_MIN..DQ_LEASE_MAX).  Jobs whose lease ran out without an ack are
+ * (DQ_LEASE_MIN..DQ_LEASE_MAX; 0: the queue's DQ_SET_LEASE_MS setting, or
+ * DQ_OPT_LEASE_MS for a queue without one; each job's lease deadline says
+ * what it got).  Jobs whose lease ran out without an ack are
  * due again at their lease deadline and are delivered with attempt + 1 (and
  * a new token; until then the old holder may still ack them).  With
  * DQ_OPT_MAX_ATTEMPTS = M > 0, a job that already had M deliveries goes to
@@ -458,6 +601,9 @@ DQ_EXTERN int dq_ack_batch(dq_client *c, const char *queue, size_t n,
 
 /* Nack flags. */
 #define DQ_NACK_DEAD 1 /* give up: move the job to the dead set now */
+#define DQ_NACK_BACKOFF 2 /* the queue's backoff settings (DQ_SET_BACKOFF),
+                             when it has them, decide the delay; delay_ms
+                             is the delay for a queue without them */
 
 /* Releases a leased job: due again after delay_ms (0..DQ_DELAY_MAX), with
  * its attempt count kept; or, with DQ_NACK_DEAD or when it has had

@@ -48,7 +48,7 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 
 /* Callback shapes (which one an op has follows from op.kind). */
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
-       CB_STATS, CB_COUNTS, CB_GET };
+       CB_STATS, CB_COUNTS, CB_GET, CB_CONFIG };
 
 /* What a call of an op is at (cst[]): to send, to send to op->ask after an
  * ASKING, sent, done; with flags for a call sent behind an ASKING and for
@@ -86,6 +86,7 @@ struct aop {
         dq_stats_cb *stats;
         dq_counters_cb *counts;
         dq_get_cb *get;
+        dq_config_cb *conf;
         void (*any)(void);
     } cb;                 /* caller's callback (see has_cb) */
     int has_cb;           /* cb set and not forgotten */
@@ -368,6 +369,12 @@ static void op_finish(dq_async *a, aop *op) {
         }
         case CB_GET:
             op->cb.get(a, st == 1 ? o->info : NULL, st, op->ud);
+            break;
+        case CB_CONFIG:
+            op->cb.conf(a, o->conf_n,
+                        st == DQ_OK && o->kind == DQ_OPK_CONFIG_GET ? o->conf
+                                                                    : NULL,
+                        st, op->ud);
             break;
         default: /* ack, nack, cancel, dead requeue/purge */
             op->cb.st(a, st, op->ud);
@@ -1071,28 +1078,37 @@ static aop *op_new(dq_async *a) {
  * time. */
 static int push_one(dq_async *a, const char *queue, const void *payload,
                     size_t len, int64_t t, int absolute, const char *id,
-                    int flags, dq_push_cb *cb, void *userdata) {
+                    int flags, const dq_push_opts *po, dq_push_cb *cb,
+                    void *userdata) {
     ENTER(a);
     NEW_OP(a);
     const void *pl[1] = {payload};
     const char *ids[1] = {id};
     int rc = dq__op_push(&op->op, &a->core, 0, queue, 1, pl, &len, &t,
-                        absolute, ids, flags, &a->err);
+                        absolute, ids, flags, po, &a->err);
     return submit(a, op, rc, CB_PUSH, CB(cb), userdata);
 }
 
 int dq_async_push(dq_async *a, const char *queue, const void *payload,
                   size_t len, int64_t delay_ms, const char *id, int flags,
                   dq_push_cb *cb, void *userdata) {
-    return push_one(a, queue, payload, len, delay_ms, 0, id, flags, cb,
+    return push_one(a, queue, payload, len, delay_ms, 0, id, flags, NULL, cb,
                     userdata);
 }
 
 int dq_async_push_at(dq_async *a, const char *queue, const void *payload,
                      size_t len, int64_t at_ms, const char *id, int flags,
                      dq_push_cb *cb, void *userdata) {
-    return push_one(a, queue, payload, len, at_ms, 1, id, flags, cb,
+    return push_one(a, queue, payload, len, at_ms, 1, id, flags, NULL, cb,
                     userdata);
+}
+
+int dq_async_push_ex(dq_async *a, const char *queue, const void *payload,
+                     size_t len, int64_t when, const char *id, int flags,
+                     const dq_push_opts *opts, dq_push_cb *cb,
+                     void *userdata) {
+    return push_one(a, queue, payload, len, when, (flags & DQ_PUSH_AT) != 0,
+                    id, flags & ~DQ_PUSH_AT, opts, cb, userdata);
 }
 
 int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
@@ -1102,7 +1118,7 @@ int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
     ENTER(a);
     NEW_OP(a);
     int rc = dq__op_push(&op->op, &a->core, 1, queue, n, payloads, lens,
-                        delays_ms, 0, ids, flags, &a->err);
+                        delays_ms, 0, ids, flags, NULL, &a->err);
     return submit(a, op, rc, CB_BATCH, CB(cb), userdata);
 }
 
@@ -1245,6 +1261,28 @@ int dq_async_counters(dq_async *a, const char *queue, dq_counters_cb *cb,
     NEW_OP(a);
     int rc = dq__op_counts(&op->op, &a->core, queue, &a->err);
     return submit(a, op, rc, CB_COUNTS, CB(cb), userdata);
+}
+
+int dq_async_config_set(dq_async *a, const char *queue, size_t n,
+                        const int *settings, const int64_t *values,
+                        dq_config_cb *cb, void *userdata) {
+    ENTER(a);
+    if (values == NULL) /* a get is not a set: refuse, as dq_config_set */
+        return dq__err_set(&a->err, DQ_ENULL, "values is NULL");
+    NEW_OP(a);
+    int rc = dq__op_config(&op->op, &a->core, queue, n, settings, values,
+                           &a->err);
+    return submit(a, op, rc, CB_CONFIG, CB(cb), userdata);
+}
+
+int dq_async_config_get(dq_async *a, const char *queue, size_t n,
+                        const int *settings, dq_config_cb *cb,
+                        void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_config(&op->op, &a->core, queue, n, settings, NULL,
+                           &a->err);
+    return submit(a, op, rc, CB_CONFIG, CB(cb), userdata);
 }
 
 /* ---- Watch: the wake-up subscription of a consumer ---- */

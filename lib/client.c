@@ -421,12 +421,14 @@ static int run_op(dq_client *c, dq__op *op, int rc) {
 static int push_common(dq_client *c, int batch, const char *queue, size_t n,
                        const void *const *payloads, const size_t *lens,
                        const int64_t *times, int absolute,
-                       const char *const *ids, int flags, char *ids_out,
+                       const char *const *ids, int flags,
+                       const dq_push_opts *po, char *ids_out,
                        size_t id_stride, int *outcomes) {
     dq__op op;
     int rc = run_op(c, &op,
                     dq__op_push(&op, &c->core, batch, queue, n, payloads,
-                               lens, times, absolute, ids, flags, &c->err));
+                               lens, times, absolute, ids, flags, po,
+                               &c->err));
     if (rc >= 0 || rc == DQ_EREPLICAS) {
         for (size_t i = 0; i < n; i++) {
             if (ids_out != NULL)
@@ -444,8 +446,8 @@ static int push_common(dq_client *c, int batch, const char *queue, size_t n,
  * job. */
 static int push_one(dq_client *c, const char *queue, const void *payload,
                     size_t len, int64_t t, int absolute, const char *id,
-                    int flags, char *id_out, size_t id_out_size,
-                    int *outcome) {
+                    int flags, const dq_push_opts *po, char *id_out,
+                    size_t id_out_size, int *outcome) {
     ENTER(c);
     int rc;
     if (id != NULL && (rc = dq__check_id(id, "id", &c->err)) != DQ_OK)
@@ -461,7 +463,7 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
     const void *pl[1] = {payload};
     const char *ids[1] = {id};
     int oc = 0;
-    rc = push_common(c, 0, queue, 1, pl, &len, &t, absolute, ids, flags,
+    rc = push_common(c, 0, queue, 1, pl, &len, &t, absolute, ids, flags, po,
                      id_out, id_out_size, &oc);
     if (outcome != NULL)
         *outcome = oc;
@@ -471,15 +473,24 @@ static int push_one(dq_client *c, const char *queue, const void *payload,
 int dq_push(dq_client *c, const char *queue, const void *payload, size_t len,
             int64_t delay_ms, const char *id, int flags, char *id_out,
             size_t id_out_size, int *outcome) {
-    return push_one(c, queue, payload, len, delay_ms, 0, id, flags, id_out,
-                    id_out_size, outcome);
+    return push_one(c, queue, payload, len, delay_ms, 0, id, flags, NULL,
+                    id_out, id_out_size, outcome);
 }
 
 int dq_push_at(dq_client *c, const char *queue, const void *payload,
                size_t len, int64_t at_ms, const char *id, int flags,
                char *id_out, size_t id_out_size, int *outcome) {
-    return push_one(c, queue, payload, len, at_ms, 1, id, flags, id_out,
-                    id_out_size, outcome);
+    return push_one(c, queue, payload, len, at_ms, 1, id, flags, NULL,
+                    id_out, id_out_size, outcome);
+}
+
+int dq_push_ex(dq_client *c, const char *queue, const void *payload,
+               size_t len, int64_t when, const char *id, int flags,
+               const dq_push_opts *opts, char *id_out, size_t id_out_size,
+               int *outcome) {
+    return push_one(c, queue, payload, len, when, (flags & DQ_PUSH_AT) != 0,
+                    id, flags & ~DQ_PUSH_AT, opts, id_out, id_out_size,
+                    outcome);
 }
 
 int dq_push_batch(dq_client *c, const char *queue, size_t n,
@@ -488,7 +499,17 @@ int dq_push_batch(dq_client *c, const char *queue, size_t n,
                   char *ids_out, int *outcomes) {
     ENTER(c);
     return push_common(c, 1, queue, n, payloads, lens, delays_ms, 0, ids,
-                       flags, ids_out, DQ_ID_BUF, outcomes);
+                       flags, NULL, ids_out, DQ_ID_BUF, outcomes);
+}
+
+int dq_push_batch_ex(dq_client *c, const char *queue, size_t n,
+                     const void *const *payloads, const size_t *lens,
+                     const int64_t *times, const char *const *ids, int flags,
+                     const dq_push_opts *opts, char *ids_out, int *outcomes) {
+    ENTER(c);
+    return push_common(c, 1, queue, n, payloads, lens, times,
+                       (flags & DQ_PUSH_AT) != 0, ids, flags & ~DQ_PUSH_AT,
+                       opts, ids_out, DQ_ID_BUF, outcomes);
 }
 
 /* Runs an op whose whole result is its status. */
@@ -793,6 +814,37 @@ int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
     for (int i = 0; rc == DQ_OK && i < 5; i++)
         if (outs[i] != NULL)
             *outs[i] = op.stats[i];
+    dq__op_clear(&op);
+    return rc;
+}
+
+int dq_config_set(dq_client *c, const char *queue, size_t n,
+                  const int *settings, const int64_t *values) {
+    ENTER(c);
+    if (values == NULL) /* a NULL here must not turn the set into a get */
+        return dq__err_set(&c->err, DQ_ENULL, "values is NULL");
+    dq__op op;
+    return run_simple(c, &op,
+                      dq__op_config(&op, &c->core, queue, n, settings, values,
+                                    &c->err));
+}
+
+int dq_config_get(dq_client *c, const char *queue, size_t n,
+                  const int *settings, int64_t *values) {
+    ENTER(c);
+    if (values == NULL)
+        return dq__err_set(&c->err, DQ_ENULL, "values is NULL");
+    dq__op op;
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op, dq__op_config(&op, &c->core, queue, n, settings,
+                                          NULL, &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
+    for (size_t i = 0; rc == DQ_OK && i < n; i++)
+        values[i] = op.conf[i];
     dq__op_clear(&op);
     return rc;
 }

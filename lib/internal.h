@@ -34,6 +34,8 @@ struct dq_options {
     int64_t max_payload;              /* bytes */
     int64_t max_attempts;             /* 0 = unlimited */
     int64_t wait_cap_ms;              /* longest single wait in poll_wait */
+    int64_t lease_ms;                 /* lease of a poll with lease_ms 0 in
+                                         a queue without that setting */
     int64_t wait_replicas;            /* WAIT after push when > 0 */
     int64_t wait_replicas_timeout_ms; /* WAIT timeout */
     int64_t done_ttl_ms;              /* how long acks are remembered */
@@ -82,6 +84,13 @@ struct dq_job_info {
     dq_job job;     /* id, payload, attempt, times, reason */
     int state;      /* DQ_JOB_* */
     int64_t now_ms; /* the server's time of the lookup */
+};
+
+/* Options of a push (dq_push_opts_*): 0 = not set. */
+struct dq_push_opts {
+    int64_t max_attempts; /* the job's own max attempts */
+    int64_t expire;       /* expiry: epoch ms, or ms from the push */
+    int expire_rel;       /* expire counts from the push */
 };
 
 /* Allocates a list with room for n jobs (count 0).  NULL on ENOMEM. */

@@ -139,10 +139,10 @@ static int each_part(dq__op *op, dq__core *core, const char *queue,
 int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
                size_t n, const void *const *payloads, const size_t *lens,
                const int64_t *times, int absolute, const char *const *ids,
-               int flags, dq__err *err) {
+               int flags, const dq_push_opts *po, dq__err *err) {
     op_init(op, batch ? DQ_OPK_PUSH_BATCH : DQ_OPK_PUSH, "push");
     int rc = dq__push_plan_make(&op->plan, core, queue, n, payloads, lens,
-                               times, absolute, ids, flags, err);
+                               times, absolute, ids, flags, po, err);
     if (rc != DQ_OK)
         return built(op, rc, err);
     op->cmds = op->plan.cmds;
@@ -427,6 +427,39 @@ int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err) {
     return oom(op, dq__build_stats(&op->one, core), err);
 }
 
+static int build_config_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    return dq__build_config(c, core, op->conf_n, op->conf_keys,
+                            op->conf_in);
+}
+
+int dq__op_config(dq__op *op, dq__core *core, const char *queue, size_t n,
+                  const int *settings, const int64_t *values, dq__err *err) {
+    op_init(op, values ? DQ_OPK_CONFIG_SET : DQ_OPK_CONFIG_GET, "config");
+    int parts = core->partitions > 1 ? core->partitions : 1;
+    int rc = dq__check_config(queue, n, settings, values,
+                              values ? parts : -1, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    op->conf_n = n;
+    if (parted(op, core, queue)) {
+        if (values == NULL) { /* every partition holds the totals */
+            single(op, core, queue);
+            dq__core_keys_part(core, queue, 0);
+            return sealed(op, dq__build_config(&op->one, core, n, settings,
+                                               NULL), err);
+        }
+        op->conf_keys = settings; /* read during the build only */
+        op->conf_in = values;
+        rc = each_part(op, core, queue, build_config_part, err);
+        op->conf_keys = NULL;
+        op->conf_in = NULL;
+        return rc;
+    }
+    single(op, core, queue);
+    return oom(op, dq__build_config(&op->one, core, n, settings, values),
+               err);
+}
+
 static int build_counts_part(dq__op *op, dq__cmd *c, dq__core *core) {
     (void)op;
     return dq__build_counts(c, core);
@@ -560,7 +593,7 @@ static int feed_poll(dq__op *op, const dq__reply *r, dq__err *e) {
     int asked = op->max - op->status;
     dq_jobs *got = NULL;
     int64_t next_us = -1;
-    int rc = dq__decode_poll(r, op->lease_ms, &got, &next_us, e);
+    int rc = dq__decode_poll(r, &got, &next_us, e);
     if (rc < 0)
         return rc;
     if (dq__jobs_append(&op->jobs, got) != DQ_OK)
@@ -685,6 +718,12 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
             op->v += v; /* summed over partitions */
         break;
     }
+    case DQ_OPK_CONFIG_SET:
+    case DQ_OPK_CONFIG_GET:
+        rc = dq__decode_config(r, op->conf_n,
+                               op->kind == DQ_OPK_CONFIG_GET ? op->conf : NULL,
+                               &e);
+        break;
     case DQ_OPK_COUNTS: {
         int64_t ct[4];
         rc = dq__decode_counts(r, ct, &e);
@@ -805,6 +844,8 @@ int dq__op_status(const dq__op *op) {
     case DQ_OPK_EXTEND:
     case DQ_OPK_STATS:
     case DQ_OPK_COUNTS:
+    case DQ_OPK_CONFIG_SET:
+    case DQ_OPK_CONFIG_GET:
         return DQ_OK;
     case DQ_OPK_PUSH_BATCH:
         return dq__push_plan_count(&op->plan);

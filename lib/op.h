@@ -48,7 +48,7 @@ enum dq__op_kind {
     DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
     DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS,
-    DQ_OPK_GET
+    DQ_OPK_GET, DQ_OPK_CONFIG_SET, DQ_OPK_CONFIG_GET
 };
 
 /* What a driver does after dq__op_feed. */
@@ -115,6 +115,10 @@ typedef struct dq__op {
                              partition when the call was built (feed_poll) */
     size_t *order;        /* ack: chunk positions -> the caller's index */
     size_t *first;        /* ack: chunk i holds positions first[i].. */
+    int64_t conf[DQ_SET__COUNT]; /* config get: the values read */
+    size_t conf_n;        /* config: settings named */
+    const int *conf_keys; /* config set: the caller's, during the build */
+    const int64_t *conf_in;
     int64_t offset;       /* list: the page wanted */
     int count;
 } dq__op;
@@ -126,7 +130,11 @@ typedef struct dq__op {
 int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
                size_t n, const void *const *payloads, const size_t *lens,
                const int64_t *times, int absolute, const char *const *ids,
-               int flags, dq__err *err);
+               int flags, const dq_push_opts *po, dq__err *err);
+/* Queue settings: a set of n settings (on every partition), or with
+ * values NULL a get (from partition 0), its values left in op->conf. */
+int dq__op_config(dq__op *op, dq__core *core, const char *queue, size_t n,
+                  const int *settings, const int64_t *values, dq__err *err);
 int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
                  int flags, dq__err *err);
 int dq__op_poll(dq__op *op, dq__core *core, const char *queue, int max,

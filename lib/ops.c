@@ -164,7 +164,7 @@ static void gen_id(dq__core *core, char *out) {
 /* ---- Keys ---- */
 
 static const char *const key_suffix[DQ_NKEYS] = {
-    "due", "lease", "jobs", "dead", "done", "idle", "counts"};
+    "due", "lease", "jobs", "dead", "done", "idle", "conf", "rate", "counts"};
 
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
@@ -255,17 +255,25 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     c->lens[0] = 7;
     c->argv[1] = dq__scripts[script].sha;
     c->lens[1] = 40;
-    /* The idle and counts keys only go along when they are used: a key
-     * that does not exist makes Redis answer TRYAGAIN to a multi-key
-     * script while its slot migrates, so an unused one would only cost.
-     * Counts comes after idle, so it brings idle along. */
-    static const char *const nkeys_str[DQ_NKEYS + 1] = {"0", "1", "2", "3",
-                                                        "4", "5", "6", "7"};
-    int wakes = script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_POLL ||
-                script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_DEAD;
-    int nk = k->counting || script == DQ_SCRIPT_COUNTS ? DQ_NKEYS
-             : wakes                                   ? DQ_NKEYS - 1
-                                                       : DQ_NKEYS - 2;
+    /* Keys after the first five only go along to the scripts that use
+     * them: a key that does not exist makes Redis answer TRYAGAIN to a
+     * multi-key script while its slot migrates, so an unused one would only
+     * cost.  The order (idle, conf, rate, counts) makes each list a prefix
+     * of the next: counts, last, brings all the others along. */
+    static const char *const nkeys_str[DQ_NKEYS + 1] = {
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+    int nk;
+    if (k->counting || script == DQ_SCRIPT_COUNTS)
+        nk = DQ_NKEYS; /* + counts */
+    else if (script == DQ_SCRIPT_POLL || script == DQ_SCRIPT_CONFIG)
+        nk = DQ_NKEYS - 1; /* + idle, conf, rate */
+    else if (script == DQ_SCRIPT_NACK)
+        nk = DQ_NKEYS - 2; /* + idle, conf */
+    else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
+             script == DQ_SCRIPT_ACK)
+        nk = DQ_NKEYS - 3; /* + idle: they wake consumers */
+    else
+        nk = DQ_NKEYS - 4;
     c->argv[2] = nkeys_str[nk];
     c->lens[2] = 1;
     for (int i = 0; i < nk; i++) {
@@ -358,6 +366,9 @@ static void cmd_int(dq__cmd *c, int64_t v) {
     cmd_str(c, p, (size_t)n);
 }
 
+void dq__cmd_arg(dq__cmd *c, const char *s, size_t len) { cmd_str(c, s, len); }
+void dq__cmd_int(dq__cmd *c, int64_t v) { cmd_int(c, v); }
+
 /* ---- Checks ---- */
 
 int dq__check_queue(const char *queue, dq__err *err) {
@@ -446,7 +457,7 @@ int dq__check_poll(const char *queue, int max, int64_t lease_ms,
     int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
         rc = dq__check_max(max, DQ_POLL_MAX, "max", err);
-    if (rc == DQ_OK)
+    if (rc == DQ_OK && lease_ms != 0) /* 0: the queue's (or client's) */
         rc = dq__check_lease(lease_ms, err);
     return rc;
 }
@@ -496,8 +507,9 @@ int dq__check_nack(const char *queue, const char *id, const char *token,
     int rc = check_held(queue, id, token, err);
     if (rc == DQ_OK)
         rc = dq__check_delay(delay_ms, "delay_ms", err);
-    if (rc == DQ_OK && (flags & ~DQ_NACK_DEAD) != 0)
-        rc = dq__err_set(err, DQ_EINVAL, "flags is %d; use 0 or DQ_NACK_DEAD",
+    if (rc == DQ_OK && (flags & ~(DQ_NACK_DEAD | DQ_NACK_BACKOFF)) != 0)
+        rc = dq__err_set(err, DQ_EINVAL,
+                        "flags is %d; use 0, DQ_NACK_DEAD or DQ_NACK_BACKOFF",
                         flags);
     return rc;
 }
@@ -606,14 +618,19 @@ static int check_push_args(dq__core *core, size_t n,
 int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
                       size_t n, const void *const *payloads,
                       const size_t *lens, const int64_t *times, int absolute,
-                      const char *const *ids, int flags, dq__err *err) {
+                      const char *const *ids, int flags,
+                      const dq_push_opts *po, dq__err *err) {
     memset(p, 0, sizeof(*p));
     int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
         rc = check_push_args(core, n, payloads, lens, times, absolute, ids,
                              flags, err);
+    if (rc == DQ_OK)
+        rc = dq__check_push_opts(po, n, times, absolute, err);
     if (rc != DQ_OK)
         return rc;
+    char ext[DQ_PUSH_OPTS_STR];
+    size_t extlen = dq__push_opts_str(po, ext, sizeof(ext));
     dq__core_keys(core, queue);
     p->n = n;
     p->ids = malloc(n * DQ_ID_BUF);
@@ -676,11 +693,12 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         dq__cmd *c = &p->cmds[ch];
         dq__core_keys_part(core, queue, part ? part[JOB(lo)] : -1);
         if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
-                         3 + 3 * (int)(hi - lo)) != DQ_OK)
+                         4 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom_part;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
         cmd_cstr(c, absolute ? "1" : "0");
         cmd_int(c, core->opts.done_ttl_ms);
+        cmd_str(c, ext, extlen);
         for (size_t pos = lo; pos < hi; pos++) {
             size_t i = JOB(pos);
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);
@@ -741,7 +759,7 @@ int dq__build_counts(dq__cmd *c, dq__core *core) {
 
 int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
                    int waiting) {
-    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 5);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 6);
     if (rc != DQ_OK)
         return rc;
     cmd_int(c, max);
@@ -749,6 +767,7 @@ int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
     cmd_int(c, core->opts.max_attempts);
     cmd_cstr(c, waiting ? dq__core_me(core) : "");
     cmd_int(c, core->opts.wait_cap_ms);
+    cmd_int(c, core->opts.lease_ms);
     return dq__cmd_seal(c);
 }
 
@@ -774,7 +793,7 @@ int dq__build_nack(dq__cmd *c, dq__core *core, const char *id,
     cmd_cstr(c, id);
     cmd_cstr(c, token);
     cmd_int(c, delay_ms);
-    cmd_cstr(c, (flags & DQ_NACK_DEAD) ? "1" : "0");
+    cmd_int(c, flags);
     cmd_int(c, core->opts.max_attempts);
     if (reason != NULL)
         cmd_str(c, reason_len ? (const char *)reason : "", reason_len);
@@ -886,24 +905,26 @@ static int elem_token(const dq__reply *e, char out[DQ_TOKEN_BUF]) {
     return 0;
 }
 
-int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
-                   int64_t *next_us, dq__err *err) {
+int dq__decode_poll(const dq__reply *r, dq_jobs **jobs, int64_t *next_us,
+                    dq__err *err) {
     *jobs = NULL;
     size_t n = dq__reply_len(r);
-    int64_t now, next;
-    if (dq__reply_type(r) != DQ_R_ARRAY || n < 2 || (n - 2) % 5 != 0 ||
-        elem_i64(dq__reply_at(r, 0), &now) || elem_i64(dq__reply_at(r, 1), &next))
+    int64_t now, next, lease_ms;
+    if (dq__reply_type(r) != DQ_R_ARRAY || n < 3 || (n - 3) % 5 != 0 ||
+        elem_i64(dq__reply_at(r, 0), &now) ||
+        elem_i64(dq__reply_at(r, 1), &next) ||
+        elem_i64(dq__reply_at(r, 2), &lease_ms))
         return dq__err_set(err, DQ_EPROTO, "poll: unexpected reply");
     *next_us = next;
-    size_t cnt = (n - 2) / 5;
+    size_t cnt = (n - 3) / 5;
     if (cnt == 0)
         return 0;
     dq_jobs *l = dq__jobs_new(cnt);
     if (l == NULL)
         return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
     for (size_t i = 0; i < cnt; i++) {
-        const dq__reply *eid = dq__reply_at(r, 2 + i * 5);
-        const dq__reply *epl = dq__reply_at(r, 3 + i * 5);
+        const dq__reply *eid = dq__reply_at(r, 3 + i * 5);
+        const dq__reply *epl = dq__reply_at(r, 4 + i * 5);
         size_t idlen, plen;
         const char *id = dq__reply_str(eid, &idlen);
         const char *pl = dq__reply_str(epl, &plen);
@@ -911,9 +932,9 @@ int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
         char tok[DQ_TOKEN_BUF];
         if (dq__reply_type(eid) != DQ_R_STRING ||
             dq__reply_type(epl) != DQ_R_STRING ||
-            elem_i64(dq__reply_at(r, 4 + i * 5), &att) ||
-            elem_i64(dq__reply_at(r, 5 + i * 5), &due) ||
-            elem_token(dq__reply_at(r, 6 + i * 5), tok)) {
+            elem_i64(dq__reply_at(r, 5 + i * 5), &att) ||
+            elem_i64(dq__reply_at(r, 6 + i * 5), &due) ||
+            elem_token(dq__reply_at(r, 7 + i * 5), tok)) {
             dq_jobs_free(l);
             return dq__err_set(err, DQ_EPROTO, "poll: unexpected job entry");
         }

@@ -10,9 +10,11 @@
 #include "reply.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 7 /* keys a script can get (see lua/common.lua): due, lease,
+#define DQ_NKEYS 9 /* keys a script can get (see lua/common.lua): due, lease,
                       jobs, dead, done always; idle to the scripts that wake
-                      or register consumers; counts when counting */
+                      or register consumers; conf (the queue's settings) and
+                      rate (its rate limit's log) to those that read them;
+                      counts when counting */
 #define DQ_CHUNK 1000       /* jobs per script call of a batch */
 /* Generated ids: 14 characters of [0-9A-Za-z], ~83 random bits.  Short on
  * purpose: an id is stored twice per job (ZSET member and HASH field), and
@@ -33,7 +35,7 @@ typedef struct dq__keys {
     int part;                     /* partition, -1 for the plain queue */
     char ns[65];                  /* namespace they were built with */
     char key[DQ_NKEYS][DQ_KEY_MAX]; /* due, lease, jobs, dead, done,
-                                       idle, counts */
+                                       idle, conf, rate, counts */
     size_t len[DQ_NKEYS];         /* lengths of key[] */
     int db;                       /* database the channel was built for */
     char chan[DQ_KEY_MAX + 16];   /* wake-up channel: <prefix>wake:<db> */
@@ -113,6 +115,10 @@ typedef struct dq__cmd {
 
 /* Starts a call of script with room for nargs script arguments. */
 int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs);
+/* Appends an argument (pointing into the caller's data until sealed), or
+ * an integer in decimal (kept in the call's own buffer). */
+void dq__cmd_arg(dq__cmd *c, const char *s, size_t len);
+void dq__cmd_int(dq__cmd *c, int64_t v);
 /* Formats the call into owned RESP bytes; DQ_OK or DQ_ENOMEM. */
 int dq__cmd_seal(dq__cmd *c);
 void dq__cmd_free(dq__cmd *c);
@@ -202,10 +208,18 @@ typedef struct dq__push_plan {
 int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
                       size_t n, const void *const *payloads,
                       const size_t *lens, const int64_t *times, int absolute,
-                      const char *const *ids, int flags, dq__err *err);
+                      const char *const *ids, int flags,
+                      const dq_push_opts *po, dq__err *err);
 /* Decodes the reply of chunk i into p->outcomes. */
 int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
                         dq__err *err);
+/* The options of a push (NULL: none) checked against its times, and as
+ * the string push.lua takes (buf of DQ_PUSH_OPTS_STR bytes); returns its
+ * length. */
+#define DQ_PUSH_OPTS_STR 128
+int dq__check_push_opts(const dq_push_opts *o, size_t n, const int64_t *times,
+                        int absolute, dq__err *err);
+size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size);
 /* Number of jobs created or replaced (after all chunks decoded). */
 int dq__push_plan_count(const dq__push_plan *p);
 void dq__push_plan_free(dq__push_plan *p);
@@ -237,10 +251,11 @@ int dq__build_dead_change(dq__cmd *c, dq__core *core, const char *action,
 
 /* ---- Decoders: r is a non-error reply of the matching script ---- */
 
-/* Poll: *jobs (NULL if none), *next_us; returns count or a code.  Tokens
+/* Poll: *jobs (NULL if none, each with its lease deadline from the lease
+ * the script used), *next_us; returns count or a code.  Tokens
  * are copied as the decimal strings the script made (up to 23 digits). */
-int dq__decode_poll(const dq__reply *r, int64_t lease_ms, dq_jobs **jobs,
-                   int64_t *next_us, dq__err *err);
+int dq__decode_poll(const dq__reply *r, dq_jobs **jobs, int64_t *next_us,
+                    dq__err *err);
 /* Ack: results[i] per job (may be NULL); returns number acked. */
 int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err);
 /* Integer reply of nack/extend/cancel/dead_change: *v; DQ_OK or code. */
@@ -258,6 +273,20 @@ int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
  * NULL), or a code. */
 int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
                    dq__err *err);
+
+/* ---- Queue settings (config.c, lua/config.lua) ---- */
+/* n settings (DQ_SET_*, each once) of queue, with values to set (range or
+ * DQ_UNSET) when partitions >= 1 (the client's partition count), or to
+ * read when partitions < 0. */
+int dq__check_config(const char *queue, size_t n, const int *settings,
+                     const int64_t *values, int partitions, dq__err *err);
+/* A set (values) or a get (values NULL) on the partition (or plain queue)
+ * whose keys are core's current ones. */
+int dq__build_config(dq__cmd *c, dq__core *core, size_t n,
+                     const int *settings, const int64_t *values);
+/* A set's reply (values NULL), or a get's into values[n]. */
+int dq__decode_config(const dq__reply *r, size_t n, int64_t *values,
+                      dq__err *err);
 
 /* Converts a script's negative result (-16, -17) into its code and message. */
 int dq__result_code(long long v, const char *what, const char *id,

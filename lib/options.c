@@ -16,6 +16,7 @@ void dq__options_defaults(dq_options *o) {
     o->wait_replicas = 0;
     o->wait_replicas_timeout_ms = 1000;
     o->done_ttl_ms = 300000;
+    o->lease_ms = 30000;
 }
 
 dq_options *dq_options_new(void) {
@@ -79,6 +80,9 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
         break;
     case DQ_OPT_COUNTERS:
         slot = &o->counters, hi = 1;
+        break;
+    case DQ_OPT_LEASE_MS:
+        slot = &o->lease_ms, lo = DQ_LEASE_MIN, hi = DQ_LEASE_MAX;
         break;
     default:
         return DQ_EINVAL;

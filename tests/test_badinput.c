@@ -108,6 +108,8 @@ static const char *const bad_tokens[] = {
 
 static const int64_t bad_delays[] = {-1, DQ_DELAY_MAX + 1, INT64_MIN, INT64_MAX};
 static const int64_t bad_leases[] = {0, -1, DQ_LEASE_MAX + 1, INT64_MIN};
+/* A poll's lease 0 means the queue's (or client's) default. */
+static const int64_t bad_poll_leases[] = {-1, DQ_LEASE_MAX + 1, INT64_MIN};
 
 /* ---- dq_push -------------------------------------------------------------- */
 
@@ -308,8 +310,9 @@ END_TEST
 
 START_TEST(poll_lease) {
     dq_jobs *jobs = NULL;
-    for (size_t i = 0; i < sizeof(bad_leases) / sizeof(bad_leases[0]); i++)
-        BAD(dq_poll(C, "q", 1, bad_leases[i], &jobs, NULL), DQ_ELEASE,
+    for (size_t i = 0; i < sizeof(bad_poll_leases) / sizeof(bad_poll_leases[0]);
+         i++)
+        BAD(dq_poll(C, "q", 1, bad_poll_leases[i], &jobs, NULL), DQ_ELEASE,
             "lease_ms");
     nothing_sent();
 }
@@ -328,8 +331,9 @@ START_TEST(poll_wait_args) {
     BAD_QUEUES(dq_poll_wait(C, QUEUE, 1, 1000, 10, &jobs));
     BAD(dq_poll_wait(C, "q", 0, 1000, 10, &jobs), DQ_EINVAL, "max");
     BAD(dq_poll_wait(C, "q", 1001, 1000, 10, &jobs), DQ_EINVAL, "max");
-    for (size_t i = 0; i < sizeof(bad_leases) / sizeof(bad_leases[0]); i++)
-        BAD(dq_poll_wait(C, "q", 1, bad_leases[i], 10, &jobs), DQ_ELEASE,
+    for (size_t i = 0; i < sizeof(bad_poll_leases) / sizeof(bad_poll_leases[0]);
+         i++)
+        BAD(dq_poll_wait(C, "q", 1, bad_poll_leases[i], 10, &jobs), DQ_ELEASE,
             "lease_ms");
     BAD(dq_poll_wait(C, "q", 1, 1000, 10, NULL), DQ_ENULL, "out");
     nothing_sent();
@@ -409,7 +413,7 @@ START_TEST(nack_delay) {
 END_TEST
 
 START_TEST(nack_flags) {
-    BAD(dq_nack(C, "q", "id", "1", 0, 2), DQ_EINVAL, "flags");
+    BAD(dq_nack(C, "q", "id", "1", 0, 4), DQ_EINVAL, "flags");
     BAD(dq_nack(C, "q", "id", "1", 0, -1), DQ_EINVAL, "flags");
     nothing_sent();
 }
@@ -497,7 +501,7 @@ START_TEST(options_set_int) {
     dq_options *o = dq_options_new();
     ck_assert_ptr_nonnull(o);
     /* unknown and string keys */
-    const int keys[] = {0, 11, 99, -1, DQ_OPT_NAMESPACE, DQ_OPT_PASSWORD,
+    const int keys[] = {0, 12, 99, -1, DQ_OPT_NAMESPACE, DQ_OPT_PASSWORD,
                         DQ_OPT_TLS_SERVER_NAME, 107};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         ck_assert_msg(dq_options_set_int(o, keys[i], 1) == DQ_EINVAL, "key %d",

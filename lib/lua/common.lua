@@ -1,6 +1,6 @@
 -- common.lua: prelude that the build prepends to every libdelayq script.
 --
--- Every script gets the same five keys of one queue, all under one hash tag
+-- Every script gets the same first five keys of one queue, all under one hash tag
 -- ({<queue>}, the name percent-encoded) so a queue lives in one Redis
 -- Cluster slot:
 --   KEYS[1] due    ZSET  id -> due time (ms, server clock): pending jobs
@@ -14,16 +14,24 @@
 --                        the job's last failure reason (a nack that gave
 --                        one, or "max attempts" from a poll) and the server
 --                        ms it was set at; deleted with the job's other
---                        fields (ack, cancel, purge) and by a replacing push
+--                        fields (ack, cancel, purge) and by a replacing push;
+--                        and id.."\0r" -> the repeat rule of a repeating job
+--                        (see push.lua and ack.lua)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
 --   KEYS[6] idle   ZSET  consumer id -> server ms at which that waiting
 --                        consumer polls on its own next (see "Wake-ups"
 --                        below); passed to the scripts that wake or
---                        register consumers (push, nack, dead, poll), and
---                        always with the counts key
---   KEYS[7] counts HASH  delivered, acked, retried, failed: totals kept
+--                        register consumers (push, poll, ack, nack, dead)
+--   KEYS[7] conf   HASH  the queue's settings (config.lua; absent: the
+--                        client's options decide): passed to poll, nack
+--                        and config
+--   KEYS[8] rate   ZSET  the rate limit's log: "<poll us>.<n>" -> server ms
+--                        of each delivery in the last window (poll.lua);
+--                        passed to poll and config
+--   KEYS[9] counts HASH  delivered, acked, retried, failed: totals kept
 --                        only by clients with DQ_OPT_COUNTERS (the key is
---                        passed only then, with the '+' flag below)
+--                        passed only then, with the '+' flag below, and
+--                        with it every key before it)
 --   KEYS[5] done   ZSET  id -> the token a finished job was acked with (a
 --                        number: the us of that delivery + a little),
 --                        so a retried push answers "done" and a retried ack
@@ -31,7 +39,7 @@
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
 -- number: pub/sub is server-wide, databases are not); the operation's own
 -- arguments start at ARGV[2].  Leading flag bytes (never in a namespace):
--- '+' keeps the counters (KEYS[7]), then '!' asks for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
+-- '+' keeps the counters (KEYS[9]), then '!' asks for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
 -- every node, SPUBLISH reaches only the subscribers on the owner of the
 -- channel's slot, which is the queue's own slot (same hash tag).
 -- A job id is in at most one of due, lease and dead.  A queue without jobs
@@ -55,8 +63,9 @@
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
 
-local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE, K_IDLE, K_COUNTS =
-    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local K_DUE, K_LEASE, K_JOBS, K_DEAD, K_DONE = KEYS[1], KEYS[2], KEYS[3],
+    KEYS[4], KEYS[5]
+local K_IDLE, K_CONF, K_RATE, K_COUNTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local CHANNEL, PUBLISH, COUNTING = ARGV[1], 'PUBLISH', false
 if string.byte(CHANNEL, 1) == 43 then
     CHANNEL, COUNTING = string.sub(CHANNEL, 2), true
@@ -109,12 +118,16 @@ local function mfs(ids)
     return out
 end
 
--- Every field of the jobs ids (payload, meta, reason): one HDEL of them
--- deletes all their data.
+-- The field of a repeating job's rule (see push.lua).
+local function rf(id) return id .. '\0r' end
+
+-- Every field of the jobs ids (payload, meta, reason, repeat rule): one
+-- HDEL of them deletes all their data.
 local function job_fields(ids)
     local n, out = #ids, {}
     for i, id in ipairs(ids) do
-        out[i], out[n + i], out[2 * n + i] = id, mf(id), ef(id)
+        out[i], out[n + i], out[2 * n + i], out[3 * n + i] =
+            id, mf(id), ef(id), rf(id)
     end
     return out
 end
@@ -126,19 +139,64 @@ local function dq_now()
     return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
--- "[d]attempts:token" (or false) -> attempts (number), token (string),
--- and true when a poll dead-lettered the job under a still valid token.
+-- A job's meta: "[d]attempts:token" then its push options, if any, as
+-- "|<tag><value>" items (push.lua): "|m<n>" its own max attempts, "|x<ms>"
+-- the server time after which it is not delivered (expiry), "|r" it
+-- repeats (its rule in rf(id)).  A job pushed with options has a meta from
+-- its push on ("0:0|.."); others get one at their first delivery.
+-- parse_meta: "[d]attempts:token[|..]" (or false) -> attempts (number),
+-- token (string), true when a poll dead-lettered the job under a still
+-- valid token, and the options ("|.." or '').
 local function parse_meta(v)
-    if not v then return 0, '0' end
+    if not v then return 0, '0', false, '' end
     local c = string.find(v, ':', 1, true)
+    local bar = string.find(v, '|', c, true)
+    local tok = string.sub(v, c + 1, bar and bar - 1 or -1)
+    local ext = bar and string.sub(v, bar) or ''
     if string.byte(v, 1) == 100 then -- 'd'
-        return tonumber(string.sub(v, 2, c - 1)), string.sub(v, c + 1), true
+        return tonumber(string.sub(v, 2, c - 1)), tok, true, ext
     end
-    return tonumber(string.sub(v, 1, c - 1)), string.sub(v, c + 1)
+    return tonumber(string.sub(v, 1, c - 1)), tok, false, ext
 end
 
-local function fmt_meta(attempts, token)
-    return string.format('%d:%s', attempts, token)
+local function fmt_meta(attempts, token, ext)
+    return string.format('%d:%s', attempts, token) .. (ext or '')
+end
+
+-- The value of option tag (one letter) in a meta's options, as a number
+-- (or true for a flag without a value), or nil.
+local function meta_opt(ext, tag)
+    if ext == '' then return nil end
+    local v = string.match(ext, '|' .. tag .. '([^|]*)')
+    if v == nil then return nil end
+    if v == '' then return true end
+    return tonumber(v)
+end
+
+-- The options without tag's item.
+local function meta_drop(ext, tag)
+    if ext == '' then return ext end
+    return (string.gsub(ext, '|' .. tag .. '[^|]*', ''))
+end
+
+-- The queue's settings (config.lua): one HMGET of the named fields, as
+-- numbers (nil: not set).  Without a conf key (scripts that do not get
+-- it) every setting is unset.
+local function settings(...)
+    local names = { ... }
+    if not K_CONF then return {} end
+    local got = redis.call('HMGET', K_CONF, unpack(names))
+    local out = {}
+    for i, name in ipairs(names) do
+        if got[i] then out[name] = tonumber(got[i]) end
+    end
+    return out
+end
+
+-- The max attempts that holds for a job: its own, else the queue's
+-- setting, else the client's option (0 = unlimited).
+local function max_attempts_of(ext, conf, client)
+    return meta_opt(ext, 'm') or conf.max_attempts or client
 end
 
 -- A meta token that names a valid lease (not "0", not "-<last>").
@@ -278,16 +336,18 @@ end
 -- Checks the lease tokens of ids (a list) against toks.  Returns the
 -- attempts of each id (a number when the token is the current one) or an
 -- error code: -16 stale token, -17 no such job; the set of positions
--- whose job a poll dead-lettered under that still valid token; and the set
+-- whose job a poll dead-lettered under that still valid token; the set
 -- of positions that repeat an earlier id (they get -17: an id named twice
--- counts once).  Codes match delayq.h.
+-- counts once); and each job's push options (exts[i], see parse_meta).
+-- Codes match delayq.h.
 local function check_tokens(ids, toks)
     local n = #ids
     local got = get_with_meta(ids) -- a payload says the job exists
-    local res, dead, dup = {}, {}, {}
+    local res, dead, dup, exts = {}, {}, {}, {}
     local seen = n > 1 and {} or nil
     for i = 1, n do
-        local attempts, current, d = parse_meta(got[n + i])
+        local attempts, current, d, ext = parse_meta(got[n + i])
+        exts[i] = ext
         if seen and seen[ids[i]] then
             res[i] = -17
             dup[i] = true
@@ -301,14 +361,78 @@ local function check_tokens(ids, toks)
         end
         if seen then seen[ids[i]] = true end
     end
-    return res, dead, dup
+    return res, dead, dup, exts
 end
 
--- Holder of a single-id check: attempts, or nil and the error code.
+-- Holder of a single-id check: attempts, nil and the job's push options;
+-- or nil and the error code.
 local function check_token(id, tok)
-    local r = check_tokens({ id }, { tok })[1]
-    if r < 0 then return nil, r end
-    return r
+    local res, _, _, exts = check_tokens({ id }, { tok })
+    if res[1] < 0 then return nil, res[1] end
+    return res[1], nil, exts[1]
+end
+
+-- Dead-letter retention (the queue's settings dead_max: keep at most that
+-- many, read as this partition's share dead_part; dead_ttl_ms: keep each
+-- at most that long).  A script that adds
+-- `adding` jobs to dead calls dead_trim_plan before its first write (it
+-- reads dead: the oldest adding + 16 entries at most, so each call's work
+-- is bounded and the set still shrinks back) and dead_trim after its
+-- writes, which deletes the chosen jobs with all their data.  Only jobs
+-- already dead are trimmed: one call that adds more than dead_max leaves
+-- the set over by what it added until the next one.
+local function dead_trim_plan(conf, adding, now)
+    local max, ttl = conf.dead_part, conf.dead_ttl_ms
+    if not max and not ttl then return nil end
+    local have = redis.call('ZCARD', K_DEAD)
+    local excess = max and have + adding - max or 0
+    if excess > have then excess = have end
+    local budget = adding + 16
+    local old = redis.call('ZRANGE', K_DEAD, 0, budget - 1, 'WITHSCORES')
+    local ids = {}
+    for i = 1, #old, 2 do
+        local k = (i + 1) / 2
+        if k <= excess or (ttl and tonumber(old[i + 1]) < now - ttl) then
+            ids[#ids + 1] = old[i]
+        else
+            break
+        end
+    end
+    if #ids == 0 then return nil end
+    return ids
+end
+
+local function dead_trim(ids)
+    if not ids then return end
+    redis.call('ZREM', K_DEAD, unpack(ids))
+    redis.call('HDEL', K_JOBS, unpack(job_fields(ids)))
+end
+
+-- The retry delay the queue's backoff settings give a job's attempt-th
+-- failure: backoff 1 fixed (base), 2 exponential (base * 2^(attempts-1)),
+-- at most backoff_cap_ms; backoff_jitter percent of it is taken off at
+-- random (seeded from the server's microsecond and the id: Redis seeds
+-- math.random the same way in every call).  nil: the queue has no backoff
+-- setting.
+local function backoff_delay(conf, attempts, now_us, id)
+    if conf.backoff == nil then return nil end
+    local base = conf.backoff_base_ms or 1000
+    local d = base
+    if conf.backoff == 2 then
+        local e = attempts - 1
+        if e < 0 then e = 0 end
+        if e > 60 then e = 60 end
+        d = base * 2 ^ e
+    end
+    local cap = conf.backoff_cap_ms
+    if cap and d > cap then d = cap end
+    local jit = conf.backoff_jitter or 0
+    if jit > 0 and d > 0 then
+        local h = now_us % 1000003
+        for i = 1, #id do h = (h * 31 + string.byte(id, i)) % 1000003 end
+        d = d - math.floor(d * jit / 100 * (h / 1000003))
+    end
+    return math.floor(d)
 end
 
 -- Where a job its holder still owns (token valid) is: 'lease', 'dead'

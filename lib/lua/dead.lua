@@ -2,8 +2,9 @@
 -- dead.lua: requeues or purges dead-lettered jobs (list.lua lists them).
 -- ARGV[2] action: 'requeue' | 'purge'
 --   requeue: ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[4] delay ms,
---            ARGV[5] limit -> number requeued (attempts reset to 0; the
---            last failure reason stays, to say why it had died)
+--            ARGV[5] limit -> number requeued (attempts reset to 0, an
+--            expiry time dropped; the last failure reason stays, to say
+--            why it had died)
 --   purge:   ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[5] limit
 --            -> number deleted
 -- dead, due (for a requeue) and jobs are read before the first write.
@@ -35,9 +36,11 @@ if action == 'requeue' then
     local hset = {}
     for i, id in ipairs(ids) do
         if metas[i] then
-            local _, last = parse_meta(metas[i])
+            -- a requeue is an operator's "run it": an expiry that had
+            -- passed no longer holds, the job's other options do
+            local _, last, _, ext = parse_meta(metas[i])
             hset[#hset + 1] = mf(id)
-            hset[#hset + 1] = fmt_meta(0, ended_tok(last))
+            hset[#hset + 1] = fmt_meta(0, ended_tok(last), meta_drop(ext, 'x'))
         end
     end
     if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end

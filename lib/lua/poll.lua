@@ -1,12 +1,25 @@
 #!lua flags=allow-oom
 -- poll.lua: claims due jobs under a lease, oldest due first.
--- ARGV[2] max jobs (1..1000), ARGV[3] lease ms, ARGV[4] max attempts
--- (0 = unlimited), ARGV[5] the polling consumer's id ('' = a plain poll),
--- ARGV[6] its idle cap ms (with an id).
--- Returns { now_ms, next_us, id, payload, attempt, due_ms, token, ... }
+-- ARGV[2] max jobs (1..1000), ARGV[3] lease ms (0: the queue's lease_ms
+-- setting, else ARGV[7]), ARGV[4] max attempts (0 = unlimited; a job's own
+-- or the queue's setting come first), ARGV[5] the polling consumer's id
+-- ('' = a plain poll), ARGV[6] its idle cap ms (with an id), ARGV[7] the
+-- client's default lease ms.
+-- Returns { now_ms, next_us, lease_ms, id, payload, attempt, due_ms, token,
+-- ... }
 --   next_us: microseconds until the next job is due (0 when more may be due
---   now, -1 when nothing is pending or in flight); for a consumer (an id):
---   until it is to poll again, as registered in the idle set (0: now).
+--   now, -1 when nothing is pending or in flight; when the queue's rate
+--   limit holds due work back: until a delivery is allowed again); for a
+--   consumer (an id): until it is to poll again, as registered in the idle
+--   set (0: now).
+--
+-- Settings (conf, config.lua) read here: lease_ms, max_attempts, expired
+-- (what happens to a job whose expiry time passed before a delivery: 0
+-- dead-lettered with reason "expired", 1 dropped), rate_part (this
+-- partition's share of rate_max) and rate_window_ms (at most that many
+-- deliveries in any rate_window_ms, over all consumers: each delivery is
+-- logged in the rate key for a window), dead_part and dead_ttl_ms
+-- (common.lua, dead_trim_plan).
 -- A consumer's poll that took all that was due registers it as waiting
 -- (common.lua, "Wake-ups"): as the owner of the next event when no other
 -- live consumer polls by then (a consumer that just took jobs first hands
@@ -28,17 +41,41 @@
 -- if the clock stepped back or it is delivered again within microseconds.
 local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
+local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
+                      'rate_window_ms', 'dead_part', 'dead_ttl_ms')
 local lease_ms = tonumber(ARGV[3])
+if lease_ms == 0 then lease_ms = conf.lease_ms or tonumber(ARGV[7]) end
 local max_attempts = tonumber(ARGV[4])
 local me, cap = ARGV[5] or '', tonumber(ARGV[6] or 0)
 local cands = idle_peek(now) -- read before the first write
 
+-- The rate limit: how many deliveries the window still allows, and when
+-- the oldest one in it leaves the window (a slot frees).
+local rate_max, window = conf.rate_part, conf.rate_window_ms
+local rate_oldest, used
+if rate_max and window then
+    local since = string.format('(%d', now - window)
+    used = redis.call('ZCOUNT', K_RATE, since, '+inf')
+    if used > 0 then
+        local o = redis.call('ZRANGEBYSCORE', K_RATE, since, '+inf',
+                             'WITHSCORES', 'LIMIT', 0, 1)
+        rate_oldest = tonumber(o[2])
+    end
+    if rate_max - used < max then max = rate_max - used end
+    if max < 0 then max = 0 end
+else
+    rate_max = nil
+end
+
 -- Reads: the oldest expired leases and due jobs, merged by time (most
 -- polls find no expired lease and skip the merge).
-local exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
-                       'LIMIT', 0, max)
-local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
-                       'LIMIT', 0, max)
+local exp, due = {}, {}
+if max > 0 then
+    exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
+                     'LIMIT', 0, max)
+    due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
+                     'LIMIT', 0, max)
+end
 local ids, from_lease, from_due = {}, {}, {}
 local scores -- merged: score of ids[k]; nil: due[2k] is
 if #exp == 0 then
@@ -63,27 +100,43 @@ else
     end
 end
 
-local out = { now, 0 }
+local out = { now, 0, lease_ms }
+local H = 3 -- header entries of out
 local n = #ids
+local delivered = 0
 if n > 0 then
     local got, fields = get_with_meta(ids)
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
+    -- A job that is not delivered goes to dead with a reason (or, expired
+    -- in a queue that drops those, is deleted).  Its holder, if its token
+    -- is still valid, may still ack it there: the meta marks that ("d").
+    local function give_up(j, id, attempts, cur, ext, reason)
+        died[#died + 1] = now_s
+        died[#died + 1] = id
+        mset[#mset + 1] = ef(id) -- its last failure reason
+        mset[#mset + 1] = now_s .. ':' .. reason
+        if valid_tok(cur) then -- its holder may still ack it: mark where
+            mset[#mset + 1] = fields[n + j]
+            mset[#mset + 1] = 'd' .. fmt_meta(attempts, cur, ext)
+        end
+    end
     for j, id in ipairs(ids) do
-        local attempts, cur = parse_meta(got[n + j])
+        local attempts, cur, _, ext = parse_meta(got[n + j])
+        local expires = meta_opt(ext, 'x')
+        local most = max_attempts_of(ext, conf, max_attempts)
         if not got[j] then
             gone[#gone + 1] = id -- an index entry without a job: drop it
-        elseif max_attempts > 0 and attempts >= max_attempts then
-            died[#died + 1] = now_s
-            died[#died + 1] = id
-            mset[#mset + 1] = ef(id) -- its last failure reason
-            mset[#mset + 1] = now_s .. ':max attempts'
-            if valid_tok(cur) then -- its holder may still ack it: mark where
-                mset[#mset + 1] = fields[n + j]
-                mset[#mset + 1] = 'd' .. fmt_meta(attempts, cur)
+        elseif expires and now > expires then
+            if conf.expired == 1 then
+                gone[#gone + 1] = id
+            else
+                give_up(j, id, attempts, cur, ext, 'expired')
             end
+        elseif most > 0 and attempts >= most then
+            give_up(j, id, attempts, cur, ext, 'max attempts')
         else
             local tok = tok0 + j
             if cur ~= '0' then
@@ -93,7 +146,7 @@ if n > 0 then
             tok = string.format('%d', tok)
             attempts = attempts + 1
             mset[#mset + 1] = fields[n + j]
-            mset[#mset + 1] = fmt_meta(attempts, tok)
+            mset[#mset + 1] = fmt_meta(attempts, tok, ext)
             leased[#leased + 1] = deadline
             leased[#leased + 1] = id
             out[#out + 1] = id
@@ -103,7 +156,12 @@ if n > 0 then
             out[#out + 1] = tok
         end
     end
-    if #died > 0 then redis.call('ZCARD', K_DEAD) end -- type check first
+    delivered = (#out - H) / 5
+    local trim
+    if #died > 0 then
+        trim = dead_trim_plan(conf, #died / 2, now)
+        redis.call('ZCARD', K_DEAD) -- type check first
+    end
     counts_read()
     -- Writes: lease and due were read above, jobs and dead too.
     if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
@@ -124,13 +182,37 @@ if n > 0 then
     end
     if #died > 0 then redis.call('ZADD', K_DEAD, unpack(died)) end
     if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(job_fields(gone))) end
-    count('delivered', (#out - 2) / 5)
+    dead_trim(trim)
+    if rate_max and delivered > 0 then
+        -- Log each delivery for a window (and forget older ones: at most
+        -- the last window's, as every limited poll trims).
+        local log = {}
+        for k = 1, delivered do
+            log[#log + 1] = now_s
+            log[#log + 1] = string.format('%d.%d', now_us, k)
+        end
+        redis.call('ZREMRANGEBYSCORE', K_RATE, '-inf',
+                   string.format('%d', now - window))
+        redis.call('ZADD', K_RATE, unpack(log))
+        redis.call('PEXPIRE', K_RATE, window)
+        if not rate_oldest then rate_oldest = now end
+    end
+    count('delivered', delivered)
     count('failed', #died / 2)
 end
 
-if n < max or cands then
+-- With the rate limit used up, nothing is delivered before a slot frees.
+local limited_until
+if rate_max and rate_oldest and used + delivered >= rate_max then
+    limited_until = rate_oldest + window
+end
+
+if n < max or cands or limited_until then
     -- Say when the next one comes due (0: more is due now).
     local first = next_event()
+    if first and limited_until and first < limited_until then
+        first = limited_until
+    end
     if not first then
         out[2] = -1
     elseif first * 1000 > now_us then
@@ -151,14 +233,14 @@ if n < max or cands then
         -- Register me: until I own the next event, else until my cap.
         local mine = now + cap
         if first and first < mine and not idle_covered(cands, first, me)
-            and not (#out > 2 and idle_tell(cands, first, now_us, me)) then
+            and not (#out > H and idle_tell(cands, first, now_us, me)) then
             mine = first
         end
         out[2] = mine * 1000 - now_us
         -- A half ms marks a registration of a consumer that just took jobs
         -- (it may still run handlers): others are told first.
         redis.call('ZADD', K_IDLE,
-                   string.format(#out > 2 and '%d.5' or '%d', mine), me)
+                   string.format(#out > H and '%d.5' or '%d', mine), me)
         -- The key lives a while past the longest cap of its registrations:
         -- another client's shorter cap never cuts it.
         if redis.call('PTTL', K_IDLE) < cap + 2000 then

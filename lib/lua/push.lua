@@ -3,7 +3,11 @@
 -- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it
 -- ARGV[3] time: 0 = values are delays (ms from now), 1 = absolute epoch ms
 -- ARGV[4] done window ms (0: a done record counts as long as it is kept)
--- ARGV[5..] triples: id, delay-or-time, payload (the client cuts batches
+-- ARGV[5] the jobs' options ('' none): "|m<n>" max attempts, "|x<ms>"
+--         expiry as server epoch ms or "|X<ms>" as ms from now (no
+--         delivery starts after it); kept in each job's meta (common.lua,
+--         parse_meta), from the push on
+-- ARGV[6..] triples: id, delay-or-time, payload (the client cuts batches
 --           into calls of at most 1000 jobs and a few MiB)
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
 -- mode: the id was acked within its done window, so this push is taken for
@@ -17,22 +21,29 @@ local now, now_us = dq_now()
 local replace = ARGV[2] == '1'
 local absolute = ARGV[3] == '1'
 local window = tonumber(ARGV[4])
-if #ARGV == 7 and not replace then
+local ext = ARGV[5]
+if ext ~= '' then
+    local rel = meta_opt(ext, 'X')
+    if rel then
+        ext = meta_drop(ext, 'X') .. string.format('|x%d', now + rel)
+    end
+end
+if #ARGV == 8 and not replace and ext == '' then
     -- One job, keep mode (the common single push): HSETNX checks and
     -- writes in one command, after the reads of done and due.
-    local id, at = ARGV[5], tonumber(ARGV[6])
+    local id, at = ARGV[6], tonumber(ARGV[7])
     if not absolute then at = now + at end
     if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
         return { redis.call('HEXISTS', K_JOBS, id) == 1 and 2 or 4 }
     end
     local cands = wake_prep(at, first_due(), now)
-    if redis.call('HSETNX', K_JOBS, id, ARGV[7]) == 0 then return { 2 } end
+    if redis.call('HSETNX', K_JOBS, id, ARGV[8]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
     wake(at, cands, now, now_us)
     return { 1 }
 end
 local ids = {}
-for i = 5, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = 6, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local n = #ids
 -- Replace reads the metas too: a reset job keeps its last token (ended).
 local exists = replace and get_with_meta(ids) or
@@ -42,7 +53,7 @@ local before = first_due()
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
 local earliest
 for j, id in ipairs(ids) do
-    local i = 2 + 3 * j
+    local i = 3 + 3 * j
     local outcome = 1
     if seen[id] == 4 and not replace then
         outcome = 4
@@ -56,7 +67,7 @@ for j, id in ipairs(ids) do
             if exists[n + j] then
                 local _, last = parse_meta(exists[n + j])
                 ended[#ended + 1] = mf(id)
-                ended[#ended + 1] = fmt_meta(0, ended_tok(last))
+                ended[#ended + 1] = fmt_meta(0, ended_tok(last), ext)
             end
         end
     elseif not replace and done_live(recs[j], now, window) then
@@ -68,6 +79,12 @@ for j, id in ipairs(ids) do
         if not absolute then at = now + at end
         hset[#hset + 1] = id
         hset[#hset + 1] = ARGV[i + 2]
+        -- a job without a meta gets one now to carry its options (a
+        -- replaced one's meta was rewritten with them above)
+        if ext ~= '' and not (replace and exists[n + j]) then
+            hset[#hset + 1] = mf(id)
+            hset[#hset + 1] = fmt_meta(0, '0', ext)
+        end
         -- Numbers reach redis.call as strings formatted here: Lua's own
         -- conversion prints them the slow floating-point way.
         zadd[#zadd + 1] = string.format('%d', at)

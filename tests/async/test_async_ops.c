@@ -313,7 +313,7 @@ START_TEST(bad_args_no_callback) {
                                          batch_rec, &r),
                      DQ_EINVAL);
     ck_assert_int_eq(dq_async_poll(a, Q, 0, 1000, jobs_rec, &r), DQ_EINVAL);
-    ck_assert_int_eq(dq_async_poll(a, Q, 1, 0, jobs_rec, &r), DQ_ELEASE);
+    ck_assert_int_eq(dq_async_poll(a, Q, 1, -1, jobs_rec, &r), DQ_ELEASE);
     ck_assert_int_eq(dq_async_ack(a, Q, "id", "abc", st_rec, &r), DQ_EINVAL);
     ck_assert_int_eq(dq_async_ack(a, Q, NULL, "1", st_rec, &r), DQ_ENULL);
     ck_assert_int_eq(dq_async_ack_batch(a, Q, 1, one, badtok, results_rec, &r),

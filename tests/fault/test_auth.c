@@ -39,7 +39,8 @@ static const char *const ACL_CMDS[] = {
     "evalsha", "eval",   "subscribe", "select", "wait",
     "time",    "zrange", "zrangebyscore", "zadd", "zrem", "zscore",
     "zcard",   "zcount", "hmget", "hset",  "hdel",  "hsetnx",
-    "zmscore", "pexpire", "pttl", "zremrangebyscore", "publish"};
+    "zmscore", "pexpire", "pttl", "zremrangebyscore", "zremrangebyrank",
+    "publish"};
 #define NCMDS (sizeof(ACL_CMDS) / sizeof(ACL_CMDS[0]))
 
 /* ACL SETUSER name reset on >pw ~dq:{orders}:* &dq:{orders}:* -@all +...,

@@ -123,7 +123,7 @@ static void decode_all(const dq__reply *r, dq__core *core) {
     dq_jobs *jobs = NULL;
     int64_t next = 0;
     dq__err_clear(&err);
-    int rc = dq__decode_poll(r, 30000, &jobs, &next, &err);
+    int rc = dq__decode_poll(r, &jobs, &next, &err);
     if (rc < 0) {
         check_err(rc, &err);
         CHECK(jobs == NULL);
@@ -228,7 +228,7 @@ static void decode_all(const dq__reply *r, dq__core *core) {
         dq__push_plan p;
         dq__err_clear(&err);
         rc = dq__push_plan_make(&p, core, "fuzz", m, pl, lens, NULL, 0, NULL,
-                               DQ_PUSH_KEEP, &err);
+                               DQ_PUSH_KEEP, NULL, &err);
         CHECK(rc == DQ_OK);
         for (size_t i = 0; i < p.nchunks; i++) {
             dq__err_clear(&err);
