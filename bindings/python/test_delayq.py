@@ -579,7 +579,7 @@ class TestArgumentErrors(Base):
              "EID", "128"),
             (lambda: self.c.poll(self.q, max=0), "EINVAL", "max"),
             (lambda: self.c.poll(self.q, max=1001), "EINVAL", "max"),
-            (lambda: self.c.poll(self.q, lease_ms=0), "ELEASE", "lease"),
+            (lambda: self.c.poll(self.q, lease_ms=-1), "ELEASE", "lease"),
             (lambda: self.c.poll(self.q, wait_ms=-1), "EDELAY", "wait"),
             (lambda: self.c.ack(self.q, "x", "abc"), "EINVAL", "token"),
             (lambda: self.c.nack(self.q, "x", "1", -5), "EDELAY", "delay"),
