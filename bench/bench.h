@@ -289,6 +289,8 @@ void dqb_scen_cluster_rows(const dqb_cfg *c);
 void dqb_scen_herd_run(const dqb_cfg *c, int run);
 void dqb_scen_herd_rows(const dqb_cfg *c);
 void dqb_scen_memory_rows(const dqb_cfg *c);
+void dqb_scen_features_run(const dqb_cfg *c, int run);
+void dqb_scen_features_rows(const dqb_cfg *c);
 void dqb_scen_cost_rows(const dqb_cfg *c);
 void dqb_scen_backlog_rows(const dqb_cfg *c);
 

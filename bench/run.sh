@@ -7,7 +7,8 @@
 #   bash bench/run.sh --quick    ~2 min: 1 run, smaller N, backlog to 100k
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
-#   --only limits,push,drain,e2e,lateness,cluster,herd,memory,cost,backlog
+#   --only limits,push,drain,e2e,lateness,cluster,herd,features,memory,cost,
+#   backlog
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),
 # then dqbench starts its own redis-server (default configuration, save "",

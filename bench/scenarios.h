@@ -35,6 +35,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "16 partitions over 3 local cluster primaries vs one node (TCP)"},
     {"herd", dqb_scen_herd_run, dqb_scen_herd_rows,
      "K consumers (1..100 processes, 8/32 threads) on one queue; kinds"},
+    {"features", dqb_scen_features_run, dqb_scen_features_rows,
+     "rate-limited, repeating and optioned jobs beside a plain queue"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"cost", NULL, dqb_scen_cost_rows,
