@@ -6,7 +6,8 @@
 -- job's own and the queue's setting come first), ARGV[7] (optional) the
 -- failure reason: recorded with the server time as the job's last reason
 -- (ef, "<ms>:<reason>", in the HSET of the meta); without it the last one
--- stays.
+-- stays, except that a retry this script turns into a dead letter for max
+-- attempts records "max attempts".
 -- Returns 0 requeued, 1 dead-lettered, -16 stale token, -17 no such job.
 -- Every key is read before the first write (jobs by the token check, conf
 -- by settings(), dead by dead_trim_plan or a ZCARD).
@@ -20,6 +21,8 @@ local conf = settings('max_attempts', 'backoff', 'backoff_base_ms',
                       'dead_ttl_ms')
 local most = max_attempts_of(ext, conf, tonumber(ARGV[6]))
 local to_dead = flags % 2 == 1 or (most > 0 and attempts >= most)
+local reason = ARGV[7]
+if not reason and to_dead and flags % 2 == 0 then reason = 'max attempts' end
 local where = held_where(id)
 local delay = tonumber(ARGV[4])
 if flags % 4 >= 2 then
@@ -35,9 +38,9 @@ else
     cands = wake_prep(at, first_due(), now)
 end
 counts_read()
-if ARGV[7] then
+if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),
-               ef(id), string.format('%d:', now) .. ARGV[7])
+               ef(id), string.format('%d:', now) .. reason)
 else
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext))
 end
