@@ -426,9 +426,11 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
  * Sets n (1..DQ_SET__COUNT) settings of queue in one atomic step (per
  * partition): settings[i] (DQ_SET_*, each at most once) to values[i], or
  * unsets it when values[i] is DQ_UNSET.  Every name and range is checked
- * first (DQ_EINVAL, nothing sent); rate_max and rate_window_ms must end up
- * both set or both unset (DQ_EINVAL, nothing changed).  A new rate limit
- * starts with an empty window.  Returns 0 or a negative code.
+ * first (DQ_EINVAL, nothing sent); rate_max and rate_window_ms go
+ * together: a call sets both or unsets both, or names neither.  A changed
+ * rate limit counts the deliveries of the current window already made
+ * (setting the same limit again, as restarting workers do, resets
+ * nothing).  Returns 0 or a negative code.
  */
 DQ_EXTERN int dq_config_set(dq_client *c, const char *queue, size_t n,
                             const int *settings, const int64_t *values);

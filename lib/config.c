@@ -54,6 +54,7 @@ int dq__check_config(const char *queue, size_t n, const int *settings,
     if (settings == NULL || values == NULL)
         return dq__err_set(err, DQ_ENULL, "%s is NULL",
                            settings == NULL ? "settings" : "values");
+    int rate[2] = {-1, -1}; /* rate_max, rate_window_ms: unset 0 / set 1 */
     for (size_t i = 0; i < n; i++) {
         int s = settings[i];
         if (dq_setting_name(s) == NULL)
@@ -68,6 +69,8 @@ int dq__check_config(const char *queue, size_t n, const int *settings,
         if (partitions < 0) /* a read: no values to check */
             continue;
         int64_t v = values[i];
+        if (s == DQ_SET_RATE_MAX || s == DQ_SET_RATE_WINDOW_MS)
+            rate[s == DQ_SET_RATE_WINDOW_MS] = v != DQ_UNSET;
         if (v == DQ_UNSET)
             continue;
         if (v < settings_tab[s].lo || v > settings_tab[s].hi)
@@ -83,6 +86,12 @@ int dq__check_config(const char *queue, size_t n, const int *settings,
                                "partition and window",
                                v, partitions);
     }
+    /* The two halves of a rate limit change together, so no stored state
+     * ever has one without the other. */
+    if (partitions >= 0 && rate[0] != rate[1])
+        return dq__err_set(err, DQ_EINVAL,
+                           "rate_max and rate_window_ms go together: set "
+                           "both or unset both in one call");
     return DQ_OK;
 }
 
@@ -110,14 +119,9 @@ int dq__build_config(dq__cmd *c, dq__core *core, size_t n,
 
 int dq__decode_config(const dq__reply *r, size_t n, int64_t *values,
                       dq__err *err) {
-    if (values == NULL) { /* a set: 0, or -22 for a half rate limit */
-        if (dq__reply_type(r) != DQ_R_INTEGER)
+    if (values == NULL) { /* a set: 0 */
+        if (dq__reply_type(r) != DQ_R_INTEGER || dq__reply_int(r) != 0)
             return dq__err_set(err, DQ_EPROTO, "config: unexpected reply");
-        if (dq__reply_int(r) == DQ_EINVAL)
-            return dq__err_set(err, DQ_EINVAL,
-                               "config: rate_max and rate_window_ms go "
-                               "together: set both or unset both (nothing "
-                               "was changed)");
         return DQ_OK;
     }
     if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != n)

@@ -265,9 +265,9 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     int nk;
     if (k->counting || script == DQ_SCRIPT_COUNTS)
         nk = DQ_NKEYS; /* + counts */
-    else if (script == DQ_SCRIPT_POLL || script == DQ_SCRIPT_CONFIG)
+    else if (script == DQ_SCRIPT_POLL)
         nk = DQ_NKEYS - 1; /* + idle, conf, rate */
-    else if (script == DQ_SCRIPT_NACK)
+    else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG)
         nk = DQ_NKEYS - 2; /* + idle, conf */
     else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
              script == DQ_SCRIPT_ACK)

@@ -27,7 +27,7 @@
 --                        and config
 --   KEYS[8] rate   ZSET  the rate limit's log: "<poll us>.<n>" -> server ms
 --                        of each delivery in the last window (poll.lua);
---                        passed to poll and config
+--                        passed to poll
 --   KEYS[9] counts HASH  delivered, acked, retried, failed: totals kept
 --                        only by clients with DQ_OPT_COUNTERS (the key is
 --                        passed only then, with the '+' flag below, and

@@ -2,15 +2,16 @@
 -- config.lua: reads or changes the queue's settings (the conf hash).
 -- ARGV[2] 'set' | 'get', ARGV[3] this partition (0..P-1; 0 for a plain
 -- queue), ARGV[4] partitions P, then
---   set: pairs name, value ('' = unset) -> 0, or -22 when rate_max and
---        rate_window_ms would not be both set or both unset (nothing is
---        changed then)
+--   set: pairs name, value ('' = unset) -> 0 (the client sends rate_max
+--        and rate_window_ms together, both set or both unset)
 --   get: names -> their values (false when unset)
 -- The client checks names and ranges.  rate_max and dead_max hold for the
 -- whole queue: a partition keeps its share (rate_part, dead_part: the
 -- total split evenly, at least 1) beside the total, and poll and nack
--- read the share.  Settings outlive the queue's jobs: the hash stays until
--- every setting is unset.  conf and rate are read before the first write.
+-- read the share.  A changed rate limit counts the deliveries already
+-- logged (restarting workers that set the same limit do not reset it).
+-- Settings outlive the queue's jobs: the hash stays until every setting
+-- is unset.
 local action = ARGV[2]
 if action == 'get' then
     local names = {}
@@ -21,8 +22,7 @@ if action ~= 'set' then
     return redis.error_reply('ERR delayq: unknown config action')
 end
 local part, parts = tonumber(ARGV[3]), tonumber(ARGV[4])
-local cur = settings('rate_max', 'rate_window_ms')
-redis.call('ZCARD', K_RATE) -- type check before the first write
+redis.call('HLEN', K_CONF) -- type check before the first write
 local sets, dels = {}, {}
 local function share(total)
     local s = math.floor(total / parts)
@@ -37,9 +37,6 @@ for i = 5, #ARGV, 2 do
     if v == '' then
         dels[#dels + 1] = name
         if derived then dels[#dels + 1] = derived end
-        if name == 'rate_max' or name == 'rate_window_ms' then
-            cur[name] = nil
-        end
     else
         sets[#sets + 1] = name
         sets[#sets + 1] = v
@@ -47,16 +44,8 @@ for i = 5, #ARGV, 2 do
             sets[#sets + 1] = derived
             sets[#sets + 1] = share(tonumber(v))
         end
-        if name == 'rate_max' or name == 'rate_window_ms' then
-            cur[name] = tonumber(v)
-        end
     end
 end
-if (cur.rate_max == nil) ~= (cur.rate_window_ms == nil) then return -22 end
 if #dels > 0 then redis.call('HDEL', K_CONF, unpack(dels)) end
 if #sets > 0 then redis.call('HSET', K_CONF, unpack(sets)) end
--- a new limit starts from a clean log
-if not cur.rate_max then
-    redis.call('ZREMRANGEBYSCORE', K_RATE, '-inf', '+inf')
-end
 return 0

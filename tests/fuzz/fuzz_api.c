@@ -359,8 +359,41 @@ enum op {
     OP_PUSH, OP_PUSH_AT, OP_BATCH, OP_POLL, OP_POLL_WAIT, OP_ACK,
     OP_ACK_BATCH, OP_NACK, OP_EXTEND, OP_CANCEL, OP_DEAD_LIST,
     OP_DEAD_REQUEUE, OP_DEAD_PURGE, OP_STATS, OP_FLUSH_SCRIPTS,
-    OP_KILL_CONN, OP_COUNT
+    OP_KILL_CONN, OP_PUSH_EX, OP_CONFIG, OP_COUNT
 };
+
+/* A setting's value: DQ_UNSET, in range for most settings, or out. */
+static int64_t pick_setting_value(src *s) {
+    static const int64_t v[] = {DQ_UNSET, 0,    1,  2, 3, 5, 100, 1000,
+                                60000,    -2,   DQ_DELAY_MAX + 1, INT64_MAX,
+                                INT64_MIN, 250};
+    uint8_t k = u8(s);
+    return k < 240 ? v[k % (sizeof(v) / sizeof(v[0]))] : (int64_t)u64(s);
+}
+
+/* Push options from the input (the setters may refuse a value: then that
+ * option stays as it was), or NULL. */
+static dq_push_opts *pick_push_opts(src *s) {
+    uint8_t k = u8(s);
+    if (k < 40)
+        return NULL;
+    dq_push_opts *o = dq_push_opts_new();
+    if (o == NULL)
+        FAIL("dq_push_opts_new");
+    if (k & 1)
+        dq_push_opts_set(o, DQ_PUSHOPT_MAX_ATTEMPTS, pick_setting_value(s));
+    if (k & 2)
+        dq_push_opts_set(o, k & 4 ? DQ_PUSHOPT_EXPIRE_IN_MS
+                                  : DQ_PUSHOPT_EXPIRE_AT,
+                         pick_delay(s));
+    if (k & 8) { /* an unknown option: refused, nothing changes */
+        uint8_t b = u8(s);
+        int opt = b & 1 ? -(int)b : 100 + b;
+        if (dq_push_opts_set(o, opt, 1) != DQ_EINVAL)
+            FAIL("dq_push_opts_set took unknown option %d", opt);
+    }
+    return o;
+}
 
 static void run_op(dq_client *c, src *s) {
     int op = u8(s) % OP_COUNT;
@@ -558,6 +591,55 @@ static void run_op(dq_client *c, src *s) {
         if (r == NULL)
             FAIL("SCRIPT FLUSH");
         freeReplyObject(r);
+        break;
+    }
+    case OP_PUSH_EX: {
+        what = "push_ex";
+        size_t len;
+        const void *pl = pick_payload(s, 0, &len);
+        const char *id = pick_id(s, 0, 1);
+        int64_t t = pick_delay(s);
+        int flags = pick_flags(s, 3); /* KEEP/REPLACE, | DQ_PUSH_AT */
+        if ((flags & DQ_PUSH_AT) && t > 0 && t < DQ_DELAY_MAX)
+            t = t % 2 ? 1 : INT64_C(1700000000000); /* in the past */
+        dq_push_opts *o = pick_push_opts(s);
+        char out[DQ_ID_BUF];
+        int outcome = 0;
+        rc = dq_push_ex(c, q, pl, len, t, id, flags, o, out, sizeof(out),
+                        &outcome);
+        dq_push_opts_free(o);
+        check_rc(c, what, rc, before);
+        if (rc == 0) {
+            if (outcome < DQ_PUSHED || outcome > DQ_DONE)
+                FAIL("push_ex outcome %d", outcome);
+            if (outcome == DQ_PUSHED || outcome == DQ_REPLACED)
+                remember(q, out, pl, len);
+        }
+        break;
+    }
+    case OP_CONFIG: {
+        size_t n = u8(s) % (DQ_SET__COUNT + 2);
+        int keys[DQ_SET__COUNT + 2];
+        int64_t vals[DQ_SET__COUNT + 2];
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = (int)(u8(s) % (DQ_SET__COUNT + 3)) - 1;
+            vals[i] = pick_setting_value(s);
+        }
+        uint8_t k = u8(s);
+        if (k & 1) {
+            what = "config_set";
+            rc = dq_config_set(c, q, n, k & 2 ? keys : NULL,
+                               k & 4 ? vals : NULL);
+        } else {
+            what = "config_get";
+            rc = dq_config_get(c, q, n, k & 2 ? keys : NULL,
+                               k & 4 ? vals : NULL);
+            for (size_t i = 0; rc == 0 && i < n; i++)
+                if (vals[i] != DQ_UNSET && vals[i] < 0)
+                    FAIL("config_get: %s is %" PRId64,
+                         dq_setting_name(keys[i]), vals[i]);
+        }
+        check_rc(c, what, rc, before);
         break;
     }
     case OP_KILL_CONN: {
