@@ -11,7 +11,8 @@
 -- read the share.  A changed rate limit counts the deliveries already
 -- logged (restarting workers that set the same limit do not reset it).
 -- Settings outlive the queue's jobs: the hash stays until every setting
--- is unset.
+-- is unset.  The one key written needs no read first: a wrong type fails
+-- its first write, before anything changed.
 local action = ARGV[2]
 if action == 'get' then
     local names = {}
@@ -22,7 +23,6 @@ if action ~= 'set' then
     return redis.error_reply('ERR delayq: unknown config action')
 end
 local part, parts = tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('HLEN', K_CONF) -- type check before the first write
 local sets, dels = {}, {}
 local function share(total)
     local s = math.floor(total / parts)
