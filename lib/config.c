@@ -51,7 +51,9 @@ int dq__check_config(const char *queue, size_t n, const int *settings,
     if (n == 0 || n > DQ_SET__COUNT)
         return dq__err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
                            DQ_SET__COUNT);
-    if (settings == NULL || values == NULL)
+    /* a read (partitions < 0) passes values NULL: its caller checked
+     * the array it reads into */
+    if (settings == NULL || (values == NULL && partitions >= 0))
         return dq__err_set(err, DQ_ENULL, "%s is NULL",
                            settings == NULL ? "settings" : "values");
     for (size_t i = 0; i < n; i++) {
@@ -108,16 +110,22 @@ int dq__build_config(dq__cmd *c, dq__core *core, size_t n,
     return dq__cmd_seal(c);
 }
 
+/* What config.lua answers a set that would leave half a rate limit. */
+#define CONFIG_HALF_RATE (-22)
+
 int dq__decode_config(const dq__reply *r, size_t n, int64_t *values,
                       dq__err *err) {
     if (values == NULL) { /* a set: 0, or -22 for a half rate limit */
         if (dq__reply_type(r) != DQ_R_INTEGER)
             return dq__err_set(err, DQ_EPROTO, "config: unexpected reply");
-        if (dq__reply_int(r) == DQ_EINVAL)
+        /* config.lua's own code, not DQ_EINVAL (-2) */
+        if (dq__reply_int(r) == CONFIG_HALF_RATE)
             return dq__err_set(err, DQ_EINVAL,
                                "config: rate_max and rate_window_ms go "
                                "together: set both or unset both (nothing "
                                "was changed)");
+        if (dq__reply_int(r) != 0)
+            return dq__err_set(err, DQ_EPROTO, "config: unexpected reply");
         return DQ_OK;
     }
     if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != n)
