@@ -1121,6 +1121,95 @@ START_TEST(rate_limit_wait) {
 }
 END_TEST
 
+/* Three waiters (dq_poll_wait) on one limited queue: together they never
+ * get more than the limit in any window, and they do not busy-poll. */
+typedef struct rate_waiter {
+    dq_client *c;
+    const char *q;
+    int want;
+    int *total;
+    int64_t *stamps;
+    pthread_mutex_t *mu;
+    int err, calls;
+} rate_waiter;
+
+static void *rate_wait_thread(void *arg) {
+    rate_waiter *w = arg;
+    int64_t end = th_mono_ms() + 15000;
+    while (th_mono_ms() < end && w->calls < 500) {
+        pthread_mutex_lock(w->mu);
+        int done = *w->total >= w->want;
+        pthread_mutex_unlock(w->mu);
+        if (done)
+            break;
+        dq_jobs *j = NULL;
+        int n = dq_poll_wait(w->c, w->q, 100, RATE_LEASE, 300, &j);
+        w->calls++;
+        if (n < 0) {
+            w->err = n;
+            break;
+        }
+        pthread_mutex_lock(w->mu);
+        for (int k = 0; k < n; k++)
+            if (*w->total < 1000)
+                w->stamps[(*w->total)++] =
+                    dq_job_lease_deadline_ms(dq_jobs_at(j, (size_t)k)) -
+                    RATE_LEASE;
+        pthread_mutex_unlock(w->mu);
+        dq_jobs_free(j);
+    }
+    return NULL;
+}
+
+START_TEST(rate_limit_waiters) {
+    int np = tu_parts();
+    int N = 2 * np;
+    enum { W = 400, K = 3 };
+    set2(C, Q, DQ_SET_RATE_MAX, N, DQ_SET_RATE_WINDOW_MS, W);
+    push_many(C, Q, 200);
+    int total = 0;
+    int64_t stamps[1000];
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    rate_waiter w[K];
+    pthread_t th[K];
+    long long s0 = script_calls(R);
+    int64_t t0 = th_mono_ms();
+    for (int i = 0; i < K; i++) {
+        w[i] = (rate_waiter){open_client_opt(DQ_OPT_WAIT_CAP_MS, 60000), Q,
+                             5 * N, &total, stamps, &mu, 0, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, rate_wait_thread, &w[i]),
+                         0);
+    }
+    int calls = 0;
+    for (int i = 0; i < K; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(w[i].err == 0, "waiter %d: %d %s", i, w[i].err,
+                      dq_errmsg(w[i].c));
+        calls += w[i].calls;
+        dq_close(w[i].c);
+    }
+    int64_t took = th_mono_ms() - t0;
+    long long polls = script_calls(R) - s0;
+    ck_assert_msg(total >= 5 * N, "%d deliveries in 15 s", total);
+    qsort(stamps, (size_t)total, sizeof(stamps[0]), cmp64);
+    for (int i = 0; i < total; i++) {
+        int k = 0;
+        for (int m = i; m < total && stamps[m] < stamps[i] + W; m++)
+            k++;
+        ck_assert_msg(k <= N, "%d deliveries in the window from %" PRId64,
+                      k, stamps[i]);
+    }
+    long long windows = took / W + 1;
+    fprintf(stderr, "rate_limit_waiters: %d jobs (limit %d per %d ms) to %d "
+            "waiters in %" PRId64 " ms: %d poll_wait calls, %lld script "
+            "calls\n", total, N, W, K, took, calls, polls);
+    /* per window: about one poll per partition that takes the window's
+     * jobs and one per waiter that times out (300 ms) or is woken */
+    ck_assert_msg(polls <= windows * (K + 2) * np + 4 * K * np,
+                  "%lld script calls in %" PRId64 " ms", polls, took);
+}
+END_TEST
+
 /* ---- races ------------------------------------------------------------- */
 
 typedef struct racer {
@@ -1247,5 +1336,6 @@ TEST_SUITE("settings", TU_SRV_UNIX,
     {"expiry_keep_replace", expiry_keep_replace, 30, &fx},
     {"rate_limit", rate_limit, 60, &fx},
     {"rate_limit_wait", rate_limit_wait, 60, &fx},
+    {"rate_limit_waiters", rate_limit_waiters, 60, &fx},
     {"race_two_clients", race_two_clients, 60, &fx},
     {"race_nack_config", race_nack_config, 60, &fx})
