@@ -1294,29 +1294,74 @@ START_TEST(race_two_clients) {
 }
 END_TEST
 
-/* A nack with backoff and a config change of the same queue at once, many
- * times: the nack's delay is the old or the new setting, never a mix or
- * an error. */
+/* A nack with backoff while another client keeps changing the backoff
+ * settings of the same queue (fixed base 10 s or exponential base 20 s,
+ * both settings in one call): every nack's delay is one of the two whole
+ * settings, never a mix (fixed 20 s or exponential 10 s) or an error. */
+typedef struct flipper {
+    const char *q;
+    int *stop;
+    int flips, err;
+} flipper;
+
+static void *flip_thread(void *arg) {
+    flipper *f = arg;
+    dq_client *c = open_client();
+    int s[2] = {DQ_SET_BACKOFF, DQ_SET_BACKOFF_BASE_MS};
+    int64_t end = th_mono_ms() + 20000;
+    while (!__atomic_load_n(f->stop, __ATOMIC_SEQ_CST) &&
+           th_mono_ms() < end) {
+        int64_t v[2] = {f->flips % 2 ? DQ_BACKOFF_EXPONENTIAL
+                                     : DQ_BACKOFF_FIXED,
+                        f->flips % 2 ? 20000 : 10000};
+        int rc = dq_config_set(c, f->q, 2, s, v);
+        if (rc != 0) {
+            f->err = rc;
+            break;
+        }
+        f->flips++;
+    }
+    dq_close(c);
+    return NULL;
+}
+
 START_TEST(race_nack_config) {
+    set2(C, Q, DQ_SET_BACKOFF, DQ_BACKOFF_FIXED, DQ_SET_BACKOFF_BASE_MS,
+         10000);
     push_text(C, Q, "x", 0, "r1", 0, NULL);
-    dq_client *c2 = open_client();
-    for (int k = 0; k < 30; k++) {
-        int64_t base = 10000 + 1000 * (k % 3);
+    int stop = 0;
+    flipper f = {Q, &stop, 0, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, flip_thread, &f), 0);
+    int seen[2] = {0, 0};
+    for (int k = 0; k < 40; k++) {
         if (k > 0)
             make_due(Q, "r1");
         dq_jobs *j = poll_id(C, Q, "r1", 30000);
-        /* c2 changes the base while C nacks: pipelined on two sockets */
-        int s[2] = {DQ_SET_BACKOFF, DQ_SET_BACKOFF_BASE_MS};
-        int64_t v[2] = {DQ_BACKOFF_FIXED, base};
+        int64_t attempt = dq_job_attempt(dq_jobs_at(j, 0));
         int64_t slack;
-        int rc = dq_config_set(c2, Q, 2, s, v);
-        ck_assert_int_eq(rc, 0);
         int64_t d = nack_delay(C, Q, j, 5, &slack);
-        ck_assert_msg(d >= base && d <= base + slack, "delay %" PRId64
-                      " want %" PRId64, d, base);
+        /* exponential base 20 s at attempt a: 20 s * 2^(a-1), capped at
+         * DQ_DELAY_MAX */
+        int64_t e = 20000;
+        for (int64_t a = 1; a < attempt && e < DQ_DELAY_MAX; a++)
+            e *= 2;
+        if (e > DQ_DELAY_MAX)
+            e = DQ_DELAY_MAX;
+        int fixed = d >= 10000 && d <= 10000 + slack;
+        int expo = d >= e && d <= e + slack;
+        ck_assert_msg(fixed || expo,
+                      "attempt %" PRId64 ": delay %" PRId64 " (slack %" PRId64
+                      "), want 10000 or %" PRId64, attempt, d, slack, e);
+        seen[expo]++;
         dq_jobs_free(j);
     }
-    dq_close(c2);
+    __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(f.err, 0);
+    fprintf(stderr, "race_nack_config: %d config flips, %d fixed and %d "
+            "exponential delays\n", f.flips, seen[0], seen[1]);
+    ck_assert_int_gt(f.flips, 1);
 }
 END_TEST
 
