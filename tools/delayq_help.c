@@ -101,7 +101,8 @@ const char dqt_help_poll[] =
     "\n"
     "Options:\n"
     "  --max N        jobs to claim at most, 1..1000 (default 1)\n"
-    "  --lease DUR    lease length (default 30s)\n"
+    "  --lease DUR    lease length (default, or 0: the queue's lease_ms\n"
+    "                 setting, see `delayq config`; else 30s)\n"
     "  --wait DUR     when nothing is due, wait up to DUR for a job (default 0)\n"
     "  --json         JSON output\n";
 

@@ -99,6 +99,26 @@ class TestConfig(CliCase):
         self.assertEqual(self.ok(["nack", j["id"], j["token"]], q).split(),
                          ["dead", "a1"])
 
+    def test_poll_lease_from_setting(self):
+        # delayq poll without --lease (or --lease 0): the queue's lease_ms
+        q = new_queue("config")
+        self.push(q, "x", "--id", "l1")
+        j = self.poll_one(q)
+        got = j["lease_deadline_ms"] - json.loads(
+            self.ok(["get", "l1", "--json"], q))["now_ms"]
+        self.assertTrue(25000 < got <= 30000, got)
+        self.ok(["config", q, "lease_ms=7s"])
+        self.push(q, "x", "--id", "l2")
+        j = self.poll_one(q, "--lease", "0")
+        got = j["lease_deadline_ms"] - json.loads(
+            self.ok(["get", "l2", "--json"], q))["now_ms"]
+        self.assertTrue(2000 < got <= 7000, got)
+        self.push(q, "x", "--id", "l3")
+        j = self.poll_one(q, "--lease", "1m")
+        got = j["lease_deadline_ms"] - json.loads(
+            self.ok(["get", "l3", "--json"], q))["now_ms"]
+        self.assertTrue(55000 < got <= 60000, got)
+
     def test_bad_input(self):
         q = new_queue("config")
         self.ok(["config", q, "lease_ms=5000"])
