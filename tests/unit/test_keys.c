@@ -20,8 +20,9 @@
             ck_abort_msg(__VA_ARGS__);                                        \
     } while (0)
 
-static const char *const kinds[DQ_NKEYS] = {"due",  "lease", "jobs", "dead",
-                                            "done", "idle",  "counts"};
+static const char *const kinds[DQ_NKEYS] = {"due",  "lease", "jobs",
+                                            "dead", "done",  "idle",
+                                            "conf", "rate",  "counts"};
 
 /* Decodes the tag of key (between the first '{' and the next '}') back
  * into a name; fails the test if the tag is malformed. */
