@@ -447,7 +447,7 @@ START_TEST(max_attempts_precedence) {
         ck_assert_int_eq(poll_n(b, Q, 10, 30000, &none, NULL) >= 0, 1);
     ck_assert_ptr_null(none);
     ck_dead(a, Q, "j6", "max attempts");
-    ck_dead(a, Q, "j2", ""); /* nacks give no reason: none recorded... */
+    ck_dead(a, Q, "j2", ""); /* dead-lettered by a nack: no reason */
     dq_push_opts_free(o);
     dq_close(a);
     dq_close(b);
