@@ -456,9 +456,11 @@ END_TEST
 
 /* ---- default lease ----------------------------------------------------- */
 
-/* Pushes id, polls it with lease 0 through c and returns the lease it got
- * (deadline minus the server time of the poll, from dq_get). */
-static int64_t lease_given(dq_client *c, const char *q, const char *id) {
+/* Pushes id, polls it with lease 0 through c and checks the lease it
+ * got: the poll ran between two TIMEs t0 and t1, so its deadline is in
+ * [t0 + lease, t1 + lease] (no bound on how long the poll took). */
+static void ck_lease_given(dq_client *c, const char *q, const char *id,
+                           int64_t lease) {
     push_text(c, q, "x", 0, id, 0, NULL);
     int64_t t0 = server_ms(R);
     dq_jobs *j = poll_id(c, q, id, 0);
@@ -468,33 +470,40 @@ static int64_t lease_given(dq_client *c, const char *q, const char *id) {
     dq_job_info *in = info_of(c, q, id);
     ck_assert_int_eq(dq_job_info_lease_deadline_ms(in), dl);
     dq_job_info_free(in);
-    /* the poll ran between t0 and t1 */
-    ck_assert_int_ge(dl - t0, dl - t1);
-    return dl - t0; /* lease + (poll time - t0): within [lease, lease+t1-t0] */
+    ck_assert_msg(dl >= t0 + lease && dl <= t1 + lease,
+                  "%s: deadline %" PRId64 " not in [%" PRId64 ", %" PRId64
+                  "] (lease %" PRId64 ")", id, dl, t0 + lease, t1 + lease,
+                  lease);
 }
 
 START_TEST(default_lease) {
     dq_client *c = open_client_opt(DQ_OPT_LEASE_MS, 45000);
-    int64_t l = lease_given(C, Q, "d1");
-    ck_assert_msg(l >= 30000 && l < 32000, "default lease %" PRId64, l);
-    l = lease_given(c, Q, "d2");
-    ck_assert_msg(l >= 45000 && l < 47000, "client lease %" PRId64, l);
+    ck_lease_given(C, Q, "d1", 30000); /* DQ_OPT_LEASE_MS's default */
+    ck_lease_given(c, Q, "d2", 45000);
     set1(C, Q, DQ_SET_LEASE_MS, 7000);
-    l = lease_given(c, Q, "d3");
-    ck_assert_msg(l >= 7000 && l < 9000, "queue lease %" PRId64, l);
-    l = lease_given(C, Q, "d4");
-    ck_assert_msg(l >= 7000 && l < 9000, "queue lease %" PRId64, l);
+    ck_lease_given(c, Q, "d3", 7000);
+    ck_lease_given(C, Q, "d4", 7000);
     /* an explicit lease still wins */
     push_text(C, Q, "x", 0, "d5", 0, NULL);
     int64_t t0 = server_ms(R);
     dq_jobs *j = poll_id(C, Q, "d5", 100000);
+    int64_t t1 = server_ms(R);
     int64_t dl = dq_job_lease_deadline_ms(dq_jobs_at(j, 0));
-    ck_assert_msg(dl - t0 >= 100000 && dl - t0 < 102000, "lease %" PRId64,
+    ck_assert_msg(dl >= t0 + 100000 && dl <= t1 + 100000, "lease %" PRId64,
+                  dl - t0);
+    dq_jobs_free(j);
+    /* poll_wait too */
+    push_text(C, Q, "x", 0, "d6", 0, NULL);
+    t0 = server_ms(R);
+    j = NULL;
+    ck_assert_int_eq(dq_poll_wait(C, Q, 1, 0, 1000, &j), 1);
+    t1 = server_ms(R);
+    dl = dq_job_lease_deadline_ms(dq_jobs_at(j, 0));
+    ck_assert_msg(dl >= t0 + 7000 && dl <= t1 + 7000, "lease %" PRId64,
                   dl - t0);
     dq_jobs_free(j);
     set1(C, Q, DQ_SET_LEASE_MS, DQ_UNSET);
-    l = lease_given(c, Q, "d6");
-    ck_assert_msg(l >= 45000 && l < 47000, "client lease %" PRId64, l);
+    ck_lease_given(c, Q, "d7", 45000);
     /* the option's range */
     dq_options *o = dq_options_new();
     ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_LEASE_MS, 0), DQ_EINVAL);
@@ -737,7 +746,7 @@ START_TEST(dead_max) {
 END_TEST
 
 START_TEST(dead_ttl) {
-    set1(C, Q, DQ_SET_DEAD_TTL_MS, 300);
+    set1(C, Q, DQ_SET_DEAD_TTL_MS, 1000);
     char ids[4][40];
     for (int i = 0; i < 4; i++) {
         char base[16];
@@ -747,7 +756,7 @@ START_TEST(dead_ttl) {
     kill_one(C, Q, ids[0]);
     kill_one(C, Q, ids[1]);
     ck_assert_int_eq(dead_in(Q, 0), 2);
-    th_sleep_ms(400);
+    th_sleep_ms(1100);
     /* still there until the next dead-lettering */
     ck_dead(C, Q, ids[0], "");
     kill_one(C, Q, ids[2]);
@@ -851,7 +860,7 @@ START_TEST(expiry) {
     dq_jobs_free(j);
     /* a job not yet expired is delivered; its retry after the expiry is
      * not */
-    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_EXPIRE_IN_MS, 300), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_EXPIRE_IN_MS, 1500), 0);
     ck_assert_int_eq(push_ex(C, Q, "e4", 0, 0, o), DQ_PUSHED);
     j = poll_id(C, Q, "e4", 30000);
     ck_assert_int_eq(dq_nack(C, Q, "e4", dq_job_token(dq_jobs_at(j, 0)), 400,
@@ -859,12 +868,12 @@ START_TEST(expiry) {
                      0);
     dq_jobs_free(j);
     make_due(Q, "e4");
-    /* not expired yet (300 ms): the retry runs at once */
+    /* not expired yet (1.5 s): the retry runs at once */
     j = poll_id(C, Q, "e4", 50);
     ck_assert_int_eq(dq_job_attempt(dq_jobs_at(j, 0)), 2);
     dq_jobs_free(j);
     /* its lease runs out after the expiry: no third delivery */
-    th_sleep_ms(400);
+    th_sleep_ms(1600);
     for (int i = 0; i < 4; i++) {
         j = NULL;
         poll_n(C, Q, 10, 30000, &j, NULL);
