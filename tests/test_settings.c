@@ -797,6 +797,7 @@ START_TEST(dead_trim_bounded) {
     ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", Q, "dead"), N);
     set1(C, Q, DQ_SET_DEAD_MAX, 10 * tu_parts());
     long long have = dead_in(Q, 0), max = share(10 * tu_parts(), 0);
+    long long have0 = have;
     int calls = 0;
     for (int i = 0; have > max && i < N; i++) {
         char base[24], id[40];
@@ -812,6 +813,9 @@ START_TEST(dead_trim_bounded) {
     }
     ck_assert_int_eq(have, max);
     ck_assert_int_le(calls, N / 16 + 2);
+    fprintf(stderr, "dead_trim_bounded: %d dead jobs (%lld in partition 0) "
+            "trimmed to %lld by %d dead-letterings (each: +1, -17 at "
+            "most)\n", N, have0, max, calls);
     /* the trimmed jobs' data went with them: the jobs hash of partition 0
      * holds payload and meta of its dead jobs only */
     char key[512];
