@@ -397,11 +397,15 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                                     (the consumers' retries) */
 #define DQ_SET_BACKOFF_BASE_MS 4 /* 0..DQ_DELAY_MAX, default 1000: the fixed
                                     delay, or the first of the doubling ones */
-#define DQ_SET_BACKOFF_CAP_MS 5  /* 0..DQ_DELAY_MAX: the longest delay */
+#define DQ_SET_BACKOFF_CAP_MS 5  /* 0..DQ_DELAY_MAX: the longest delay
+                                    (unset: DQ_DELAY_MAX) */
 #define DQ_SET_BACKOFF_JITTER 6  /* 0..100: up to this percent of each delay
                                     is taken off at random */
 #define DQ_SET_DEAD_MAX 7        /* 1..10^9: keep at most this many dead
-                                    jobs (the oldest go first) */
+                                    jobs (the oldest go first; each
+                                    partition keeps its share, at least 1,
+                                    trimmed by up to 16 more than a call
+                                    adds) */
 #define DQ_SET_DEAD_TTL_MS 8     /* 1..DQ_DELAY_MAX: keep a dead job at most
                                     this long */
 #define DQ_SET_EXPIRED 9         /* DQ_EXPIRED_DEAD (what a queue without the

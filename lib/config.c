@@ -51,7 +51,9 @@ int dq__check_config(const char *queue, size_t n, const int *settings,
     if (n == 0 || n > DQ_SET__COUNT)
         return dq__err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
                            DQ_SET__COUNT);
-    if (settings == NULL || values == NULL)
+    /* a read (partitions < 0) passes values NULL: its caller checked
+     * the array it reads into */
+    if (settings == NULL || (values == NULL && partitions >= 0))
         return dq__err_set(err, DQ_ENULL, "%s is NULL",
                            settings == NULL ? "settings" : "values");
     int rate[2] = {-1, -1}; /* rate_max, rate_window_ms: unset 0 / set 1 */

@@ -20,6 +20,8 @@ const char dqt_help_main[] =
     "  list      list scheduled, in-flight or dead jobs (alias: peek)\n"
     "  stats     queue counts: table, --json, --prometheus, --watch\n"
     "  dead      requeue, purge or list dead-lettered jobs\n"
+    "  config    show or change a queue's settings (max attempts, backoff,\n"
+    "            dead-letter retention, expiry, rate limit...)\n"
     "  consume   run a command for every job that comes due (a worker)\n"
     "  web       serve the operator dashboard and a JSON API over HTTP\n"
     "  help      show the help of a command (same as COMMAND --help)\n"
@@ -99,7 +101,8 @@ const char dqt_help_poll[] =
     "\n"
     "Options:\n"
     "  --max N        jobs to claim at most, 1..1000 (default 1)\n"
-    "  --lease DUR    lease length (default 30s)\n"
+    "  --lease DUR    lease length (default, or 0: the queue's lease_ms\n"
+    "                 setting, see `delayq config`; else 30s)\n"
     "  --wait DUR     when nothing is due, wait up to DUR for a job (default 0)\n"
     "  --json         JSON output\n";
 

@@ -198,7 +198,8 @@ const dqt_optspec dqt_poll_opts[] = {{"max", 0, 1, DQT_O_MAX},
 
 /* delayq poll: claims due jobs and prints them with their tokens. */
 int dqt_cmd_poll(dqt_cli *g) {
-    int64_t max = 1, lease = 30000, wait = 0;
+    /* lease 0: the queue's lease_ms setting, else the library's 30 s */
+    int64_t max = 1, lease = 0, wait = 0;
     int json = 0, rc;
     for (int i = 0; i < g->a.nopts; i++) {
         const dqt_optval *o = &g->a.opts[i];

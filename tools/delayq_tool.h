@@ -13,6 +13,7 @@
  *   delayq_jobs.c     push, cancel, poll, ack, nack, extend, get
  *   delayq_inspect.c  list, stats (--watch), dead requeue/purge/list
  *   delayq_consume.c  consume (on the library's libevent consumer)
+ *   delayq_config.c   config: a queue's settings stored in Redis
  *   delayq_web.c      web: the operator dashboard (libevent's evhttp)
  */
 #ifndef DELAYQ_TOOL_H
@@ -176,6 +177,12 @@ int dqt_cmd_dead(dqt_cli *g);
 /* delayq_consume.c */
 extern const dqt_optspec dqt_consume_opts[];
 int dqt_cmd_consume(dqt_cli *g);
+
+/* delayq_config.c (its option id apart from the list above) */
+enum { DQT_O_UNSET = 200 };
+extern const char dqt_help_config[];
+extern const dqt_optspec dqt_config_opts[];
+int dqt_cmd_config(dqt_cli *g);
 
 /* delayq_web.c */
 extern const char dqt_help_web[];

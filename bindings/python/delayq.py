@@ -71,6 +71,16 @@ _COPT = {
 }
 _COPT_RETRY_BACKOFF = 4
 _BACKOFF = {"fixed": 1, "exponential": 2}
+# Queue settings stored in Redis (dq_config_set/get): values of backoff
+# and expired; UNSET (None in config_get) is a setting not set.
+BACKOFF_FIXED, BACKOFF_EXPONENTIAL = 1, 2
+EXPIRED_DEAD, EXPIRED_DROP = 0, 1
+_UNSET = -1
+_SET_WORDS = {"backoff": _BACKOFF, "expired": {"dead": 0, "drop": 1}}
+_SET_COUNT = 11
+# dq_push_opts options (DQ_PUSHOPT_*) and the DQ_PUSH_AT flag.
+_PUSHOPT_MAX_ATTEMPTS, _PUSHOPT_EXPIRE_AT, _PUSHOPT_EXPIRE_IN_MS = 1, 2, 3
+_PUSH_AT = 2
 # dq_list (only in libraries that define it).
 LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 
@@ -78,6 +88,7 @@ _OPT_INT = {
     "connect_timeout_ms": 1, "command_timeout_ms": 2, "max_payload": 3,
     "max_attempts": 4, "wait_cap_ms": 5, "wait_replicas": 6,
     "wait_replicas_timeout_ms": 7, "done_ttl_ms": 8, "partitions": 9,
+    "lease_ms": 11,
 }
 # Options that are on or off: True/False (or 1/0), given to the library as
 # int 1/0.
@@ -208,6 +219,10 @@ class _JobInfo(ctypes.Structure):
     """Opaque dq_job_info."""
 
 
+class _PushOpts(ctypes.Structure):
+    """Opaque dq_push_opts."""
+
+
 _P_CLIENT = ctypes.POINTER(_Client)
 _P_OPTIONS = ctypes.POINTER(_Options)
 _P_JOBS = ctypes.POINTER(_Jobs)
@@ -220,6 +235,7 @@ _P_SIZE = ctypes.POINTER(_c_size)
 _P_STR = ctypes.POINTER(_c_str)
 _P_CONSUMER = ctypes.POINTER(_Consumer)
 _P_INFO = ctypes.POINTER(_JobInfo)
+_P_PUSHOPTS = ctypes.POINTER(_PushOpts)
 # Callback types of delayq-consumer.h (ctypes takes the GIL around them).
 _HANDLER_FN = ctypes.CFUNCTYPE(_c_int, _P_CONSUMER, _P_JOB, _c_void)
 _OUTCOME_CB = ctypes.CFUNCTYPE(None, _P_CONSUMER, _P_JOB, _c_int, _c_int,
@@ -307,6 +323,20 @@ _OPTIONAL_PROTOTYPES = {
     "dq_job_info_now_ms": (_c_i64, [_P_INFO]),
     "dq_job_info_dup": (_P_INFO, [_P_INFO]),
     "dq_job_info_free": (None, [_P_INFO]),
+    # queue settings stored in Redis, push options
+    "dq_config_set": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_INT, _P_I64]),
+    "dq_config_get": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_INT, _P_I64]),
+    "dq_setting_name": (_c_str, [_c_int]),
+    "dq_setting_by_name": (_c_int, [_c_str]),
+    "dq_push_opts_new": (_P_PUSHOPTS, []),
+    "dq_push_opts_free": (None, [_P_PUSHOPTS]),
+    "dq_push_opts_set": (_c_int, [_P_PUSHOPTS, _c_int, _c_i64]),
+    "dq_push_ex": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_size, _c_i64,
+                            _c_str, _c_int, _P_PUSHOPTS, ctypes.c_char_p,
+                            _c_size, _P_INT]),
+    "dq_push_batch_ex": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_STR,
+                                  _P_SIZE, _P_I64, _P_STR, _c_int,
+                                  _P_PUSHOPTS, ctypes.c_char_p, _P_INT]),
     # delayq-consumer.h
     "dq_consumer_set_int": (_c_int, [_P_CONSUMER, _c_int, _c_i64]),
     "dq_consumer_set_outcome_cb": (_c_int, [_P_CONSUMER, _OUTCOME_CB,
@@ -355,6 +385,7 @@ HAVE_LIST = hasattr(_lib, "dq_list")
 HAVE_COUNTERS = hasattr(_lib, "dq_counters")
 HAVE_CONSUMER = hasattr(_lib, "dq_consumer_new_sync")
 HAVE_GET = hasattr(_lib, "dq_get")
+HAVE_CONFIG = hasattr(_lib, "dq_config_set")
 
 
 def version():
@@ -526,7 +557,8 @@ class Client:
            max_attempts=None, connect_timeout_ms=None,
            command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
            wait_replicas=None, wait_replicas_timeout_ms=None,
-           done_ttl_ms=None, partitions=None, counters=None, username=None,
+           done_ttl_ms=None, partitions=None, counters=None, lease_ms=None,
+           username=None,
            password=None, tls_ca_file=None,
            tls_cert_file=None, tls_key_file=None, tls_server_name=None)
 
@@ -896,6 +928,76 @@ class Client:
                                          *[ctypes.byref(x) for x in v]))
         return dict(zip(("delivered", "acked", "retried", "failed"),
                         (x.value for x in v)))
+
+    # -- queue settings
+
+    def config_set(self, queue, **settings):
+        """Sets settings of queue (stored in Redis: every client and
+        consumer of the queue follows them) in one atomic step, by the
+        names of dq_setting_name: max_attempts, lease_ms, backoff ("fixed",
+        "exponential" or BACKOFF_*), backoff_base_ms, backoff_cap_ms,
+        backoff_jitter, dead_max, dead_ttl_ms, expired ("dead", "drop" or
+        EXPIRED_*), rate_max, rate_window_ms.  None unsets one.  rate_max
+        and rate_window_ms go together (InvalidArgument, nothing changed).
+        config_set(q, **config_get(q)) writes back what was read.  Needs a
+        library with dq_config_set."""
+        names, values = self._settings(settings)
+        if not names:
+            raise TypeError("config_set: no settings given")
+        for name, v in zip(list(settings), values):
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("%s must be an int or None" % name)
+        q = _enc(queue, "queue", "EQUEUE")
+        n = len(names)
+        c_names = (_c_int * n)(*names)
+        c_vals = (_c_i64 * n)(*[_UNSET if v is None else v for v in values])
+        with self._lock:
+            self._check(_lib.dq_config_set(self._handle(), q, n, c_names,
+                                           c_vals))
+
+    def config_get(self, queue):
+        """All settings of queue: a dict of name -> int, None for a setting
+        not set (the client's option or the default holds).  backoff and
+        expired are BACKOFF_* and EXPIRED_* numbers.  Needs a library with
+        dq_config_get."""
+        self._settings({})
+        q = _enc(queue, "queue", "EQUEUE")
+        c_names = (_c_int * _SET_COUNT)(*range(1, _SET_COUNT + 1))
+        c_vals = (_c_i64 * _SET_COUNT)()
+        with self._lock:
+            self._check(_lib.dq_config_get(self._handle(), q, _SET_COUNT,
+                                           c_names, c_vals))
+        return {_dec(_lib.dq_setting_name(i + 1)):
+                (None if c_vals[i] == _UNSET else c_vals[i])
+                for i in range(_SET_COUNT)}
+
+    @staticmethod
+    def _settings(settings):
+        """The DQ_SET_* numbers and the values (words turned to numbers)
+        of keyword settings; TypeError for an unknown name."""
+        if not HAVE_CONFIG:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "queue settings (dq_config_set)")
+        names, values, unknown = [], [], []
+        for name, v in settings.items():
+            s = _lib.dq_setting_by_name(name.encode())
+            if s < 0:
+                unknown.append(name)
+                continue
+            if isinstance(v, str) and name in _SET_WORDS:
+                if v not in _SET_WORDS[name]:
+                    raise InvalidArgument(
+                        ERRORS["EINVAL"], "%s: %r is not one of %s" %
+                        (name, v, ", ".join(sorted(_SET_WORDS[name]))))
+                v = _SET_WORDS[name][v]
+            names.append(s)
+            values.append(v)
+        if unknown:
+            raise TypeError("unknown setting(s): %s"
+                            % ", ".join(sorted(unknown)))
+        return names, values
 
     def consumer(self, queue, handler, **options):
         """A Consumer of queue on this client (see Consumer)."""

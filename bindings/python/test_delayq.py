@@ -459,6 +459,126 @@ class TestGetAndReasons(Base):
         j.ack()
 
 
+class TestSettings(Base):
+    """Queue settings stored in Redis: config_set / config_get."""
+
+    NAMES = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
+             "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
+             "expired", "rate_max", "rate_window_ms"]
+
+    def test_round_trip(self):
+        got = self.c.config_get(self.q)
+        self.assertEqual(list(got), self.NAMES)
+        self.assertEqual(set(got.values()), {None})
+        self.c.config_set(self.q, max_attempts=3, backoff="exponential",
+                          backoff_base_ms=500, expired="drop",
+                          rate_max=10, rate_window_ms=1000)
+        got = self.c.config_get(self.q)
+        self.assertEqual(got["max_attempts"], 3)
+        self.assertEqual(got["backoff"], delayq.BACKOFF_EXPONENTIAL)
+        self.assertEqual(got["expired"], delayq.EXPIRED_DROP)
+        self.assertEqual(got["rate_max"], 10)
+        self.assertIsNone(got["dead_max"])
+        # None unsets; numbers for the words work too; 0 is a value
+        self.c.config_set(self.q, rate_max=None, rate_window_ms=None,
+                          backoff=delayq.BACKOFF_FIXED, max_attempts=0)
+        got = self.c.config_get(self.q)
+        self.assertIsNone(got["rate_max"])
+        self.assertEqual(got["backoff"], delayq.BACKOFF_FIXED)
+        self.assertEqual(got["max_attempts"], 0)
+        # what was read writes back
+        with delayq.Client(SERVER.uri) as c2:
+            q2 = self.q + "-copy"
+            c2.config_set(q2, **got)
+            self.assertEqual(c2.config_get(q2), got)
+
+    def test_settings_act(self):
+        # max attempts 1 on the queue beats the client's option of 5
+        with delayq.Client(SERVER.uri, max_attempts=5) as c:
+            c.config_set(self.q, max_attempts=1)
+            c.push(self.q, b"x", id="a")
+            j = c.poll(self.q)[0]
+            self.assertTrue(c.nack(self.q, j.id, j.token))
+            info = c.get(self.q, "a")
+            self.assertEqual(info.state, delayq.DEAD)
+
+    def test_lease_option(self):
+        # poll(lease_ms=0): the queue's lease_ms setting, else the
+        # client's lease_ms option
+        with delayq.Client(SERVER.uri, lease_ms=50000) as c:
+            c.push(self.q, b"x", id="l1")
+            j = c.poll(self.q, lease_ms=0)[0]
+            left = c.get(self.q, "l1")
+            self.assertTrue(45000 < j.lease_deadline_ms - left.now_ms <= 50000)
+            c.config_set(self.q, lease_ms=7000)
+            c.push(self.q, b"x", id="l2")
+            j = c.poll(self.q, lease_ms=0)[0]
+            left = c.get(self.q, "l2")
+            self.assertTrue(2000 < j.lease_deadline_ms - left.now_ms <= 7000)
+        with self.assertRaises(delayq.InvalidArgument):
+            delayq.Client(SERVER.uri, lease_ms=0)
+
+    def test_bad_input(self):
+        self.c.config_set(self.q, lease_ms=4000)
+        with self.assertRaises(TypeError):
+            self.c.config_set(self.q, nope=1)
+        with self.assertRaises(TypeError):
+            self.c.config_set(self.q)
+        with self.assertRaises(TypeError):
+            self.c.config_set(self.q, max_attempts="3")
+        with self.assertRaises(TypeError):
+            self.c.config_set(self.q, max_attempts=True)
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.config_set(self.q, backoff="slow")
+        with self.assertRaises(delayq.InvalidArgument) as cm:
+            self.c.config_set(self.q, backoff_jitter=101)
+        self.assertIn("backoff_jitter", str(cm.exception))
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.config_set(self.q, lease_ms=0)
+        with self.assertRaises(delayq.InvalidArgument) as cm:
+            self.c.config_set(self.q, rate_max=5, lease_ms=9)
+        self.assertIn("together", str(cm.exception))
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.config_get("")
+        got = self.c.config_get(self.q)
+        self.assertEqual(got["lease_ms"], 4000)
+        self.assertIsNone(got["rate_max"])
+
+    def test_push_ex_prototypes(self):
+        # the push options through the raw prototypes (push() itself does
+        # not take them here)
+        lib = delayq._lib
+        o = lib.dq_push_opts_new()
+        self.assertTrue(o)
+        try:
+            self.assertEqual(lib.dq_push_opts_set(o, 1, 2), 0)
+            self.assertEqual(lib.dq_push_opts_set(o, 1, -1),
+                             delayq.ERRORS["EINVAL"])
+            self.assertEqual(lib.dq_push_opts_set(o, 3, 60000), 0)
+            out = delayq.ctypes.create_string_buffer(delayq.ID_BUF)
+            oc = delayq._c_int(0)
+            rc = lib.dq_push_ex(self.c._handle(), self.q.encode(), b"x", 1,
+                                0, b"p1", 0, o, out, delayq.ID_BUF,
+                                delayq.ctypes.byref(oc))
+            self.assertEqual((rc, oc.value, out.value), (0, 1, b"p1"))
+            pls = (delayq._c_str * 2)(b"a", b"b")
+            lens = (delayq._c_size * 2)(1, 1)
+            ocs = (delayq._c_int * 2)()
+            rc = lib.dq_push_batch_ex(self.c._handle(), self.q.encode(), 2,
+                                      pls, lens, None, None, 0, o, None, ocs)
+            self.assertEqual((rc, list(ocs)), (2, [1, 1]))
+            # an expiry before the due time is refused
+            rc = lib.dq_push_ex(self.c._handle(), self.q.encode(), b"x", 1,
+                                60000, b"p2", 0, o, out, delayq.ID_BUF,
+                                delayq.ctypes.byref(oc))
+            self.assertEqual(rc, delayq.ERRORS["EINVAL"])
+        finally:
+            lib.dq_push_opts_free(o)
+        self.assertEqual(self.c.stats(self.q)["due"], 3)
+        self.assertEqual(delayq._lib.dq_setting_name(1), b"max_attempts")
+        self.assertEqual(delayq._lib.dq_setting_by_name(b"rate_max"), 10)
+
+
 class TestCounters(Base):
     def test_counted_by_clients_with_the_option(self):
         zero = {"delivered": 0, "acked": 0, "retried": 0, "failed": 0}
@@ -579,6 +699,7 @@ class TestArgumentErrors(Base):
              "EID", "128"),
             (lambda: self.c.poll(self.q, max=0), "EINVAL", "max"),
             (lambda: self.c.poll(self.q, max=1001), "EINVAL", "max"),
+            # (lease_ms 0 asks for the queue's lease_ms setting)
             (lambda: self.c.poll(self.q, lease_ms=-1), "ELEASE", "lease"),
             (lambda: self.c.poll(self.q, wait_ms=-1), "EDELAY", "wait"),
             (lambda: self.c.ack(self.q, "x", "abc"), "EINVAL", "token"),

@@ -410,7 +410,7 @@ end
 
 -- The retry delay the queue's backoff settings give a job's attempt-th
 -- failure: backoff 1 fixed (base), 2 exponential (base * 2^(attempts-1)),
--- at most backoff_cap_ms; backoff_jitter percent of it is taken off at
+-- at most backoff_cap_ms (else DQ_DELAY_MAX); backoff_jitter percent of it is taken off at
 -- random (seeded from the server's microsecond and the id: Redis seeds
 -- math.random the same way in every call).  nil: the queue has no backoff
 -- setting.
@@ -424,8 +424,10 @@ local function backoff_delay(conf, attempts, now_us, id)
         if e > 60 then e = 60 end
         d = base * 2 ^ e
     end
-    local cap = conf.backoff_cap_ms
-    if cap and d > cap then d = cap end
+    -- without a cap the doubling still stops at DQ_DELAY_MAX (the due
+    -- time stays an exact integer, as every other delay's)
+    local cap = conf.backoff_cap_ms or 3153600000000
+    if d > cap then d = cap end
     local jit = conf.backoff_jitter or 0
     if jit > 0 and d > 0 then
         local h = now_us % 1000003

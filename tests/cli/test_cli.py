@@ -153,7 +153,7 @@ class TestHelpAndUsage(CliCase):
             ["push", "x", "--id", "i" * 129],     # library: EID
             ["poll", "--max", "0"],
             ["poll", "--max", "1001"],
-            ["poll", "--lease", "0"],             # library: ELEASE
+            ["poll", "--lease", "8d"],            # library: ELEASE
             ["ack", "onlyid"],
             ["ack", "id", "notdigits"],           # library: EINVAL
             ["nack"],

@@ -1,0 +1,182 @@
+/*
+ * tests/async/test_async_settings.c - the async twins of the queue
+ * settings and push options: dq_async_config_set/get (round trip, unset,
+ * bad input, half a rate limit too, refused at once without a callback)
+ * and dq_async_push_ex (a job's own max attempts,
+ * an expiry, DQ_PUSH_AT), seen through the sync client.
+ */
+#include "test_async.h"
+
+/* dq_config_cb: the values (a get) into r->s[], the count into r->n. */
+static void conf_rec(dq_async *a, size_t n, const int64_t *values,
+                     int status, void *ud) {
+    res *r = ud;
+    r->calls++;
+    r->status = status;
+    r->n = n;
+    r->v = values != NULL; /* whether values came */
+    for (size_t i = 0; values != NULL && i < n && i < 5; i++)
+        r->s[i] = values[i];
+    snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
+}
+
+START_TEST(async_config) {
+    dq_async *a = aopen();
+    int s[3] = {DQ_SET_MAX_ATTEMPTS, DQ_SET_LEASE_MS, DQ_SET_EXPIRED};
+    int64_t v[3] = {3, 2500, DQ_EXPIRED_DROP};
+    res g0 = {0}, st = {0}, g1 = {0};
+    ck_assert_int_eq(dq_async_config_get(a, Q, 3, s, conf_rec, &g0), 0);
+    WAIT_CB(g0, 0);
+    ck_assert_int_eq(g0.v, 1);
+    ck_assert_uint_eq(g0.n, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(g0.s[i], DQ_UNSET);
+    ck_assert_int_eq(dq_async_config_set(a, Q, 3, s, v, conf_rec, &st), 0);
+    WAIT_CB(st, 0);
+    ck_assert_int_eq(st.v, 0); /* a set: values NULL */
+    ck_assert_int_eq(dq_async_config_get(a, Q, 3, s, conf_rec, &g1), 0);
+    WAIT_CB(g1, 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(g1.s[i], v[i]);
+    /* the sync client sees the same */
+    dq_client *c = open_client();
+    int64_t got[3];
+    ck_assert_int_eq(dq_config_get(c, Q, 3, s, got), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(got[i], v[i]);
+    /* unset one */
+    res st2 = {0}, g2 = {0};
+    int64_t un = DQ_UNSET;
+    ck_assert_int_eq(dq_async_config_set(a, Q, 1, &s[1], &un, conf_rec, &st2),
+                     0);
+    WAIT_CB(st2, 0);
+    ck_assert_int_eq(dq_async_config_get(a, Q, 3, s, conf_rec, &g2), 0);
+    WAIT_CB(g2, 0);
+    ck_assert_int_eq(g2.s[0], 3);
+    ck_assert_int_eq(g2.s[1], DQ_UNSET);
+    ck_assert_int_eq(g2.s[2], DQ_EXPIRED_DROP);
+    /* half a rate limit: refused at once, no callback */
+    res half = {0};
+    int rs = DQ_SET_RATE_MAX;
+    int64_t rv = 10 * tu_parts();
+    ck_assert_int_eq(dq_async_config_set(a, Q, 1, &rs, &rv, conf_rec, &half),
+                     DQ_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dq_async_errmsg(a), "together"));
+    ck_assert_int_eq(dq_config_get(c, Q, 1, &rs, got), 0);
+    ck_assert_int_eq(got[0], DQ_UNSET);
+    /* bad input: refused at once, no callback */
+    res bad = {0};
+    int unknown = 99, dup[2] = {1, 1};
+    int64_t big = DQ_ATTEMPTS_MAX + 1, two[2] = {1, 1};
+    ck_assert_int_eq(dq_async_config_set(a, Q, 1, &s[0], &big, conf_rec, &bad),
+                     DQ_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dq_async_errmsg(a), "max_attempts"));
+    ck_assert_int_eq(
+        dq_async_config_set(a, Q, 1, &unknown, &v[0], conf_rec, &bad),
+        DQ_EINVAL);
+    ck_assert_int_eq(dq_async_config_set(a, Q, 2, dup, two, conf_rec, &bad),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_config_set(a, Q, 0, s, v, conf_rec, &bad),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_config_set(a, Q, 1, s, NULL, conf_rec, &bad),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_config_set(a, Q, 1, NULL, v, conf_rec, &bad),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_config_get(a, Q, 1, NULL, conf_rec, &bad),
+                     DQ_ENULL);
+    ck_assert_int_eq(dq_async_config_get(a, Q, 1, &unknown, conf_rec, &bad),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_config_get(a, "", 1, s, conf_rec, &bad),
+                     DQ_EQUEUE);
+    ck_assert_int_eq(dq_async_config_get(NULL, Q, 1, s, conf_rec, &bad),
+                     DQ_ENULL);
+    run_for(50);
+    ck_assert_int_eq(bad.calls, 0);
+    dq_close(c);
+    dq_async_free(a);
+}
+END_TEST
+
+START_TEST(async_push_ex) {
+    dq_async *a = aopen();
+    dq_client *c = open_client();
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_MAX_ATTEMPTS, 1), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_EXPIRE_IN_MS, 60000), 0);
+    res p1 = {0}, p2 = {0}, p3 = {0}, p4 = {0};
+    /* a job with its own max attempts 1 (and an expiry far ahead) */
+    ck_assert_int_eq(dq_async_push_ex(a, Q, "x", 1, 0, "m1", 0, o, push_rec,
+                                      &p1),
+                     0);
+    WAIT_CB(p1, 0);
+    ck_assert_int_eq(p1.outcome, DQ_PUSHED);
+    ck_assert_str_eq(p1.id, "m1");
+    /* an absolute expiry soon, due now (DQ_PUSH_AT) */
+    redisContext *r = rconn();
+    int64_t now = server_ms(r);
+    dq_push_opts *oe = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set(oe, DQ_PUSHOPT_EXPIRE_AT, now + 50), 0);
+    ck_assert_int_eq(dq_async_push_ex(a, Q, "x", 1, now, "x1", DQ_PUSH_AT, oe,
+                                      push_rec, &p2),
+                     0);
+    WAIT_CB(p2, 0);
+    ck_assert_int_eq(p2.outcome, DQ_PUSHED);
+    /* NULL options: a plain push, keep mode */
+    ck_assert_int_eq(dq_async_push_ex(a, Q, "x", 1, 0, "x1", DQ_PUSH_KEEP,
+                                      NULL, push_rec, &p3),
+                     0);
+    WAIT_CB(p3, 0);
+    ck_assert_int_eq(p3.outcome, DQ_KEPT);
+    /* an expiry before the due time: refused at once, no callback */
+    ck_assert_int_eq(dq_async_push_ex(a, Q, "x", 1, now + 60000, "bad",
+                                      DQ_PUSH_AT, oe, push_rec, &p4),
+                     DQ_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dq_async_errmsg(a), "expires"));
+    run_for(20);
+    ck_assert_int_eq(p4.calls, 0);
+    th_sleep_ms(100);
+    /* x1 expired: dead-lettered; m1 delivered once, then its lease runs
+     * out and the next poll dead-letters it for max attempts */
+    res pl = {0};
+    ck_assert_int_eq(dq_async_poll(a, Q, 10, 1, jobs_rec, &pl), 0);
+    WAIT_CB(pl, pl.status);
+    int delivered = (int)pl.n;
+    for (int i = 0; i < 8 && delivered == 0; i++) {
+        res_clear(&pl);
+        ck_assert_int_eq(dq_async_poll(a, Q, 10, 1, jobs_rec, &pl), 0);
+        WAIT_CB(pl, pl.status);
+        delivered = (int)pl.n;
+    }
+    ck_assert_int_eq(delivered, 1);
+    ck_assert_str_eq(dq_job_id(kept(&pl, 0)), "m1");
+    res_clear(&pl);
+    th_sleep_ms(5);
+    for (int i = 0; i < 4; i++) {
+        res q = {0};
+        ck_assert_int_eq(dq_async_poll(a, Q, 10, 30000, jobs_rec, &q), 0);
+        WAIT_CB(q, 0);
+        res_clear(&q);
+    }
+    const char *ids[2] = {"x1", "m1"}, *why[2] = {"expired", "max attempts"};
+    for (int i = 0; i < 2; i++) {
+        dq_job_info *in = NULL;
+        ck_assert_int_eq(dq_get(c, Q, ids[i], &in), 1);
+        ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
+        size_t len = 0;
+        const char *e = dq_job_info_last_error(in, &len);
+        ck_assert_int_eq(len, strlen(why[i]));
+        ck_assert_int_eq(memcmp(e, why[i], len), 0);
+        dq_job_info_free(in);
+    }
+    dq_push_opts_free(o);
+    dq_push_opts_free(oe);
+    redisFree(r);
+    dq_close(c);
+    dq_async_free(a);
+}
+END_TEST
+
+TEST_SUITE("async_settings", TU_SRV_UNIX,
+    {"async_config", async_config, 30, &async_fixture},
+    {"async_push_ex", async_push_ex, 30, &async_fixture})
