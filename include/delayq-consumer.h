@@ -1,8 +1,8 @@
 /*
  * delayq-consumer.h - ready-made consumer loops for libdelayq.
  *
- * A consumer claims due jobs of one queue and hands each to a handler you
- * write; the handler's outcome decides what happens to the job:
+ * A consumer claims due jobs of one queue (or of several, see
+ * dq_consumer_add_queue) and hands each to a handler you write; the handler's outcome decides what happens to the job:
  *
  *   DQ_JOB_OK     success: the job is acked (deleted)
  *   DQ_JOB_RETRY  failure: the job is nacked and due again after the retry
@@ -91,11 +91,17 @@ enum dq_consumer_option {
     DQ_COPT_MAX_ATTEMPTS = 8,   /* deliveries before dead, default 0 = the
                                    client's DQ_OPT_MAX_ATTEMPTS (0 there =
                                    unlimited) */
-    DQ_COPT_HANDLER_TIMEOUT_MS = 9 /* libevent consumer: a job whose handler
+    DQ_COPT_HANDLER_TIMEOUT_MS = 9, /* libevent consumer: a job whose handler
                                    has not finished after this long is
                                    released for a retry and its slot freed
                                    (a later dq_consumer_done returns
                                    DQ_ESTALE); default 0 = no limit */
+    DQ_COPT_PRIORITY = 10       /* how a consumer of several queues
+                                   (dq_consumer_add_queue) picks the queue
+                                   of its next claim: DQ_PRIO_WEIGHTED
+                                   (default; in proportion to the weights)
+                                   or DQ_PRIO_STRICT (list order), as
+                                   dq_poll_wait_multi */
 };
 
 #define DQ_BACKOFF_FIXED 1       /* every retry waits RETRY_BASE_MS */
@@ -104,6 +110,33 @@ enum dq_consumer_option {
 /* Sets an option.  Returns 0, DQ_ENULL, DQ_EINVAL (unknown option or value
  * out of range) or DQ_EINVAL when the consumer already runs. */
 DQ_EXTERN int dq_consumer_set_int(dq_consumer *c, int option, int64_t value);
+
+/*
+ * Several queues: adds queue (1..DQ_QUEUE_MAX bytes) to the queues the
+ * consumer serves, with weight 1..DQ_WEIGHT_MAX, before it starts.  The
+ * queue given at creation is the first (index 0, weight 1); adding a queue
+ * the consumer serves already sets its weight.  Each claim takes jobs of
+ * one queue, chosen as DQ_COPT_PRIORITY says (see dq_poll_wait_multi);
+ * the consumer waits on all of them with one wake-up connection and
+ * polls an idle queue only when told of due work or once per idle cap.
+ * A job's ack, nack and lease extensions go to its own queue;
+ * dq_consumer_job_queue tells the handler which one it is.  At most
+ * DQ_MULTI_MAX queues.  queue is copied.
+ * Returns the queue's index (>= 1; 0 for the first queue), DQ_ENULL,
+ * DQ_EQUEUE (a bad name), DQ_EINVAL (weight out of range, DQ_MULTI_MAX
+ * queues already, or the consumer runs) or DQ_ENOMEM.
+ */
+DQ_EXTERN int dq_consumer_add_queue(dq_consumer *c, const char *queue,
+                                    int weight);
+
+/*
+ * The queue of a job this consumer handed to its handler: valid while the
+ * job is (during the handler, until dq_consumer_done, and in the job's
+ * outcome report); the string belongs to the consumer.  NULL if c or job
+ * is NULL or the job is not one of this consumer's running jobs.
+ */
+DQ_EXTERN const char *dq_consumer_job_queue(const dq_consumer *c,
+                                            const dq_job *job);
 
 /* Sets (or clears, with NULL) the outcome report.  Returns 0 or DQ_ENULL. */
 DQ_EXTERN int dq_consumer_set_outcome_cb(dq_consumer *c, dq_outcome_cb *cb,
