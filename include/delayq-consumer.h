@@ -205,7 +205,7 @@ DQ_EXTERN void dq_consumer_free(dq_consumer *c);
 /*
  * Creates a consumer that runs on a blocking client: the loop in
  * dq_consumer_run claims up to DQ_COPT_CONCURRENCY jobs at a time with
- * dq_poll_wait (sleeping until the next job is due, woken early by pushes)
+ * dq_poll_wait_multi over its queues (sleeping until the next job is due, woken early by pushes)
  * and runs the handler for each in turn.  Leases are not extended while a
  * handler runs, and the jobs of one claim run one after another under
  * leases taken at the same moment: choose DQ_COPT_LEASE_MS above the time

@@ -1227,6 +1227,14 @@ class TestCExamples(CliCase):
         self.assertEqual((st["scheduled"], st["due"], st["inflight"],
                           st["dead"]), (0, 0, 0, 0))
 
+    def test_multi_queue_worker(self):
+        out = self.example("multi_queue_worker")
+        self.assertIn("handled 40:", out)
+        for q in ("emails-urgent", "emails-bulk"):
+            st = self.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"],
+                              st["dead"]), (0, 0, 0, 0), (q, st))
+
     def test_delayed_logout(self):
         out = self.example("delayed_logout", "600")
         self.assertIn("alice: reconnected, logout cancelled", out)
