@@ -791,8 +791,10 @@ int dqt_cmd_consume(dqt_cli *g) {
     }
     /* Connect once with the sync client first: a wrong URI or an
      * unreachable server is an error now, not a reconnect loop. */
-    if ((rc = dqt_open_client(g)))
+    if ((rc = dqt_open_client(g))) {
+        consume_teardown(&w);
         return rc;
+    }
     dq_close(g->c);
     g->c = NULL;
     if (build_env(&w) != 0 || (w.base = event_base_new()) == NULL) {
