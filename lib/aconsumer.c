@@ -778,8 +778,8 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
          * wake-up), else kick sleeps until the first is due. */
         if (n > 0 || s->poll_again)
             memset(s->skip, 0, sizeof(s->skip));
-        else
-            s->skip[s->poll_qi] = 1;
+        else /* unless more is due now (it dead-lettered what it found) */
+            s->skip[s->poll_qi] = next_us != 0;
         s->poll_again = 0;
         kick(s);
         return;

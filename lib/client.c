@@ -600,7 +600,11 @@ static int poll_wait_io(dq_client *c, size_t n, const char *const *queues,
          * as its waiting consumer and says when to look again. */
         memset(skip, 0, n);
         int64_t wait_us = -1;
-        for (;;) {
+        for (size_t polls = 0;; polls++) {
+            if (polls > 8 * n + 8) {
+                wait_us = 0; /* a long round: see the deadline, go on */
+                break;
+            }
             int i = dq__multi_pick(&c->core, n, queues, weights, mode, skip,
                                    &wait_us);
             if (i < 0)
@@ -612,7 +616,9 @@ static int poll_wait_io(dq_client *c, size_t n, const char *const *queues,
                     *queue_index = i;
                 return rc;
             }
-            skip[i] = 1;
+            /* No jobs: not again in this round, unless the poll said more
+             * is due now (it dead-lettered or dropped what it found). */
+            skip[i] = next_us != 0;
         }
         int64_t left_us = deadline - dq__mono_us();
         if (left_us <= 0)
