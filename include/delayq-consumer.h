@@ -1,8 +1,8 @@
 /*
  * delayq-consumer.h - ready-made consumer loops for libdelayq.
  *
- * A consumer claims due jobs of one queue and hands each to a handler you
- * write; the handler's outcome decides what happens to the job:
+ * A consumer claims due jobs of one queue (or of several, see
+ * dq_consumer_add_queue) and hands each to a handler you write; the handler's outcome decides what happens to the job:
  *
  *   DQ_JOB_OK     success: the job is acked (deleted)
  *   DQ_JOB_RETRY  failure: the job is nacked and due again after the retry
@@ -77,30 +77,76 @@ enum dq_consumer_option {
                                    so up to twice this many leases) or jobs
                                    claimed per poll (sync), 1..1000,
                                    default 1 */
-    DQ_COPT_LEASE_MS = 2,       /* lease per delivery, default 30000 */
+    DQ_COPT_LEASE_MS = 2,       /* lease per delivery, default 30000 (the
+                                   consumers time their extends and handler
+                                   timeouts by it, so they pass it on every
+                                   poll: a queue's DQ_SET_LEASE_MS is for
+                                   polls that ask for lease 0) */
     DQ_COPT_EXTEND = 3,         /* 1 (default): the libevent consumer renews
                                    the lease of a running job every lease/2;
                                    0: never */
     DQ_COPT_RETRY_BACKOFF = 4,  /* DQ_BACKOFF_EXPONENTIAL (default) or
-                                   DQ_BACKOFF_FIXED */
+                                   DQ_BACKOFF_FIXED; this and the RETRY_*
+                                   options below hold for queues without
+                                   backoff settings: a queue's DQ_SET_BACKOFF
+                                   settings decide every consumer's retry
+                                   delays (the retries are nacks with
+                                   DQ_NACK_BACKOFF); a delay the handler
+                                   gives dq_consumer_done always holds */
     DQ_COPT_RETRY_BASE_MS = 5,  /* first retry delay, default 1000 */
     DQ_COPT_RETRY_MAX_MS = 6,   /* cap of the exponential delay, default
                                    300000 */
     DQ_COPT_RETRY_JITTER = 7,   /* percent 0..100 taken off at random,
                                    default 20 */
-    DQ_COPT_MAX_ATTEMPTS = 8,   /* deliveries before dead, default 0 = the
+    DQ_COPT_MAX_ATTEMPTS = 8,   /* deliveries before dead, default 0 = as
+                                   the scripts decide: the job's own, the
+                                   queue's DQ_SET_MAX_ATTEMPTS, then the
                                    client's DQ_OPT_MAX_ATTEMPTS (0 there =
-                                   unlimited) */
-    DQ_COPT_HANDLER_TIMEOUT_MS = 9 /* libevent consumer: a job whose handler
+                                   unlimited); set, this consumer also gives
+                                   a job up after that many */
+    DQ_COPT_HANDLER_TIMEOUT_MS = 9, /* libevent consumer: a job whose handler
                                    has not finished after this long is
                                    released for a retry and its slot freed
                                    (a later dq_consumer_done returns
                                    DQ_ESTALE); default 0 = no limit */
+    DQ_COPT_PRIORITY = 10       /* how a consumer of several queues
+                                   (dq_consumer_add_queue) picks the queue
+                                   of its next claim: DQ_PRIO_WEIGHTED
+                                   (default; in proportion to the weights)
+                                   or DQ_PRIO_STRICT (list order), as
+                                   dq_poll_wait_multi */
 };
 
 /* Sets an option.  Returns 0, DQ_ENULL, DQ_EINVAL (unknown option or value
  * out of range) or DQ_EINVAL when the consumer already runs. */
 DQ_EXTERN int dq_consumer_set_int(dq_consumer *c, int option, int64_t value);
+
+/*
+ * Several queues: adds queue (1..DQ_QUEUE_MAX bytes) to the queues the
+ * consumer serves, with weight 1..DQ_WEIGHT_MAX, before it starts.  The
+ * queue given at creation is the first (index 0, weight 1); adding a queue
+ * the consumer serves already sets its weight.  Each claim takes jobs of
+ * one queue, chosen as DQ_COPT_PRIORITY says (see dq_poll_wait_multi);
+ * the consumer waits on all of them with one wake-up connection and
+ * polls an idle queue only when told of due work or once per idle cap.
+ * A job's ack, nack and lease extensions go to its own queue;
+ * dq_consumer_job_queue tells the handler which one it is.  At most
+ * DQ_MULTI_MAX queues.  queue is copied.
+ * Returns the queue's index (>= 1; 0 for the first queue), DQ_ENULL,
+ * DQ_EQUEUE (a bad name), DQ_EINVAL (weight out of range, DQ_MULTI_MAX
+ * queues already, or the consumer runs) or DQ_ENOMEM.
+ */
+DQ_EXTERN int dq_consumer_add_queue(dq_consumer *c, const char *queue,
+                                    int weight);
+
+/*
+ * The queue of a job this consumer handed to its handler: valid while the
+ * job is (during the handler, until dq_consumer_done, and in the job's
+ * outcome report); the string belongs to the consumer.  NULL if c or job
+ * is NULL or the job is not one of this consumer's running jobs.
+ */
+DQ_EXTERN const char *dq_consumer_job_queue(const dq_consumer *c,
+                                            const dq_job *job);
 
 /* Sets (or clears, with NULL) the outcome report.  Returns 0 or DQ_ENULL. */
 DQ_EXTERN int dq_consumer_set_outcome_cb(dq_consumer *c, dq_outcome_cb *cb,
@@ -169,7 +215,7 @@ DQ_EXTERN void dq_consumer_free(dq_consumer *c);
 /*
  * Creates a consumer that runs on a blocking client: the loop in
  * dq_consumer_run claims up to DQ_COPT_CONCURRENCY jobs at a time with
- * dq_poll_wait (sleeping until the next job is due, woken early by pushes)
+ * dq_poll_wait_multi over its queues (sleeping until the next job is due, woken early by pushes)
  * and runs the handler for each in turn.  Leases are not extended while a
  * handler runs, and the jobs of one claim run one after another under
  * leases taken at the same moment: choose DQ_COPT_LEASE_MS above the time

@@ -256,7 +256,10 @@ typedef void dq_stopped_cb(dq_consumer *c, int status, void *userdata);
 
 /*
  * Creates a consumer of queue on client a (see delayq-consumer.h for the
- * handler contract and options).  It does nothing until dq_consumer_start.
+ * handler contract and options; dq_consumer_add_queue adds more queues,
+ * all waited on over the consumer's one wake-up connection - in a Redis
+ * Cluster one per channel, since each lives on its slot's node).  It does
+ * nothing until dq_consumer_start.
  * On failure *out is NULL.  Returns 0, DQ_ENULL, DQ_EQUEUE, DQ_ECLOSED or
  * DQ_ENOMEM.
  */

@@ -115,6 +115,8 @@ DQ_EXTERN const char *dq_errname(int code);
 #define DQ_LEASE_MAX INT64_C(604800000)     /* 7 days, in ms */
 #define DQ_BATCH_MAX 100000     /* jobs in one batch call */
 #define DQ_POLL_MAX 1000        /* jobs in one poll */
+#define DQ_MULTI_MAX 64         /* queues in one dq_poll_wait_multi */
+#define DQ_WEIGHT_MAX 1000      /* a queue's weight (1..DQ_WEIGHT_MAX) */
 #define DQ_DEFAULT_MAX_PAYLOAD (1024 * 1024) /* bytes; see DQ_OPT_MAX_PAYLOAD */
 #define DQ_REASON_MAX 1024      /* bytes in a failure reason (dq_nack_reason) */
 
@@ -580,6 +582,50 @@ DQ_EXTERN int dq_poll(dq_client *c, const char *queue, int max,
 DQ_EXTERN int dq_poll_wait(dq_client *c, const char *queue, int max,
                            int64_t lease_ms, int64_t timeout_ms,
                            dq_jobs **out);
+
+/* Modes of choosing among several queues (dq_poll_wait_multi,
+ * DQ_COPT_PRIORITY). */
+#define DQ_PRIO_STRICT 1   /* the first queue in list order with due work */
+#define DQ_PRIO_WEIGHTED 2 /* among the queues with due work, one drawn at
+                              random in proportion to its weight */
+
+/*
+ * As dq_poll_wait, over n queues (1..DQ_MULTI_MAX, queues[0..n-1], no name
+ * twice): claims up to max jobs of ONE of them, chosen by mode:
+ * DQ_PRIO_STRICT takes the first queue in list order that has due work
+ * (a later queue is served only while every earlier one has none);
+ * DQ_PRIO_WEIGHTED draws among the queues with due work, each with
+ * probability weights[i] / (sum of their weights), so busy queues share
+ * deliveries in proportion to their weights and none starves.  weights:
+ * NULL (every queue 1) or n ints in 1..DQ_WEIGHT_MAX; read in strict mode
+ * too (checked), but only the order counts there.
+ *
+ * The wait is the one dq_poll_wait does, for every queue at once: one
+ * wake-up connection subscribed to this client's channel of each queue
+ * (and of each partition), and each poll registers the client as a
+ * waiting consumer of its queue.  A queue is polled only when the client
+ * knows it may have due work (a poll left some, a wake-up says so, its
+ * next due time it owns has come) or its idle cap (DQ_OPT_WAIT_CAP_MS)
+ * has passed: an idle queue costs one poll per cap, as with dq_poll_wait.
+ * dq_poll_wait(c, q, ...) is this call with the one queue q.
+ *
+ * out:         as dq_poll_wait: the jobs (NULL when none), all of one
+ *              queue; free with dq_jobs_free.
+ * queue_index: NULL, or receives the index in queues of the queue the
+ *              jobs came from (-1 when none were claimed).  Ack, nack and
+ *              extend them on that queue.
+ * Returns the number of jobs claimed, 0 on timeout, or a negative code:
+ * DQ_EINVAL (nothing sent) for queues NULL or an element NULL, n 0 or
+ * above DQ_MULTI_MAX, a name given twice, a weight out of range or an
+ * unknown mode; DQ_EQUEUE for an empty or too long name; DQ_ENULL for out
+ * NULL; the codes of dq_poll_wait otherwise.  The arrays are read during
+ * the call only.  Same thread rules as dq_poll_wait.
+ */
+DQ_EXTERN int dq_poll_wait_multi(dq_client *c, size_t n,
+                                 const char *const *queues,
+                                 const int *weights, int mode, int max,
+                                 int64_t lease_ms, int64_t timeout_ms,
+                                 dq_jobs **out, int *queue_index);
 
 /* Finishes a job and deletes all its data.  Returns 0, DQ_ESTALE if token
  * is not the job's current lease token (the lease ran out and the job was

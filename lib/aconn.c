@@ -501,6 +501,26 @@ int dq__aconn_subscribe(dq__aconn *a, const char *channel,
     return DQ_OK;
 }
 
+int dq__aconn_subscribe_many(dq__aconn *a, int n, char *const *channels,
+                             dq__aconn_reply_fn *fn, void *priv,
+                             dq__err *err) {
+    if (a->closed || a->dead || a->torn || a->ac == NULL || !a->ready)
+        return dq__err_set(err, DQ_EIO, "connection to %s is down", a->where);
+    const char **argv = malloc(sizeof(*argv) * (size_t)(n + 1));
+    if (argv == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    argv[0] = "SUBSCRIBE";
+    for (int i = 0; i < n; i++)
+        argv[i + 1] = channels[i];
+    a->sub_fn = fn;
+    a->sub_priv = priv;
+    int rc = redisAsyncCommandArgv(a->ac, aconn_on_sub, a, n + 1, argv, NULL);
+    free(argv);
+    if (rc != REDIS_OK)
+        return dq__err_set(err, DQ_EIO, "SUBSCRIBE on %s failed", a->where);
+    return DQ_OK;
+}
+
 int dq__aconn_ssubscribe(dq__aconn *a, const char *channel,
                         dq__aconn_reply_fn *fn, void *priv, dq__err *err) {
     if (a->closed || a->dead || a->torn || a->ac == NULL || !a->ready)

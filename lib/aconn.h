@@ -45,6 +45,10 @@ int dq__aconn_send_raw(dq__aconn *a, const char *resp, size_t len,
  * liveness check: Redis answers with another "subscribe" confirmation. */
 int dq__aconn_subscribe(dq__aconn *a, const char *channel,
                        dq__aconn_reply_fn *fn, void *priv, dq__err *err);
+/* The same for n channels in one SUBSCRIBE (one confirmation each). */
+int dq__aconn_subscribe_many(dq__aconn *a, int n, char *const *channels,
+                             dq__aconn_reply_fn *fn, void *priv,
+                             dq__err *err);
 /* SSUBSCRIBE channel (sharded pub/sub, in a cluster): fn gets its
  * confirmation, or its error (MOVED...), with tag 1.  hiredis knows no
  * sharded pub/sub, so the same channel is also SUBSCRIBEd as by

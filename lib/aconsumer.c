@@ -58,6 +58,9 @@ typedef struct acons {
     int64_t target_us;         /* when the sleep ends (0 = not sleeping) */
     int capped;                /* the sleep is the idle cap */
     int polling;               /* a poll is outstanding */
+    int poll_qi;               /* of which queue (index in c->qs) */
+    unsigned char skip[DQ_MULTI_MAX]; /* several queues: polled since the
+                                         last jobs or sleep, none found */
     int poll_again;            /* a wake-up came during that poll */
     int saturated;             /* the last poll filled every free slot */
     int requested;             /* max of the outstanding poll */
@@ -163,7 +166,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
                  * every partition once (a lost wake-up is made up for) */
                 for (int i = 0; i < s->nwatches; i++)
                     dq__watch_check(s->watches[i]);
-                dq__async_woken_all(a, c->queue);
+                for (size_t i = 0; i < c->nq; i++)
+                    dq__async_woken_all(a, c->qs[i]);
             }
             kick(s);
         }
@@ -301,18 +305,16 @@ static void send_single(acons *s, dq__delivery *d) {
     d->tries++;
     dq__async_set_owner(a, c);
     if (d->outcome == DQ_JOB_OK)
-        rc = dq_async_ack(a, c->queue, dq_job_id(d->job), dq_job_token(d->job),
+        rc = dq_async_ack(a, DQ__DQUEUE(d), dq_job_id(d->job),
+                          dq_job_token(d->job),
                           on_completed, d);
     else if (dq__cons_reason(d, &why, &wlen))
-        rc = dq_async_nack_reason(a, c->queue, dq_job_id(d->job),
+        rc = dq_async_nack_reason(a, DQ__DQUEUE(d), dq_job_id(d->job),
                                   dq_job_token(d->job), d->delay_ms,
-                                  d->outcome == DQ_JOB_FAIL ? DQ_NACK_DEAD
-                                                            : 0,
-                                  why, wlen, on_completed, d);
+                                  d->nack_flags, why, wlen, on_completed, d);
     else
-        rc = dq_async_nack(a, c->queue, dq_job_id(d->job),
-                           dq_job_token(d->job), d->delay_ms,
-                           d->outcome == DQ_JOB_FAIL ? DQ_NACK_DEAD : 0,
+        rc = dq_async_nack(a, DQ__DQUEUE(d), dq_job_id(d->job),
+                           dq_job_token(d->job), d->delay_ms, d->nack_flags,
                            on_completed, d);
     dq__async_set_owner(a, NULL);
     if (rc < 0)
@@ -370,17 +372,20 @@ static void ack_queue(acons *s, dq__delivery *d) {
     schedule_flush(s);
 }
 
-/* A queued ack: its partition, id and place in the queue. */
+/* A queued ack: its queue, partition, id and place in the queue. */
 typedef struct ackent {
+    int qi;
     int part;
     size_t idx;
     const char *id;
 } ackent;
 
-/* By partition, then id (a job delivered twice, e.g. after its lease ran
- * out, may be queued twice), then place. */
+/* By queue, partition, then id (a job delivered twice, e.g. after its
+ * lease ran out, may be queued twice), then place. */
 static int ackent_cmp(const void *x, const void *y) {
     const ackent *a = x, *b = y;
+    if (a->qi != b->qi)
+        return a->qi < b->qi ? -1 : 1;
     if (a->part != b->part)
         return a->part < b->part ? -1 : 1;
     int r = strcmp(a->id, b->id);
@@ -430,7 +435,7 @@ static void on_acked(dq_async *a, size_t n, const int *results, int status,
         schedule_flush(s);
 }
 
-/* Sends the queued acks: one batch call per partition, of at most
+/* Sends the queued acks: one batch call per queue and partition, of at most
  * DQ_CHUNK jobs, each id once (a second delivery of an id waits for the
  * next batch: a script call answers a repeated id DQ_ENOTFOUND).  The
  * jobs sent give their slots back, which may poll. */
@@ -461,15 +466,17 @@ static void flush_acks(acons *s) {
     }
     for (size_t i = 0; i < n; i++) {
         e[i].id = dq_job_id(s->ackq[i]->job);
+        e[i].qi = s->ackq[i]->qi;
         e[i].part = parts > 1 ? dq__part_of(e[i].id, parts) : 0;
         e[i].idx = i;
     }
     if (n > 1)
         qsort(e, n, sizeof(*e), ackent_cmp);
-    /* One batch per run of a partition. */
+    /* One batch per run of a queue's partition. */
     ackbatch *list = NULL;
     for (size_t lo = 0, hi; lo < n; lo = hi) {
-        for (hi = lo; hi < n && e[hi].part == e[lo].part; hi++) {
+        for (hi = lo; hi < n && e[hi].part == e[lo].part && e[hi].qi == e[lo].qi;
+             hi++) {
         }
         size_t cap = hi - lo < DQ_CHUNK ? hi - lo : DQ_CHUNK;
         ackbatch *b = malloc(sizeof(*b) + cap * sizeof(b->d[0]));
@@ -523,7 +530,7 @@ static void flush_acks(acons *s) {
             b->d[k]->tries++;
         }
         dq__async_set_owner(a, c);
-        b->rc = dq_async_ack_batch(a, c->queue, b->n, ids, ids + n,
+        b->rc = dq_async_ack_batch(a, DQ__DQUEUE(b->d[0]), b->n, ids, ids + n,
                                    on_acked, b);
         dq__async_set_owner(a, NULL);
         if (b->rc < 0) {
@@ -571,6 +578,7 @@ static void finish_apply(acons *s, dq__delivery *d, int outcome,
     timers_clear(d);
     d->outcome = dq__cons_plan_d(s->c, d, outcome, delay_ms, &delay, &flags);
     d->delay_ms = delay;
+    d->nack_flags = flags;
     d->state = D_FINISHING;
     send_completion(s, d);
 }
@@ -582,6 +590,7 @@ static void release(acons *s, dq__delivery *d, int at_stop) {
     if (at_stop) {
         d->outcome = DQ_JOB_RETRY;
         d->delay_ms = 0;
+        d->nack_flags = 0;
         dq__cons_reason_clear(d); /* no failure: nothing recorded */
         s->released++;
     } else {
@@ -591,6 +600,7 @@ static void release(acons *s, dq__delivery *d, int at_stop) {
         d->outcome = dq__cons_plan_d(s->c, d, DQ_JOB_RETRY, -1, &delay,
                                     &flags);
         d->delay_ms = delay;
+        d->nack_flags = flags;
     }
     d->state = D_RELEASING;
     send_completion(s, d);
@@ -611,7 +621,7 @@ static void on_extend_timer(evutil_socket_t fd, short what, void *arg) {
     dq__async_enter(a);
     if (d->state == D_RUNNING && !c->dead && !d->lost) {
         dq__async_set_owner(a, c);
-        int rc = dq_async_extend(a, c->queue, dq_job_id(d->job),
+        int rc = dq_async_extend(a, DQ__DQUEUE(d), dq_job_id(d->job),
                                  dq_job_token(d->job), c->lease_ms,
                                  on_extended, d);
         dq__async_set_owner(a, NULL);
@@ -678,6 +688,7 @@ static void dispatch(acons *s, const dq_job *job) {
         return;
     }
     d->c = c;
+    d->qi = s->poll_qi;
     d->state = D_RUNNING;
     d->slot = 1;
     dq__cons_link(c, d);
@@ -716,6 +727,7 @@ static void give_back(acons *s, const dq_job *job) {
     if (d == NULL)
         return; /* its lease runs out */
     d->c = c;
+    d->qi = s->poll_qi;
     d->late_done = 1; /* nobody holds it */
     d->slot = 1;
     dq__cons_link(c, d);
@@ -760,6 +772,18 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
         check_stopped(s);
         return;
     }
+    if (c->nq > 1) {
+        /* Several queues: the next poll goes to another queue known to
+         * have due work (this one is skipped until jobs come or a
+         * wake-up), else kick sleeps until the first is due. */
+        if (n > 0 || s->poll_again)
+            memset(s->skip, 0, sizeof(s->skip));
+        else /* unless more is due now (it dead-lettered what it found) */
+            s->skip[s->poll_qi] = next_us != 0;
+        s->poll_again = 0;
+        kick(s);
+        return;
+    }
     if (s->saturated || next_us == 0 || s->poll_again) {
         s->poll_again = 0;
         kick(s);
@@ -791,9 +815,29 @@ static void kick(acons *s) {
         return;
     }
     int max = free_slots > DQ_POLL_MAX ? DQ_POLL_MAX : (int)free_slots;
+    int qi = 0;
+    if (c->nq > 1) {
+        /* the queue with due work that the consumer's priority picks */
+        int64_t wait_us = -1;
+        qi = dq__async_pick(a, c->nq, c->qs, c->weights, (int)c->priority,
+                            s->skip, &wait_us);
+        if (qi < 0) {
+            /* none: sleep until the first is to be polled (a due time
+             * this consumer owns, or an idle cap, which checks the
+             * watches) */
+            memset(s->skip, 0, sizeof(s->skip));
+            int64_t cap = dq__async_opts(a)->wait_cap_ms * 1000;
+            if (wait_us < 0 || wait_us + 1000 >= cap)
+                timer_set(s, dq__mono_us() + cap, 1);
+            else
+                timer_set(s, dq__mono_us() + wait_us, 0);
+            return;
+        }
+    }
     timer_clear(s);
+    s->poll_qi = qi;
     dq__async_set_owner(a, c);
-    int rc = dq__async_poll_us(a, c->queue, max, c->lease_ms, on_polled, s);
+    int rc = dq__async_poll_us(a, c->qs[qi], max, c->lease_ms, on_polled, s);
     dq__async_set_owner(a, NULL);
     if (rc < 0) {
         dq__err_set(&c->err, rc, "poll: %s", dq_async_errmsg(a));
@@ -812,6 +856,7 @@ static void on_watch(void *ud, int event) {
     acons *s = ud;
     if (s->c->dead || s->stopping)
         return;
+    memset(s->skip, 0, sizeof(s->skip)); /* a queue may be due again */
     if (s->polling)
         s->poll_again = 1;
     else
@@ -830,6 +875,7 @@ static void acons_free_mem(void *p) {
     }
     free(s->ackq);
     free(c->as);
+    dq__cons_free_queues(c);
     free(c);
 }
 
@@ -958,21 +1004,33 @@ int dq_consumer_start(dq_consumer *c) {
     s->stop_ev = evtimer_new(base, on_stop_deadline, s);
     if (s->timer_ev == NULL || s->stop_ev == NULL)
         return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
-    /* One subscription per partition: each partition's channel lives in
-     * its own slot (on its own node in a cluster). */
+    /* The wake channels of every queue's partitions: all on one
+     * connection, or in a cluster one subscription per channel (each
+     * lives in its own slot, on its own node). */
     int parts = dq__async_partitions(c->a);
-    s->watches = calloc((size_t)parts, sizeof(*s->watches));
-    if (s->watches == NULL)
-        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
-    for (int p = 0; p < parts; p++) {
-        char channel[DQ_KEY_MAX + 24];
-        dq__async_wake_channel(c->a, c->queue, parts > 1 ? p : -1, channel,
-                               sizeof(channel));
-        if (dq__watch_open(c->a, channel, on_watch, s,
-                           &s->watches[s->nwatches]) != DQ_OK)
-            return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
-        s->nwatches++;
+    int nch = (int)c->nq * parts, sharded = dq__async_sharded(c->a);
+    char (*chans)[DQ_KEY_MAX + 24] = calloc((size_t)nch, sizeof(*chans));
+    const char **ptrs = calloc((size_t)nch, sizeof(*ptrs));
+    s->watches = calloc(sharded ? (size_t)nch : 1, sizeof(*s->watches));
+    int rc = chans && ptrs && s->watches ? DQ_OK : DQ_ENOMEM;
+    for (int k = 0; rc == DQ_OK && k < nch; k++) {
+        int p = k % parts;
+        dq__async_wake_channel(c->a, c->qs[k / parts], parts > 1 ? p : -1,
+                               chans[k], sizeof(chans[k]));
+        ptrs[k] = chans[k];
     }
+    for (int k = 0; rc == DQ_OK && k < (sharded ? nch : 1); k++) {
+        rc = sharded ? dq__watch_open(c->a, ptrs[k], on_watch, s,
+                                      &s->watches[s->nwatches])
+                     : dq__watch_open_many(c->a, nch, ptrs, on_watch, s,
+                                           &s->watches[s->nwatches]);
+        if (rc == DQ_OK)
+            s->nwatches++;
+    }
+    free(chans);
+    free(ptrs);
+    if (rc != DQ_OK)
+        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
     c->started = 1;
     kick(s);
     return DQ_OK;

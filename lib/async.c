@@ -156,7 +156,10 @@ struct dq__watch {
     dq__watch *next, *prev; /* in the client's list */
     dq_async *a;            /* client */
     dq__alink l;            /* its own connection */
-    char *channel;          /* channel subscribed to */
+    char *channel;          /* channel subscribed to (the first) */
+    char **chans;           /* all of them (plain pub/sub only: more than
+                               one); chans[0] is channel */
+    int nch;
     int slot;               /* its hash slot */
     int sharded;            /* SSUBSCRIBE (a cluster) */
     dq__watch_fn *fn;        /* consumer's callback */
@@ -1149,6 +1152,14 @@ int dq_async_poll(dq_async *a, const char *queue, int max, int64_t lease_ms,
     return poll_common(a, queue, max, lease_ms, 0, cb, userdata);
 }
 
+int dq__async_sharded(const dq_async *a) { return a->core.sharded; }
+
+int dq__async_pick(dq_async *a, size_t n, const char *const *queues,
+                   const int *weights, int mode, const unsigned char *skip,
+                   int64_t *wait_us) {
+    return dq__multi_pick(&a->core, n, queues, weights, mode, skip, wait_us);
+}
+
 int dq__async_poll_us(dq_async *a, const char *queue, int max,
                      int64_t lease_ms, dq_jobs_cb *cb, void *userdata) {
     return poll_common(a, queue, max, lease_ms, 1, cb, userdata);
@@ -1353,8 +1364,16 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
         return;
     }
     if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1) {
-        size_t len;
+        size_t len, chlen = 0;
         const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
+        /* the channel it is about (a watch may have several) */
+        const char *ch = dq__reply_len(r) >= 2
+                             ? dq__reply_str(dq__reply_at(r, 1), &chlen)
+                             : NULL;
+        if (ch == NULL) {
+            ch = w->channel;
+            chlen = strlen(ch);
+        }
         if (kind == NULL)
             len = 0;
         if ((len == 9 && memcmp(kind, "subscribe", 9) == 0) ||
@@ -1363,10 +1382,10 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
             if (!w->subscribed && (len == 10 || !w->sharded)) {
                 w->subscribed = 1;
                 ev = DQ_WATCH_READY;
-                /* wake-ups may have been missed while unsubscribed */
-                dq__core_wake_msg(&a->core, w->channel, strlen(w->channel),
-                                  NULL, 0);
             }
+            if (ev == DQ_WATCH_READY || (w->nch > 1 && !w->sharded))
+                /* wake-ups may have been missed while unsubscribed */
+                dq__core_wake_msg(&a->core, ch, chlen, NULL, 0);
         } else if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
                    (len == 8 && memcmp(kind, "smessage", 8) == 0)) {
             w->l.last_us = dq__mono_us();
@@ -1377,8 +1396,8 @@ static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
             const char *msg = dq__reply_len(r) >= 3
                                   ? dq__reply_str(dq__reply_at(r, 2), &mlen)
                                   : NULL;
-            dq__core_wake_msg(&a->core, w->channel, strlen(w->channel),
-                              msg ? msg : "0", msg ? mlen : 1);
+            dq__core_wake_msg(&a->core, ch, chlen, msg ? msg : "0",
+                              msg ? mlen : 1);
         } else if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0) {
             char msg[600];
             snprintf(msg, sizeof(msg),
@@ -1403,7 +1422,10 @@ static void watch_up(dq__alink *l) {
         if (rc == DQ_OK)
             dq__alink_sent(l); /* SSUBSCRIBE, then SUBSCRIBE */
     } else {
-        rc = dq__aconn_subscribe(l->conn, w->channel, watch_on_sub, w, &e);
+        rc = dq__aconn_subscribe_many(l->conn, w->nch, w->chans, watch_on_sub,
+                                      w, &e);
+        for (int i = 1; rc == DQ_OK && i < w->nch; i++)
+            dq__alink_sent(l); /* one confirmation per channel */
     }
     if (rc != DQ_OK)
         dq__alink_fail(l, rc, e.msg);
@@ -1426,12 +1448,19 @@ static void watch_down(dq__alink *l, int code, const char *msg, int was_up) {
 
 static void watch_free(void *p) {
     dq__watch *w = p;
-    free(w->channel);
+    for (int i = 0; i < w->nch; i++)
+        free(w->chans[i]);
+    free(w->chans);
     free(w);
 }
 
 int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
                   void *userdata, dq__watch **out) {
+    return dq__watch_open_many(a, 1, &channel, fn, userdata, out);
+}
+
+int dq__watch_open_many(dq_async *a, int n, const char *const *channels,
+                        dq__watch_fn *fn, void *userdata, dq__watch **out) {
     *out = NULL;
     dq__watch *w = calloc(1, sizeof(*w));
     if (w == NULL)
@@ -1440,9 +1469,13 @@ int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
     w->fn = fn;
     w->ud = userdata;
     w->sharded = a->core.sharded;
-    if ((w->channel = strdup(channel)) == NULL ||
-        dq__alink_init(&w->l, a, w, &a->uri, &a->core.opts, watch_up,
-                       watch_down) != DQ_OK) {
+    int ok = (w->chans = calloc((size_t)n, sizeof(*w->chans))) != NULL;
+    for (int i = 0; ok && i < n; i++, w->nch++)
+        ok = (w->chans[i] = strdup(channels[i])) != NULL;
+    if (ok)
+        w->channel = w->chans[0];
+    if (!ok || dq__alink_init(&w->l, a, w, &a->uri, &a->core.opts, watch_up,
+                              watch_down) != DQ_OK) {
         dq__alink_close(&w->l);
         watch_free(w);
         return DQ_ENOMEM;
@@ -1463,9 +1496,10 @@ void dq__watch_check(dq__watch *w) {
     if (w == NULL || w->l.state != DQ_AL_UP || w->l.pending > 0)
         return;
     dq__err e;
-    int rc = dq__aconn_subscribe(w->l.conn, w->channel, watch_on_sub, w, &e);
-    if (rc == DQ_OK)
-        dq__alink_sent(&w->l);
+    int rc = dq__aconn_subscribe_many(w->l.conn, w->nch, w->chans,
+                                      watch_on_sub, w, &e);
+    for (int i = 0; rc == DQ_OK && i < w->nch; i++)
+        dq__alink_sent(&w->l); /* one confirmation per channel */
 }
 
 int dq__watch_ready(const dq__watch *w) { return w != NULL && w->subscribed; }

@@ -86,6 +86,18 @@ typedef struct dq__watch dq__watch;
 typedef void dq__watch_fn(void *userdata, int event);
 int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
                   void *userdata, dq__watch **out);
+/* One watch over n channels (1..) on one connection: for plain pub/sub
+ * only (not sharded, where each channel lives on its slot's node).  fn
+ * gets DQ_WATCH_READY at the first confirmation of each subscription. */
+int dq__watch_open_many(dq_async *a, int n, const char *const *channels,
+                        dq__watch_fn *fn, void *userdata, dq__watch **out);
+/* 1 when wake-ups go over sharded pub/sub (a cluster): one watch per
+ * channel then. */
+int dq__async_sharded(const dq_async *a);
+/* dq__multi_pick (ops.h) on the client's state. */
+int dq__async_pick(dq_async *a, size_t n, const char *const *queues,
+                   const int *weights, int mode, const unsigned char *skip,
+                   int64_t *wait_us);
 /* In a cluster (sharded wake-ups) the watch subscribes with SSUBSCRIBE on
  * the node that owns the channel's slot and moves with it (a "sunsubscribe"
  * from the server, a failover); with Sentinel it follows the primary.

@@ -568,12 +568,14 @@ int dq_poll(dq_client *c, const char *queue, int max, int64_t lease_ms,
 
 /* ---- Blocking wait ---- */
 
-/* Makes sure the wake-up subscribers listen for queue.  On a cluster or
- * behind Sentinel a subscription that cannot be made now (a slot moving,
- * a failover under way) is not the call's failure: the wait goes on
- * without it, looking again every 100 ms, and subscribes next turn. */
-static int wake_ready(dq_client *c, const char *queue) {
-    int rc = dq__wake_ensure(&c->wake, c->links, &c->core, queue, &c->err);
+/* Makes sure the wake-up subscribers listen for the n queues.  On a
+ * cluster or behind Sentinel a subscription that cannot be made now (a
+ * slot moving, a failover under way) is not the call's failure: the wait
+ * goes on without it, looking again every 100 ms, and subscribes next
+ * turn. */
+static int wake_ready(dq_client *c, size_t n, const char *const *queues) {
+    int rc = dq__wake_ensure(&c->wake, c->links, &c->core, n, queues,
+                             &c->err);
     if (rc != DQ_OK && dq__links_routed(c->links) && rc != DQ_EAUTH &&
         rc != DQ_ENOMEM) {
         c->wake.lost = 1;
@@ -582,14 +584,23 @@ static int wake_ready(dq_client *c, const char *queue) {
     return rc;
 }
 
-/* dq_poll_wait's work: polls, then sleeps on the wake channel until the next
- * due time, a wake-up, the deadline or the cap (which pings the subscriber);
- * again until jobs or the deadline. */
-static int poll_wait_io(dq_client *c, const char *queue, int max,
-                        int64_t lease_ms, int64_t timeout_ms, dq_jobs **out) {
+/* dq_poll_wait_multi's work (dq_poll_wait's with one queue): polls the
+ * queues known to have due work, in the order mode picks them, until one
+ * gives jobs; when none does, sleeps on the wake channels until the first
+ * queue is to be polled again (a due time it owns, or its cap, which pings
+ * the subscriber), a wake-up, or the deadline; again until jobs or the
+ * deadline. */
+static int poll_wait_io(dq_client *c, size_t n, const char *const *queues,
+                        const int *weights, int mode, int max,
+                        int64_t lease_ms, int64_t timeout_ms, dq_jobs **out,
+                        int *queue_index) {
+    if (queue_index != NULL)
+        *queue_index = -1;
     int rc = check_out(c, out);
     if (rc == DQ_OK)
-        rc = dq__check_poll(queue, max, lease_ms, &c->err);
+        rc = dq__check_multi(n, queues, weights, mode, &c->err);
+    if (rc == DQ_OK)
+        rc = dq__check_poll(queues[0], max, lease_ms, &c->err);
     if (rc == DQ_OK)
         rc = dq__check_delay(timeout_ms, "timeout_ms", &c->err);
     if (rc != DQ_OK)
@@ -598,25 +609,48 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
     /* Subscribe before the first poll: a push that lands between that poll
      * and the wait below still wakes us. */
     dq__wake *w = &c->wake;
-    if ((rc = wake_ready(c, queue)) != DQ_OK)
+    if ((rc = wake_ready(c, n, queues)) != DQ_OK)
         return rc;
     dq__wake_drain(w, &c->core);
+    unsigned char skip[DQ_MULTI_MAX]; /* polled in this round, no jobs */
     for (;;) {
-        int64_t next_us = 0;
-        if (w->lost && (rc = wake_ready(c, queue)) != DQ_OK)
+        if (w->lost && (rc = wake_ready(c, n, queues)) != DQ_OK)
             return rc;
-        rc = poll_once(c, queue, max, lease_ms, 1, out, &next_us);
-        if (rc != 0)
-            return rc;
+        /* One round: each queue known due at most once, until one gives
+         * jobs.  A queue's poll that finds nothing registers this client
+         * as its waiting consumer and says when to look again. */
+        memset(skip, 0, n);
+        int64_t wait_us = -1;
+        for (size_t polls = 0;; polls++) {
+            if (polls > 8 * n + 8) {
+                wait_us = 0; /* a long round: see the deadline, go on */
+                break;
+            }
+            int i = dq__multi_pick(&c->core, n, queues, weights, mode, skip,
+                                   &wait_us);
+            if (i < 0)
+                break;
+            int64_t next_us = 0;
+            rc = poll_once(c, queues[i], max, lease_ms, 1, out, &next_us);
+            if (rc != 0) {
+                if (rc > 0 && queue_index != NULL)
+                    *queue_index = i;
+                return rc;
+            }
+            /* No jobs: not again in this round, unless the poll said more
+             * is due now (it dead-lettered or dropped what it found). */
+            skip[i] = next_us != 0;
+        }
         int64_t left_us = deadline - dq__mono_us();
         if (left_us <= 0)
             return 0;
-        /* Sleep until this consumer is to poll again (its registration
-         * among the waiting consumers, see lua/common.lua "Wake-ups":
-         * the next due time if it owns it, else the cap), a wake-up on
-         * its own channel, or the caller's deadline, whichever is first. */
+        /* Sleep until the first queue is to be polled again (this
+         * consumer's registration among its waiting consumers, see
+         * lua/common.lua "Wake-ups": the next due time if it owns it,
+         * else the cap), a wake-up on one of its own channels, or the
+         * caller's deadline, whichever is first. */
         int64_t cap_us = c->core.opts.wait_cap_ms * 1000;
-        int64_t sleep_us = next_us < 0 || next_us > cap_us ? cap_us : next_us;
+        int64_t sleep_us = wait_us < 0 || wait_us > cap_us ? cap_us : wait_us;
         if (w->lost && sleep_us > 100000)
             sleep_us = 100000; /* no subscriber yet: look again soon */
         if (sleep_us > left_us)
@@ -635,18 +669,44 @@ static int poll_wait_io(dq_client *c, const char *queue, int max,
     }
 }
 
-int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
-                 int64_t timeout_ms, dq_jobs **out) {
-    ENTER(c);
+/* Runs poll_wait_io with SIGPIPE blocked. */
+static int poll_wait_run(dq_client *c, size_t n, const char *const *queues,
+                         const int *weights, int mode, int max,
+                         int64_t lease_ms, int64_t timeout_ms, dq_jobs **out,
+                         int *queue_index) {
     dq__sigpipe g;
     dq__sigpipe_block(&g);
-    int rc = poll_wait_io(c, queue, max, lease_ms, timeout_ms, out);
+    int rc = poll_wait_io(c, n, queues, weights, mode, max, lease_ms,
+                          timeout_ms, out, queue_index);
     dq__sigpipe_restore(&g);
     /* A wake-up link that broke and was reconnected during the wait left
      * its error behind; the call as a whole succeeded. */
     if (rc >= 0)
         dq__err_clear(&c->err);
     return rc;
+}
+
+int dq_poll_wait(dq_client *c, const char *queue, int max, int64_t lease_ms,
+                 int64_t timeout_ms, dq_jobs **out) {
+    ENTER(c);
+    /* A NULL queue is DQ_ENULL here, as for every single-queue call. */
+    int rc = check_out(c, out);
+    if (rc == DQ_OK)
+        rc = dq__check_queue(queue, &c->err);
+    if (rc != DQ_OK)
+        return rc;
+    const char *qs[1] = {queue};
+    return poll_wait_run(c, 1, qs, NULL, DQ_PRIO_STRICT, max, lease_ms,
+                         timeout_ms, out, NULL);
+}
+
+int dq_poll_wait_multi(dq_client *c, size_t n, const char *const *queues,
+                       const int *weights, int mode, int max,
+                       int64_t lease_ms, int64_t timeout_ms, dq_jobs **out,
+                       int *queue_index) {
+    ENTER(c);
+    return poll_wait_run(c, n, queues, weights, mode, max, lease_ms,
+                         timeout_ms, out, queue_index);
 }
 
 /* ---- Ack, nack, extend ---- */

@@ -20,6 +20,11 @@ void dq__cons_init(dq_consumer *c, int mode, const char *queue,
     snprintf(c->queue, sizeof(c->queue), "%s", queue);
     c->handler = handler;
     c->ud = ud;
+    c->nq = 1;
+    c->qs[0] = c->queue;
+    c->weights[0] = 1;
+    c->priority = DQ_PRIO_WEIGHTED;
+    c->batch_qi = 0;
     c->concurrency = mode == CM_SYNC ? 1 : 10;
     c->lease_ms = 30000;
     c->extend = 1;
@@ -29,6 +34,56 @@ void dq__cons_init(dq_consumer *c, int mode, const char *queue,
     c->jitter = 20;
     c->rng = ((uint64_t)dq__mono_us() << 16) ^ (uint64_t)(uintptr_t)c ^
              0x9E3779B97F4A7C15ULL;
+}
+
+void dq__cons_free_queues(dq_consumer *c) {
+    for (size_t i = 1; i < c->nq; i++)
+        free((char *)c->qs[i]);
+    c->nq = 1;
+}
+
+int dq_consumer_add_queue(dq_consumer *c, const char *queue, int weight) {
+    if (c == NULL)
+        return DQ_ENULL;
+    if (c->started)
+        return dq__err_set(&c->err, DQ_EINVAL,
+                          "queues are added before the consumer starts");
+    int rc = dq__check_queue(queue, &c->err);
+    if (rc != DQ_OK)
+        return rc;
+    if (weight < 1 || weight > DQ_WEIGHT_MAX)
+        return dq__err_set(&c->err, DQ_EINVAL,
+                          "weight is %d; it must be 1..%d", weight,
+                          DQ_WEIGHT_MAX);
+    for (size_t i = 0; i < c->nq; i++)
+        if (strcmp(c->qs[i], queue) == 0) {
+            c->weights[i] = weight; /* served already: a new weight */
+            return (int)i;
+        }
+    if (c->nq == DQ_MULTI_MAX)
+        return dq__err_set(&c->err, DQ_EINVAL,
+                          "the consumer serves %d queues already (the "
+                          "most, DQ_MULTI_MAX)",
+                          DQ_MULTI_MAX);
+    char *copy = strdup(queue);
+    if (copy == NULL)
+        return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
+    c->qs[c->nq] = copy;
+    c->weights[c->nq] = weight;
+    return (int)c->nq++;
+}
+
+const char *dq_consumer_job_queue(const dq_consumer *c, const dq_job *job) {
+    if (c == NULL || job == NULL)
+        return NULL;
+    for (const dq__delivery *d = c->list; d != NULL; d = d->next)
+        if (d->job == job)
+            return DQ__DQUEUE(d);
+    /* sync: a job of the claim being handled (its outcome report) */
+    for (size_t i = 0; c->batch != NULL && i < dq_jobs_count(c->batch); i++)
+        if (dq_jobs_at(c->batch, i) == job)
+            return c->qs[c->batch_qi];
+    return NULL;
 }
 
 void dq__cons_link(dq_consumer *c, dq__delivery *d) {
@@ -66,11 +121,16 @@ int dq__cons_plan(dq_consumer *c, const dq_job *job, int outcome,
     if (outcome == DQ_JOB_RETRY && c->max_attempts > 0 &&
         dq_job_attempt(job) >= c->max_attempts)
         outcome = DQ_JOB_FAIL;
-    if (outcome == DQ_JOB_FAIL)
+    if (outcome == DQ_JOB_FAIL) {
         *flags = DQ_NACK_DEAD;
-    else if (outcome == DQ_JOB_RETRY)
-        *delay = delay_ms >= 0 ? delay_ms
-                               : dq_consumer_backoff_ms(c, dq_job_attempt(job));
+    } else if (outcome == DQ_JOB_RETRY && delay_ms >= 0) {
+        *delay = delay_ms; /* the handler chose it */
+    } else if (outcome == DQ_JOB_RETRY) {
+        /* The consumer's own backoff, unless the queue has backoff
+         * settings, which every consumer of the queue then follows. */
+        *delay = dq_consumer_backoff_ms(c, dq_job_attempt(job));
+        *flags = DQ_NACK_BACKOFF;
+    }
     return outcome;
 }
 
@@ -169,6 +229,9 @@ int dq_consumer_set_int(dq_consumer *c, int option, int64_t v) {
         break;
     case DQ_COPT_HANDLER_TIMEOUT_MS:
         slot = &c->handler_timeout_ms, hi = DQ_DELAY_MAX;
+        break;
+    case DQ_COPT_PRIORITY:
+        slot = &c->priority, lo = DQ_PRIO_STRICT, hi = DQ_PRIO_WEIGHTED;
         break;
     default:
         return dq__err_set(&c->err, DQ_EINVAL, "unknown consumer option %d",
@@ -281,8 +344,10 @@ static int sync_finish(dq_consumer *c, dq__delivery *d, int outcome,
 static void sync_destroy(dq_consumer *c) {
     c->dead = 1;
     c->interrupted = 1;
-    if (!c->in_handler && !c->started)
+    if (!c->in_handler && !c->started) {
+        dq__cons_free_queues(c);
         free(c);
+    }
     /* else dq_consumer_run frees it when it returns */
 }
 
@@ -337,15 +402,15 @@ static int sync_apply(dq_consumer *c, dq__delivery *d, int *outcome,
     for (int tries = 0; tries < 5; tries++) {
         if (tries > 0)
             sleep_ms(50 << tries);
+        const char *q = c->qs[c->batch_qi]; /* the claim's queue */
         if (*outcome == DQ_JOB_OK)
-            rc = dq_ack(c->client, c->queue, dq_job_id(job),
-                        dq_job_token(job));
+            rc = dq_ack(c->client, q, dq_job_id(job), dq_job_token(job));
         else if (with_reason)
-            rc = dq_nack_reason(c->client, c->queue, dq_job_id(job),
+            rc = dq_nack_reason(c->client, q, dq_job_id(job),
                                 dq_job_token(job), delay, flags, why, wlen);
         else
-            rc = dq_nack(c->client, c->queue, dq_job_id(job),
-                         dq_job_token(job), delay, flags);
+            rc = dq_nack(c->client, q, dq_job_id(job), dq_job_token(job),
+                         delay, flags);
         if (rc != DQ_EIO && rc != DQ_ETIMEDOUT)
             break;
     }
@@ -430,8 +495,8 @@ static void sync_flush(dq_consumer *c, sync_acks *a) {
     for (int tries = 0; tries < 5; tries++) {
         if (tries > 0)
             sleep_ms(50 << tries);
-        rc = dq_ack_batch(c->client, c->queue, a->n, a->ids, a->toks,
-                          a->res);
+        rc = dq_ack_batch(c->client, c->qs[c->batch_qi], a->n, a->ids,
+                          a->toks, a->res);
         if (rc != DQ_EIO && rc != DQ_ETIMEDOUT)
             break;
     }
@@ -461,6 +526,7 @@ static void sync_handle(dq_consumer *c, const dq_job *job, sync_acks *a) {
     dq__delivery d;
     memset(&d, 0, sizeof(d));
     d.c = c;
+    d.qi = c->batch_qi;
     d.job = (dq_job *)job;
     d.state = D_RUNNING;
     int outcome;
@@ -513,10 +579,13 @@ int dq_consumer_run(dq_consumer *c) {
     sync_acks_init(&acks, (size_t)c->concurrency);
     while (!c->interrupted && !c->dead) {
         dq_jobs *jobs = NULL;
-        /* As many jobs as the consumer takes at a time; the acks of the
-         * last batch went out before this poll (sync_flush below). */
-        int n = dq_poll_wait(c->client, c->queue, (int)c->concurrency,
-                             c->lease_ms, 1000, &jobs);
+        /* As many jobs as the consumer takes at a time, of one of its
+         * queues; the acks of the last batch went out before this poll
+         * (sync_flush below). */
+        int qi = -1;
+        int n = dq_poll_wait_multi(c->client, c->nq, c->qs, c->weights,
+                                   (int)c->priority, (int)c->concurrency,
+                                   c->lease_ms, 1000, &jobs, &qi);
         if (n < 0) {
             dq__err_set(&c->err, n, "poll: %s", dq_errmsg(c->client));
             for (int64_t t = 0; t < backoff && !c->interrupted; t += 50)
@@ -526,6 +595,8 @@ int dq_consumer_run(dq_consumer *c) {
         }
         backoff = 50;
         acks.claimed_us = dq__mono_us();
+        c->batch = jobs;
+        c->batch_qi = qi >= 0 ? qi : 0;
         for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
             const dq_job *job = dq_jobs_at(jobs, i);
             if (sync_hold_over(c, &acks))
@@ -534,7 +605,7 @@ int dq_consumer_run(dq_consumer *c) {
                 /* Stopping: the finished jobs are acked, the rest given
                  * back at once. */
                 sync_flush(c, &acks);
-                if (dq_nack(c->client, c->queue, dq_job_id(job),
+                if (dq_nack(c->client, c->qs[c->batch_qi], dq_job_id(job),
                             dq_job_token(job), 0, 0) >= 0)
                     released++;
                 continue;
@@ -542,11 +613,14 @@ int dq_consumer_run(dq_consumer *c) {
             sync_handle(c, job, &acks);
         }
         sync_flush(c, &acks);
+        c->batch = NULL;
         dq_jobs_free(jobs);
     }
     sync_acks_free(&acks);
     c->started = 0;
-    if (c->dead)
+    if (c->dead) {
+        dq__cons_free_queues(c);
         free(c);
+    }
     return released;
 }

@@ -31,12 +31,14 @@ enum {
 typedef struct dq__delivery {
     struct dq__delivery *prev, *next; /* consumer's list */
     dq_consumer *c;           /* owner */
+    int qi;                   /* its queue: c->qs[qi] */
     dq_job *job;              /* the handler's job (a copy in async mode) */
     int state;                /* D_* */
     int outcome;              /* outcome applied (DQ_JOB_*) */
     int done_called;          /* sync: dq_consumer_done ran in the handler */
     int late_done;            /* done called while releasing */
     int64_t delay_ms;         /* retry delay chosen by dq_consumer_done */
+    int nack_flags;           /* the nack's flags (dq__cons_plan) */
     int ops;                  /* async operations referring to it */
     int tries;                /* ack/nack sends (retried after I/O errors) */
     int lost;                 /* an extend said the lease is gone */
@@ -65,6 +67,14 @@ struct dq_consumer {
     int started;                 /* loop started (options frozen) */
     int dead;                    /* freed (memory may be deferred) */
     dq__err err;                  /* last error */
+    /* the queues served: qs[0] is queue, the others added with
+       dq_consumer_add_queue (heap copies) */
+    size_t nq;
+    const char *qs[DQ_MULTI_MAX];
+    int weights[DQ_MULTI_MAX];   /* 1..DQ_WEIGHT_MAX each */
+    int64_t priority;            /* DQ_COPT_PRIORITY: DQ_PRIO_* */
+    const dq_jobs *batch;        /* sync: the claim being handled */
+    int batch_qi;                /* sync: its queue (index in qs) */
     uint64_t rng;                /* jitter generator */
     dq__delivery *list;           /* deliveries not freed yet */
     /* sync */
@@ -83,6 +93,10 @@ struct dq_consumer {
 /* Defaults for a new consumer. */
 void dq__cons_init(dq_consumer *c, int mode, const char *queue,
                   dq_handler_fn *handler, void *ud);
+/* Frees the names dq_consumer_add_queue copied (before c is freed). */
+void dq__cons_free_queues(dq_consumer *c);
+/* The queue of delivery d. */
+#define DQ__DQUEUE(d) ((d)->c->qs[(d)->qi])
 /* Delivery list. */
 void dq__cons_link(dq_consumer *c, dq__delivery *d);
 void dq__cons_unlink(dq_consumer *c, dq__delivery *d);

@@ -123,6 +123,86 @@ const char *dq__core_me(dq__core *core) {
     return core->me;
 }
 
+uint64_t dq__core_rand(dq__core *core) {
+    if (core->rng_pid != (uint64_t)getpid())
+        rng_seed(core);
+    return xs_next(core->rng);
+}
+
+int dq__check_multi(size_t n, const char *const *queues, const int *weights,
+                    int mode, dq__err *err) {
+    if (queues == NULL)
+        return dq__err_set(err, DQ_EINVAL, "queues is NULL");
+    if (n == 0 || n > DQ_MULTI_MAX)
+        return dq__err_set(err, DQ_EINVAL,
+                          "%zu queues; give 1..%d (DQ_MULTI_MAX)", n,
+                          DQ_MULTI_MAX);
+    if (mode != DQ_PRIO_STRICT && mode != DQ_PRIO_WEIGHTED)
+        return dq__err_set(err, DQ_EINVAL,
+                          "mode is %d; use DQ_PRIO_STRICT or "
+                          "DQ_PRIO_WEIGHTED",
+                          mode);
+    for (size_t i = 0; i < n; i++) {
+        if (queues[i] == NULL)
+            return dq__err_set(err, DQ_EINVAL, "queues[%zu] is NULL", i);
+        int rc = dq__check_queue(queues[i], err);
+        if (rc != DQ_OK)
+            return dq__err_set(err, rc, "queues[%zu]: %s", i, err->msg);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(queues[i], queues[j]) == 0)
+                return dq__err_set(err, DQ_EINVAL,
+                                  "queues[%zu] and queues[%zu] are both "
+                                  "'%.200s'",
+                                  j, i, queues[i]);
+        if (weights != NULL && (weights[i] < 1 || weights[i] > DQ_WEIGHT_MAX))
+            return dq__err_set(err, DQ_EINVAL,
+                              "weights[%zu] is %d; it must be 1..%d", i,
+                              weights[i], DQ_WEIGHT_MAX);
+    }
+    return DQ_OK;
+}
+
+int64_t dq__core_queue_due(dq__core *core, const char *queue) {
+    dq__qparts *q = dq__core_qparts(core, queue);
+    if (q == NULL)
+        return 0; /* unknown: poll */
+    int64_t first = INT64_MAX;
+    for (int p = 0; p < core->partitions; p++)
+        if (q->due_us[p] < first)
+            first = q->due_us[p];
+    return first;
+}
+
+int dq__multi_pick(dq__core *core, size_t n, const char *const *queues,
+                   const int *weights, int mode, const unsigned char *skip,
+                   int64_t *wait_us) {
+    int64_t now = dq__mono_us(), first = INT64_MAX;
+    uint64_t total = 0;
+    int pick = -1;
+    /* Weighted: one pass that keeps each due queue with probability
+     * weight / (weights so far), which picks each with probability
+     * weight / total (a weighted reservoir of one). */
+    for (size_t i = 0; i < n; i++) {
+        int64_t due = dq__core_queue_due(core, queues[i]);
+        if (skip != NULL && skip[i] && due <= now)
+            continue; /* polled in this round already */
+        if (due > now) {
+            if (due < first)
+                first = due;
+            continue;
+        }
+        if (mode == DQ_PRIO_STRICT)
+            return (int)i;
+        uint64_t w = weights != NULL ? (uint64_t)weights[i] : 1;
+        total += w;
+        if (dq__core_rand(core) % total < w)
+            pick = (int)i;
+    }
+    if (pick < 0 && wait_us != NULL)
+        *wait_us = first == INT64_MAX ? -1 : first - now;
+    return pick;
+}
+
 void dq__core_woken_all(dq__core *core, const char *queue) {
     for (int i = 0; i < DQ_QPARTS_CACHE; i++)
         if (core->qp[i].due_us != NULL &&

@@ -55,7 +55,9 @@ typedef struct dq__keys {
  * consumers says (lua/poll.lua) or a wake-up moved it; 0: now or unknown,
  * INT64_MAX: never by itself. */
 #define DQ_PARTS_MAX 1024
-#define DQ_QPARTS_CACHE 8
+/* Room for every queue of one dq_poll_wait_multi (or multi-queue
+ * consumer) plus a few others used beside them. */
+#define DQ_QPARTS_CACHE (DQ_MULTI_MAX + 8)
 typedef struct dq__qparts {
     char queue[DQ_QUEUE_MAX + 1]; /* "" when the entry is free */
     int checked;
@@ -183,6 +185,28 @@ int dq__core_wake_msg(dq__core *core, const char *channel, size_t len,
 const char *dq__core_me(dq__core *core);
 /* Every partition of queue may have due work (a periodic full visit). */
 void dq__core_woken_all(dq__core *core, const char *queue);
+/* A number from the client's generator (weighted picks among queues). */
+uint64_t dq__core_rand(dq__core *core);
+
+/* ---- Several queues (dq_poll_wait_multi, multi-queue consumers) ---- */
+
+/* Checks a queue list: queues (n of them, 1..DQ_MULTI_MAX, no name
+ * twice), weights (NULL, or each 1..DQ_WEIGHT_MAX) and mode
+ * (DQ_PRIO_STRICT or DQ_PRIO_WEIGHTED).  DQ_OK or the code with err set. */
+int dq__check_multi(size_t n, const char *const *queues, const int *weights,
+                    int mode, dq__err *err);
+/* Monotonic us at which this client, as a waiting consumer, is to poll
+ * queue (the earliest of its partitions): 0 now or unknown, INT64_MAX
+ * never by itself. */
+int64_t dq__core_queue_due(dq__core *core, const char *queue);
+/* The queue of the list to poll next: of those known due now (not
+ * skipped: skip[i] != 0), the first (DQ_PRIO_STRICT) or one drawn with
+ * probability proportional to its weight (DQ_PRIO_WEIGHTED).  Returns its
+ * index, or -1 when none is due: then *wait_us (may be NULL) is the time
+ * until the first one is due (-1: none by itself). */
+int dq__multi_pick(dq__core *core, size_t n, const char *const *queues,
+                   const int *weights, int mode, const unsigned char *skip,
+                   int64_t *wait_us);
 /* The partition-count check: the plain queue's keys must be set. */
 int dq__build_parts(dq__cmd *c, dq__core *core);
 

@@ -11,6 +11,7 @@ void dq__wake_clear(dq__wake *w) {
     for (int i = 0; i < w->n; i++)
         dq__conn_free(w->conns[i]);
     free(w->conns);
+    free(w->queues);
     memset(w, 0, sizeof(*w));
 }
 
@@ -75,45 +76,60 @@ static int conn_for(dq__wake *w, dq__links *links, int slot, dq__conn **out,
     return DQ_OK;
 }
 
-int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
-                    const char *queue, dq__err *err) {
+/* 1 when w listens for exactly the n queues (in this order). */
+static int same_queues(const dq__wake *w, size_t n,
+                       const char *const *queues) {
+    if (w->nq != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(w->queues[i], queues[i]) != 0)
+            return 0;
+    return 1;
+}
+
+int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
+                    const char *const *queues, dq__err *err) {
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
     const char *me = dq__core_me(core);
     int ok = w->n > 0 && !w->lost && w->parts == core->partitions &&
-             strcmp(w->queue, queue) == 0 && strcmp(w->ns, ns) == 0 &&
+             same_queues(w, n, queues) && strcmp(w->ns, ns) == 0 &&
              strcmp(w->me, me) == 0;
     for (int i = 0; ok && i < w->n; i++)
         ok = !dq__conn_broken(w->conns[i]);
     if (ok)
         return DQ_OK;
-    /* A new queue, a broken link or a moved slot: fresh connections are
+    /* New queues, a broken link or a moved slot: fresh connections are
      * simplest and leave no stale subscription behind. */
     dq__wake_clear(w);
     int parts = core->partitions > 1 ? core->partitions : 1;
+    size_t nch = n * (size_t)parts; /* channel k: queue k / parts */
     const char *cmd = core->sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
     /* In a cluster each node's channels go to that node's subscriber; the
      * node of each channel is looked up once per subscription. */
-    char (*where)[300] = calloc((size_t)parts, sizeof(*where));
-    int *conn_of = calloc((size_t)parts, sizeof(int));
-    int rc = where && conn_of ? DQ_OK
-                              : dq__err_set(err, DQ_ENOMEM, "out of memory");
-    for (int p = 0; rc == DQ_OK && p < parts; p++) {
-        dq__core_keys_part(core, queue, parts > 1 ? p : -1);
+    char (*where)[300] = calloc(nch, sizeof(*where));
+    int *conn_of = calloc(nch, sizeof(int));
+    w->queues = calloc(n, sizeof(*w->queues));
+    int rc = where && conn_of && w->queues
+                 ? DQ_OK
+                 : dq__err_set(err, DQ_ENOMEM, "out of memory");
+    for (size_t k = 0; rc == DQ_OK && k < nch; k++) {
+        int p = (int)(k % (size_t)parts);
+        dq__core_keys_part(core, queues[k / (size_t)parts], parts > 1 ? p : -1);
         int slot = core->keys.slot;
-        snprintf(where[p], sizeof(where[p]), "%s",
+        snprintf(where[k], sizeof(where[k]), "%s",
                  dq__links_where(links, slot));
         int found = -1;
-        for (int q = 0; q < p && found < 0; q++)
-            if (strcmp(where[q], where[p]) == 0 || !dq__links_cluster(links))
+        for (size_t q = 0; q < k && found < 0; q++)
+            if (strcmp(where[q], where[k]) == 0 || !dq__links_cluster(links))
                 found = conn_of[q];
         dq__conn *c = NULL;
         if (found >= 0) {
             c = w->conns[found];
-            conn_of[p] = found;
+            conn_of[k] = found;
         } else if ((rc = conn_for(w, links, slot, &c, err)) == DQ_OK) {
-            conn_of[p] = w->n - 1;
+            conn_of[k] = w->n - 1;
             /* the address may only be known once the map is loaded */
-            snprintf(where[p], sizeof(where[p]), "%s",
+            snprintf(where[k], sizeof(where[k]), "%s",
                      dq__links_where(links, slot));
         }
         if (rc == DQ_OK) {
@@ -126,9 +142,9 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
         }
     }
     /* One confirmation per channel, on the subscriber it went to. */
-    for (int p = 0; rc == DQ_OK && p < parts; p++) {
+    for (size_t k = 0; rc == DQ_OK && k < nch; k++) {
         dq__reply *r;
-        rc = read_answer(w, core, w->conns[conn_of[p]], &r, err);
+        rc = read_answer(w, core, w->conns[conn_of[k]], &r, err);
         if (rc == DQ_OK && dq__reply_type(r) == DQ_R_ERROR) {
             rc = dq__reply_error(r, cmd, err);
             if (dq__links_routed(links))
@@ -142,15 +158,18 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
         dq__wake_clear(w);
         return rc;
     }
-    snprintf(w->queue, sizeof(w->queue), "%s", queue);
+    for (size_t i = 0; i < n; i++)
+        snprintf(w->queues[i], sizeof(w->queues[i]), "%s", queues[i]);
+    w->nq = n;
     snprintf(w->ns, sizeof(w->ns), "%s", ns);
     snprintf(w->me, sizeof(w->me), "%s", me);
     w->parts = core->partitions;
     w->lost = 0;
     w->alive_us = dq__mono_us();
     /* Wake-ups may have been missed while nobody listened: every partition
-     * is worth a look again. */
-    dq__core_woken_all(core, queue);
+     * of every queue is worth a look again. */
+    for (size_t i = 0; i < n; i++)
+        dq__core_woken_all(core, queues[i]);
     return DQ_OK;
 }
 

@@ -1,9 +1,10 @@
 /*
  * wake.h - the blocking client's wake-up subscribers (dq_poll_wait): one
- * connection subscribed to the client's own wake channel of a queue (see
- * lua/common.lua, "Wake-ups"), or to those of every partition of a
- * partitioned queue - in a cluster one connection per node that owns some
- * of them, with SSUBSCRIBE (sharded pub/sub).
+ * connection subscribed to the client's own wake channel of each queue it
+ * waits on (see lua/common.lua, "Wake-ups"; several with
+ * dq_poll_wait_multi), or to those of every partition of a partitioned
+ * queue - in a cluster one connection per node that owns some of them,
+ * with SSUBSCRIBE (sharded pub/sub).
  */
 #ifndef DQ_WAKE_H
 #define DQ_WAKE_H
@@ -14,7 +15,8 @@
 typedef struct dq__wake {
     dq__conn **conns;              /* subscribers, one per node */
     int n;
-    char queue[DQ_QUEUE_MAX + 1];  /* the queue they listen for */
+    char (*queues)[DQ_QUEUE_MAX + 1]; /* the queues they listen for */
+    size_t nq;
     char ns[65];
     char me[DQ_GEN_ID_LEN + 1];    /* the consumer id they listen as */
     int parts;                     /* its partitions (1: plain) */
@@ -23,12 +25,12 @@ typedef struct dq__wake {
                                       moved): subscribe again */
 } dq__wake;
 
-/* Subscribes (again) when w does not listen for queue yet, a link broke or
- * a subscription was dropped; then every partition of queue counts as
- * possibly due (wake-ups may have been missed).  DQ_OK or the code with
- * err set. */
-int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core,
-                    const char *queue, dq__err *err);
+/* Subscribes (again) when w does not listen for exactly the n queues yet,
+ * a link broke or a subscription was dropped; then every partition of
+ * each queue counts as possibly due (wake-ups may have been missed).
+ * DQ_OK or the code with err set. */
+int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
+                    const char *const *queues, dq__err *err);
 /* Takes the messages already buffered: each marks its partition woken in
  * core.  Returns how many. */
 int dq__wake_drain(dq__wake *w, dq__core *core);

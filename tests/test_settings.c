@@ -11,6 +11,7 @@
  */
 #include <pthread.h>
 
+#include "delayq-consumer.h"
 #include "test_suite.h"
 #include "test_utils.h"
 
@@ -514,6 +515,53 @@ START_TEST(default_lease) {
         dq_options_set_int(o, DQ_OPT_LEASE_MS, DQ_LEASE_MAX + 1), DQ_EINVAL);
     dq_options_free(o);
     dq_close(c);
+}
+END_TEST
+
+/* ---- consumers follow the queue's backoff ------------------------------ */
+
+/* A handler that asks for a retry (the consumer's backoff) and stops. */
+static int retry_once(dq_consumer *c, const dq_job *job, void *ud) {
+    (void)job;
+    (void)ud;
+    dq_consumer_interrupt(c);
+    return DQ_JOB_RETRY;
+}
+
+START_TEST(consumer_follows_queue_backoff) {
+    /* the queue says 10 minutes; the consumer's own backoff says 1 s */
+    set2(C, Q, DQ_SET_BACKOFF, DQ_BACKOFF_FIXED, DQ_SET_BACKOFF_BASE_MS,
+         600000);
+    push_text(C, Q, "x", 0, "cb", 0, NULL);
+    dq_consumer *cons = NULL;
+    ck_assert_int_eq(dq_consumer_new_sync(C, Q, retry_once, NULL, &cons), 0);
+    ck_assert_int_eq(dq_consumer_set_int(cons, DQ_COPT_RETRY_BACKOFF,
+                                         DQ_BACKOFF_FIXED), 0);
+    ck_assert_int_eq(dq_consumer_set_int(cons, DQ_COPT_RETRY_BASE_MS, 1000),
+                     0);
+    int64_t t0 = server_ms(R);
+    ck_assert_int_ge(dq_consumer_run(cons), 0);
+    dq_consumer_free(cons);
+    dq_job_info *in = info_of(C, Q, "cb");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_SCHEDULED);
+    int64_t d = dq_job_info_due_ms(in) - t0;
+    dq_job_info_free(in);
+    ck_assert_msg(d >= 600000 && d < 600000 + 30000, "retry in %" PRId64, d);
+    /* without queue settings the consumer's own backoff holds again */
+    set2(C, Q, DQ_SET_BACKOFF, DQ_UNSET, DQ_SET_BACKOFF_BASE_MS, DQ_UNSET);
+    make_due(Q, "cb");
+    ck_assert_int_eq(dq_consumer_new_sync(C, Q, retry_once, NULL, &cons), 0);
+    dq_consumer_set_int(cons, DQ_COPT_RETRY_BACKOFF, DQ_BACKOFF_FIXED);
+    dq_consumer_set_int(cons, DQ_COPT_RETRY_BASE_MS, 1000);
+    t0 = server_ms(R);
+    ck_assert_int_ge(dq_consumer_run(cons), 0);
+    dq_consumer_free(cons);
+    in = info_of(C, Q, "cb");
+    ck_assert_ptr_nonnull(in);
+    d = dq_job_info_due_ms(in) - t0;
+    dq_job_info_free(in);
+    ck_assert_msg(d >= 1000 && d < 31000, "retry in %" PRId64, d);
 }
 END_TEST
 
@@ -1401,4 +1449,6 @@ TEST_SUITE("settings", TU_SRV_UNIX,
     {"rate_limit_wait", rate_limit_wait, 60, &fx},
     {"rate_limit_waiters", rate_limit_waiters, 60, &fx},
     {"race_two_clients", race_two_clients, 60, &fx},
-    {"race_nack_config", race_nack_config, 60, &fx})
+    {"race_nack_config", race_nack_config, 60, &fx},
+    {"consumer_follows_queue_backoff", consumer_follows_queue_backoff, 60,
+     &fx})

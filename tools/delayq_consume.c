@@ -1,6 +1,7 @@
 /*
  * delayq_consume.c - `delayq consume -- COMMAND`: a worker that runs a
- * command for every job of a queue as it comes due.
+ * command for every job of a queue (or of several: --queue NAME[:WEIGHT]
+ * repeated, --strict for priority order) as it comes due.
  *
  * The loop is libdelayq's own libevent consumer (delayq-event.h): it claims
  * jobs, renews their leases while the commands run, retries failures with
@@ -27,7 +28,8 @@ const dqt_optspec dqt_consume_opts[] = {
     {"max-attempts", 0, 1, DQT_O_MAXATT}, {"backoff", 0, 1, DQT_O_BACKOFF},
     {"max-backoff", 0, 1, DQT_O_MAXBACK}, {"jitter", 0, 1, DQT_O_JITTER},
     {"grace", 0, 1, DQT_O_GRACE},         {"max-jobs", 0, 1, DQT_O_MAXJOBS},
-    {"quiet", 0, 0, DQT_O_QUIET},         {NULL, 0, 0, 0}};
+    {"quiet", 0, 0, DQT_O_QUIET},         {"strict", 0, 0, DQT_O_STRICT},
+    {NULL, 0, 0, 0}};
 
 #ifndef DQT_HAVE_LIBEVENT
 
@@ -70,7 +72,11 @@ typedef struct dqt_run {
 /* The state of one `delayq consume`. */
 typedef struct dqt_worker {
     dqt_cli *g;
-    const char *queue;
+    const char *queue;  /* the first queue */
+    int nq;             /* queues consumed (--queue repeated) */
+    char *qs[DQ_MULTI_MAX]; /* their names (copies) */
+    int weights[DQ_MULTI_MAX];
+    int strict;         /* --strict: DQ_PRIO_STRICT, else weighted */
     char **cmd;         /* COMMAND ARG... (NULL-terminated) */
     int64_t conc, lease, max_attempts, backoff, max_backoff, jitter, grace,
         max_jobs;
@@ -166,7 +172,8 @@ static int start_child(dqt_worker *w, dqt_run *r) {
         e_id = NULL;
     if (asprintf(&e_att, "DELAYQ_ATTEMPT=%" PRId64, r->attempt) < 0)
         e_att = NULL;
-    if (asprintf(&e_q, "DELAYQ_QUEUE=%s", w->queue) < 0)
+    const char *jq = dq_consumer_job_queue(w->c, r->job);
+    if (asprintf(&e_q, "DELAYQ_QUEUE=%s", jq ? jq : w->queue) < 0)
         e_q = NULL;
     if (e_id == NULL || e_att == NULL || e_q == NULL) {
         free(e_id);
@@ -577,6 +584,9 @@ static int consume_options(dqt_cli *g, dqt_worker *w) {
         case DQT_O_GRACE:
             rc = dqt_opt_duration(g, o, &w->grace);
             break;
+        case DQT_O_STRICT:
+            w->strict = 1;
+            break;
         case DQT_O_MAXJOBS:
             rc = dqt_opt_int(g, o, 1, INT64_MAX, &w->max_jobs);
             break;
@@ -619,6 +629,12 @@ static int consume_setup(dqt_worker *w) {
                 dq_errname(rc));
         return dqt_exit_for(rc);
     }
+    for (int i = 0; i < w->nq; i++)
+        if ((rc = dq_consumer_add_queue(w->c, w->qs[i], w->weights[i])) < 0) {
+            fprintf(stderr, "delayq consume: %s (%s)\n",
+                    dq_consumer_errmsg(w->c), dq_errname(rc));
+            return dqt_exit_for(rc);
+        }
     int64_t conc = w->conc;
     if (w->max_jobs > 0 && w->max_jobs < conc)
         conc = w->max_jobs; /* never claim jobs we would not run */
@@ -630,7 +646,8 @@ static int consume_setup(dqt_worker *w) {
         {DQ_COPT_RETRY_BASE_MS, w->backoff},
         {DQ_COPT_RETRY_MAX_MS, w->max_backoff},
         {DQ_COPT_RETRY_JITTER, w->jitter},
-        {DQ_COPT_MAX_ATTEMPTS, w->max_attempts}};
+        {DQ_COPT_MAX_ATTEMPTS, w->max_attempts},
+        {DQ_COPT_PRIORITY, w->strict ? DQ_PRIO_STRICT : DQ_PRIO_WEIGHTED}};
     for (size_t i = 0; i < sizeof(copts) / sizeof(copts[0]); i++)
         if ((rc = dq_consumer_set_int(w->c, (int)copts[i][0],
                                       copts[i][1])) != 0) {
@@ -678,6 +695,70 @@ static void consume_teardown(dqt_worker *w) {
     if (w->base != NULL)
         event_base_free(w->base);
     free(w->env);
+    for (int i = 0; i < w->nq; i++)
+        free(w->qs[i]);
+    w->nq = 0;
+}
+
+/* The queues to consume: every --queue NAME[:WEIGHT] given after the
+ * command, in order (a trailing ":N", N in 1..DQ_WEIGHT_MAX, is the
+ * weight, default 1), else the one queue of --queue before the command or
+ * $DELAYQ_QUEUE.  0 or a usage exit code (reported). */
+static int consume_queues(dqt_cli *g, dqt_worker *w) {
+    for (int i = 0; i < g->a.nopts; i++) {
+        const dqt_optval *o = &g->a.opts[i];
+        if (o->id != DQT_O_QUEUE)
+            continue;
+        if (w->nq == DQ_MULTI_MAX) {
+            fprintf(stderr, "delayq consume: at most %d queues\n",
+                    DQ_MULTI_MAX);
+            return DQT_EXIT_USAGE;
+        }
+        const char *v = o->val ? o->val : "";
+        const char *colon = strrchr(v, ':');
+        size_t len = strlen(v);
+        long weight = 1;
+        if (colon != NULL && colon[1] != '\0' &&
+            strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
+            weight = strlen(colon + 1) > 5 ? 0 : strtol(colon + 1, NULL, 10);
+            if (weight < 1 || weight > DQ_WEIGHT_MAX) {
+                fprintf(stderr, "delayq consume: --queue %s: the weight must "
+                                "be 1..%d\n",
+                        v, DQ_WEIGHT_MAX);
+                return DQT_EXIT_USAGE;
+            }
+            len = (size_t)(colon - v);
+        }
+        if (len == 0 || len > DQ_QUEUE_MAX) {
+            fprintf(stderr, "delayq consume: --queue '%s': a queue name is "
+                            "1..%d bytes\n",
+                    v, DQ_QUEUE_MAX);
+            return DQT_EXIT_USAGE;
+        }
+        char *name = strndup(v, len);
+        if (name == NULL) {
+            fprintf(stderr, "delayq consume: out of memory\n");
+            return DQT_EXIT_FAILED;
+        }
+        for (int k = 0; k < w->nq; k++)
+            if (strcmp(w->qs[k], name) == 0) {
+                fprintf(stderr, "delayq consume: queue '%s' given twice\n",
+                        name);
+                free(name);
+                return DQT_EXIT_USAGE;
+            }
+        w->qs[w->nq] = name;
+        w->weights[w->nq++] = (int)weight;
+    }
+    if (w->nq == 0) {
+        const char *q = dqt_need_queue(g);
+        if (q == NULL || (w->qs[0] = strdup(q)) == NULL)
+            return q == NULL ? DQT_EXIT_USAGE : DQT_EXIT_FAILED;
+        w->weights[0] = 1;
+        w->nq = 1;
+    }
+    w->queue = w->qs[0];
+    return 0;
 }
 
 /* delayq consume: the worker. */
@@ -704,12 +785,16 @@ int dqt_cmd_consume(dqt_cli *g) {
         return DQT_EXIT_USAGE;
     }
     w.cmd = g->a.rest; /* argv is NULL-terminated after the last entry */
-    if ((w.queue = dqt_need_queue(g)) == NULL)
-        return DQT_EXIT_USAGE;
+    if ((rc = consume_queues(g, &w)) != 0) {
+        consume_teardown(&w);
+        return rc;
+    }
     /* Connect once with the sync client first: a wrong URI or an
      * unreachable server is an error now, not a reconnect loop. */
-    if ((rc = dqt_open_client(g)))
+    if ((rc = dqt_open_client(g))) {
+        consume_teardown(&w);
         return rc;
+    }
     dq_close(g->c);
     g->c = NULL;
     if (build_env(&w) != 0 || (w.base = event_base_new()) == NULL) {
@@ -724,7 +809,18 @@ int dqt_cmd_consume(dqt_cli *g) {
     }
     if (!w.quiet) {
         char d[48];
-        say(&w, "consuming '%s' with concurrency %d, lease %s", w.queue,
+        char list[512] = "";
+        size_t used = 0;
+        for (int i = 0; i < w.nq && used < sizeof(list); i++) {
+            int n = w.nq == 1 ? snprintf(list, sizeof(list), "'%s'", w.qs[i])
+                              : snprintf(list + used, sizeof(list) - used,
+                                         "%s'%s' (weight %d)",
+                                         i ? ", " : "", w.qs[i],
+                                         w.weights[i]);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        say(&w, "consuming %s%s with concurrency %d, lease %s", list,
+            w.nq > 1 ? (w.strict ? " in strict order" : " by weight") : "",
             (int)w.conc, dqt_fmt_dur(w.lease, d, sizeof(d)));
     }
     event_base_dispatch(w.base);

@@ -52,6 +52,10 @@ LEASE_MIN = 1
 LEASE_MAX = 604800000
 BATCH_MAX = 100000
 POLL_MAX = 1000
+MULTI_MAX = 64       # queues in one poll_wait_multi
+WEIGHT_MAX = 1000    # a queue's weight
+_PRIO_STRICT, _PRIO_WEIGHTED = 1, 2
+_COPT_PRIORITY = 10
 REASON_MAX = 1024
 # dq_get's job states (DQ_JOB_*), as JobInfo.state names them.
 SCHEDULED, DUE, INFLIGHT, DEAD = "scheduled", "due", "inflight", "dead"
@@ -350,6 +354,12 @@ _OPTIONAL_PROTOTYPES = {
                                       ctypes.POINTER(_P_CONSUMER)]),
     "dq_consumer_run": (_c_int, [_P_CONSUMER]),
     "dq_consumer_interrupt": (None, [_P_CONSUMER]),
+    # several queues
+    "dq_poll_wait_multi": (_c_int, [_P_CLIENT, _c_size, _P_STR, _P_INT,
+                                    _c_int, _c_int, _c_i64, _c_i64,
+                                    ctypes.POINTER(_P_JOBS), _P_INT]),
+    "dq_consumer_add_queue": (_c_int, [_P_CONSUMER, _c_str, _c_int]),
+    "dq_consumer_job_queue": (_c_str, [_P_CONSUMER, _P_JOB]),
 }
 
 
@@ -765,6 +775,49 @@ class Client:
             if rc > 0 or left <= _WAIT_SLICE_MS:
                 return self._jobs(qs, ptr)
 
+    def poll_wait_multi(self, queues, weights=None, strict=False, max=1,
+                        lease_ms=30000, wait_ms=0):
+        """Waits up to wait_ms for due jobs of any of the queues (a list
+        of 1..MULTI_MAX names, none twice) and claims up to max of ONE of
+        them: with strict=True the first queue in list order that has due
+        work, else one drawn among those with due work in proportion to
+        weights (a list of ints 1..WEIGHT_MAX, default all 1).  Idle
+        queues are not polled beyond once per idle cap; one connection
+        waits for all of them (the GIL is released; Ctrl-C is seen at least
+        once a second).  Returns (index, jobs): the index in queues of the
+        queue the jobs came from and a list of Job (whose .queue is that
+        queue), or (None, []) when nothing came due in time."""
+        queues = list(queues)
+        n = len(queues)
+        names = [_enc(q, "queue", "EQUEUE") for q in queues]
+        qarr = (_c_str * n)(*names) if n else None
+        warr = None
+        if weights is not None:
+            weights = list(weights)
+            if len(weights) != n:
+                raise InvalidArgument(ERRORS["EINVAL"], "%d weights for %d "
+                                      "queues" % (len(weights), n))
+            warr = (_c_int * n)(*weights)
+        if wait_ms < 0 or wait_ms > DELAY_MAX:
+            raise InvalidArgument(ERRORS["EDELAY"], "wait_ms is %d; it must "
+                                  "be 0..%d" % (wait_ms, DELAY_MAX))
+        mode = _PRIO_STRICT if strict else _PRIO_WEIGHTED
+        ptr = _P_JOBS()
+        qi = _c_int(-1)
+        deadline = time.monotonic() + wait_ms / 1000.0
+        while True:
+            left = int((deadline - time.monotonic()) * 1000)
+            with self._lock:
+                rc = self._check(_lib.dq_poll_wait_multi(
+                    self._handle(), n, qarr, warr, mode, max, lease_ms,
+                    min(_WAIT_SLICE_MS, left if left > 0 else 0),
+                    ctypes.byref(ptr), ctypes.byref(qi)))
+            if rc > 0:
+                i = qi.value
+                return i, self._jobs(_dec(names[i]), ptr)
+            if left <= _WAIT_SLICE_MS:
+                return None, self._jobs(None, ptr)
+
     def next_due_ms(self, queue):
         """Polls nothing: ms until the next job is due (0 = now, -1 =
         nothing pending), as stats() reports it."""
@@ -1013,7 +1066,12 @@ class Consumer:
     Consumer(client, queue, handler, *, concurrency=None, lease_ms=None,
              retry_backoff=None ("fixed" | "exponential"),
              retry_base_ms=None, retry_max_ms=None, retry_jitter=None,
-             max_attempts=None, on_outcome=None)
+             max_attempts=None, on_outcome=None, strict=None)
+
+    Several queues: add_queue(name, weight=1) before run(); each claim
+    takes jobs of one queue, drawn by weight among those with due work,
+    or with strict=True from the first one (in the order added, queue
+    first) that has some.  job.queue says which queue a job is of.
 
     handler(job) is called for every job (a Job; do not ack it yourself).
     Its result decides: None or True -> acked (JOB_OK); False -> retried
@@ -1034,6 +1092,7 @@ class Consumer:
             raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
                                "consumer (delayq-consumer.h)")
         self._c = None
+        self._multi = False
         self._client = client
         self.queue = _dec(_enc(queue, "queue", "EQUEUE"))
         self._handler = handler
@@ -1043,6 +1102,7 @@ class Consumer:
         self._handler_cb = _HANDLER_FN(self._call_handler)
         self._outcome_cb = _OUTCOME_CB(self._call_outcome)
         backoff = options.pop("retry_backoff", None)
+        strict = options.pop("strict", None)
         unknown = set(options) - set(_COPT)
         if unknown:
             raise TypeError("unknown option(s): %s"
@@ -1063,6 +1123,9 @@ class Consumer:
                     if v is not None]
             if backoff is not None:
                 sets.append((_COPT_RETRY_BACKOFF, _BACKOFF[backoff]))
+            if strict is not None:
+                sets.append((_COPT_PRIORITY,
+                             _PRIO_STRICT if strict else _PRIO_WEIGHTED))
             for opt, value in sets:
                 rc = _lib.dq_consumer_set_int(c, opt, value)
                 if rc < 0:
@@ -1078,7 +1141,9 @@ class Consumer:
         # Never let an exception out of a ctypes callback: ctypes would
         # print it and return 0, which means DQ_JOB_ASYNC to the library.
         try:
-            r = self._handler(Job(self._client, self.queue, jobp))
+            q = _lib.dq_consumer_job_queue(c, jobp) if self._multi else None
+            r = self._handler(Job(self._client,
+                                  _dec(q) if q else self.queue, jobp))
             if r is None or r is True:
                 return JOB_OK
             if r is False:
@@ -1095,6 +1160,18 @@ class Consumer:
             self._on_outcome(_dec(_lib.dq_job_id(jobp)), outcome, status)
         except BaseException as e:  # noqa: B902
             self.errors = (self.errors + [e])[-100:]
+
+    def add_queue(self, queue, weight=1):
+        """Serves queue too (before run()), with weight 1..WEIGHT_MAX;
+        a queue served already gets the new weight.  Returns its index
+        (the first queue is 0)."""
+        rc = _lib.dq_consumer_add_queue(self._live(),
+                                        _enc(queue, "queue", "EQUEUE"),
+                                        weight)
+        if rc < 0:
+            raise _error(rc, _dec(_lib.dq_consumer_errmsg(self._c)) or None)
+        self._multi = True
+        return rc
 
     def backoff_ms(self, attempt):
         """The retry delay the consumer gives a job at this attempt."""

@@ -686,6 +686,77 @@ class TestConsumer(Base):
                 cons.run()
 
 
+class TestSeveralQueues(Base):
+    def test_poll_wait_multi_strict_and_weighted(self):
+        hi, lo = new_queue("multi-hi"), new_queue("multi-lo")
+        for i in range(3):
+            self.c.push(lo, b"l", id="l%d" % i)
+            self.c.push(hi, b"h", id="h%d" % i)
+        got = []
+        for _ in range(6):
+            i, jobs = self.c.poll_wait_multi([hi, lo], strict=True,
+                                             wait_ms=2000)
+            self.assertEqual(len(jobs), 1)
+            self.assertEqual(jobs[0].queue, [hi, lo][i])
+            jobs[0].ack()  # on its own queue
+            got.append(jobs[0].id[0])
+        self.assertEqual(got, ["h"] * 3 + ["l"] * 3)
+        for q in (hi, lo):
+            st = self.c.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
+                             (0, 0, 0))
+        # Nothing due: (None, []) after the wait.
+        self.assertEqual(self.c.poll_wait_multi([hi, lo], [2, 1],
+                                                wait_ms=50), (None, []))
+        # Weighted, both full: the heavy queue gets most deliveries.
+        for i in range(100):
+            self.c.push(hi, b"h", id="wh%d" % i)
+            self.c.push(lo, b"l", id="wl%d" % i)
+        heavy = 0
+        for _ in range(100):
+            i, jobs = self.c.poll_wait_multi([hi, lo], weights=[4, 1],
+                                             wait_ms=2000)
+            heavy += i == 0
+        self.assertGreater(heavy, 60)
+
+    def test_poll_wait_multi_bad_arguments(self):
+        for args, kw in [(([],), {}), ((["a", "a"],), {}),
+                         ((["a", "b"], [1, 0]), {}),
+                         ((["a", "b"], [1]), {}),
+                         ((["a", "b"], [1, 1001]), {}),
+                         ((["q%d" % i for i in range(65)],), {})]:
+            with self.assertRaises(delayq.InvalidArgument, msg=repr(args)):
+                self.c.poll_wait_multi(*args, wait_ms=10, **kw)
+
+    def test_consumer_over_two_queues(self):
+        a, b = new_queue("cons-a"), new_queue("cons-b")
+        for i in range(5):
+            self.c.push(a, b"x", id="a%d" % i)
+            self.c.push(b, b"x", id="b%d" % i)
+        seen, holder = [], {}
+
+        def handler(job):
+            seen.append((job.id, job.queue))
+            if len(seen) == 10:
+                holder["cons"].interrupt()
+        with delayq.Client(SERVER.uri) as cl:
+            cons = delayq.Consumer(cl, a, handler, concurrency=2, strict=True)
+            holder["cons"] = cons
+            self.assertEqual(cons.add_queue(b, 3), 1)
+            with self.assertRaises(delayq.InvalidArgument):
+                cons.add_queue(b, 0)
+            cons.run()
+            cons.close()
+        self.assertEqual(len(seen), 10)
+        for job_id, q in seen:
+            self.assertEqual(q, a if job_id[0] == "a" else b)
+        self.assertEqual([j[0][0] for j in seen], ["a"] * 5 + ["b"] * 5)
+        for q in (a, b):
+            st = self.c.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
+                             (0, 0, 0))
+
+
 class TestArgumentErrors(Base):
     def test_codes_names_messages(self):
         cases = [

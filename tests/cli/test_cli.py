@@ -171,6 +171,10 @@ class TestHelpAndUsage(CliCase):
             ["consume", "--", ""],
             ["consume", "--concurrency", "0", "--", "true"],
             ["consume", "extra", "--", "true"],
+            ["consume", "--queue", "a:0", "--", "true"],
+            ["consume", "--queue", "a:1001", "--", "true"],
+            ["consume", "--queue", ":3", "--", "true"],
+            ["consume", "--queue", "a", "--queue", "a:2", "--", "true"],
             ["-x"],
             ["--namespace", "bad namespace!", "stats"],
         ]
@@ -1056,6 +1060,39 @@ class TestConsume(CliCase):
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
+    def test_consume_several_queues(self):
+        # Two queues, strict: every job of the first (given first) runs
+        # before any of the second, each command sees its job's queue, and
+        # each job is acked on its own queue.
+        hi, lo = new_queue("multi-hi"), new_queue("multi-lo")
+        for i in range(3):
+            self.push(lo, "l", "--id", "l%d" % i)
+            self.push(hi, "h", "--id", "h%d" % i)
+        out = tempfile.mkdtemp(prefix="dq-cli-multi-")
+        try:
+            env = env_for(None)
+            env["OUT"] = out
+            cmd = 'echo "$DELAYQ_JOB_ID $DELAYQ_QUEUE" >> "$OUT/log"'
+            r = subprocess.run([DELAYQ, "consume", "--queue", hi + ":2",
+                                "--queue", lo, "--strict", "--max-jobs", "6",
+                                "--", "sh", "-c", cmd],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, timeout=CMD_TIMEOUT)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("in strict order", r.stderr.decode())
+            with open(os.path.join(out, "log")) as f:
+                lines = [l.split() for l in f.read().splitlines()]
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        self.assertEqual(len(lines), 6, lines)
+        self.assertEqual([l[0][0] for l in lines], ["h"] * 3 + ["l"] * 3)
+        for job_id, queue in lines:
+            self.assertEqual(queue, hi if job_id[0] == "h" else lo)
+        for q in (hi, lo):
+            st = self.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"],
+                              st["dead"]), (0, 0, 0, 0), st)
+
     def test_long_command_keeps_its_lease(self):
         q = new_queue("extend")
         self.push(q, "x", "--id", "long")
@@ -1189,6 +1226,14 @@ class TestCExamples(CliCase):
         st = self.stats("order-timeouts")
         self.assertEqual((st["scheduled"], st["due"], st["inflight"],
                           st["dead"]), (0, 0, 0, 0))
+
+    def test_multi_queue_worker(self):
+        out = self.example("multi_queue_worker")
+        self.assertIn("handled 40:", out)
+        for q in ("emails-urgent", "emails-bulk"):
+            st = self.stats(q)
+            self.assertEqual((st["scheduled"], st["due"], st["inflight"],
+                              st["dead"]), (0, 0, 0, 0), (q, st))
 
     def test_delayed_logout(self):
         out = self.example("delayed_logout", "600")
