@@ -1276,6 +1276,16 @@ class TestCExamples(CliCase):
         self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
                          (0, 0, 0))
 
+    def test_repeating_reminder(self):
+        out = self.example("repeating_reminder", "200", "3")
+        self.assertEqual(out.count("registered the reminder"), 1)
+        self.assertEqual(out.count("already registered: kept"), 2)
+        self.assertEqual(out.count("time for the stand-up"), 3)
+        self.assertIn("cancelled: the series stops", out)
+        st = self.stats("reminders")
+        self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
+                         (0, 0, 0))
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
