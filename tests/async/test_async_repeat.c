@@ -89,6 +89,7 @@ START_TEST(async_every_reschedules) {
                      DQ_EINVAL);
     ck_assert_int_eq(bad.calls, 0);
     dq_push_opts_free(o);
+    dq_async_free(a);
 }
 END_TEST
 
