@@ -508,6 +508,35 @@ START_TEST(ack_batch_mixed) {
 }
 END_TEST
 
+/* A repeating ack that fails in Redis (its due key has the wrong type)
+ * writes nothing: the job stays in flight under its token, and a retry
+ * once the key is fixed reschedules it. */
+START_TEST(ack_failure_writes_nothing) {
+    dq_client *c = open_client();
+    redisContext *r = rconn();
+    dq_push_opts *o = every_opts(60000);
+    push_rep(c, Q, "fa", 0, DQ_PUSH_KEEP, o);
+    char tok[DQ_TOKEN_BUF];
+    take(c, Q, "fa", tok, NULL);
+    char due_key[700], lease_key[700];
+    tu_key(due_key, sizeof(due_key), "dq", Q, "due", "fa");
+    tu_key(lease_key, sizeof(lease_key), "dq", Q, "lease", "fa");
+    freeReplyObject(th_cmd(r, "SET %s wrongtype", due_key));
+    int rc = dq_ack(c, Q, "fa", tok);
+    ck_assert_msg(rc == DQ_EREDIS, "ack: %d %s", rc, dq_errmsg(c));
+    redisReply *rep = th_cmd(r, "ZSCORE %s fa", lease_key);
+    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING); /* still in flight */
+    freeReplyObject(rep);
+    freeReplyObject(th_cmd(r, "DEL %s", due_key));
+    ck_assert_int_eq(dq_ack(c, Q, "fa", tok), 0);
+    ck_assert_int_gt(due_of(c, Q, "fa"), server_ms(r));
+    ck_assert_int_eq(live(c, Q), 1);
+    dq_push_opts_free(o);
+    redisFree(r);
+    dq_close(c);
+}
+END_TEST
+
 /* ---- two consumers race on one series ------------------------------------- */
 
 #define RACE_RUNS 5
@@ -666,5 +695,6 @@ TEST_SUITE("repeat", TU_SRV_UNIX,
     {"dead_stops_until_requeue", dead_stops_until_requeue, 60, NULL},
     {"replace_changes_rule", replace_changes_rule, 30, NULL},
     {"ack_batch_mixed", ack_batch_mixed, 30, NULL},
+    {"ack_failure_writes_nothing", ack_failure_writes_nothing, 30, NULL},
     {"two_consumers_race", two_consumers_race, 90, NULL},
     {"bad_inputs_send_nothing", bad_inputs_send_nothing, 30, NULL})
