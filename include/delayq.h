@@ -462,7 +462,8 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
 
 #define DQ_ATTEMPTS_MAX 1000000 /* largest max attempts (option or setting) */
 
-/* Options, each an int64_t; 0 unsets it. */
+/* Options: an int64_t each (dq_push_opts_set; 0 unsets it), but
+ * DQ_PUSHOPT_CRON, which is text (dq_push_opts_set_str). */
 #define DQ_PUSHOPT_MAX_ATTEMPTS 1 /* 1..DQ_ATTEMPTS_MAX: this job's own max
                                      attempts, before the queue's setting
                                      and DQ_OPT_MAX_ATTEMPTS */
