@@ -208,6 +208,82 @@ START_TEST(opts_repeat) {
 }
 END_TEST
 
+/* Random texts shaped like cron (items of random values, ranges, steps
+ * and names, sometimes a random byte of cron's alphabet in place): the
+ * parser never reads past the text (ASan builds check), and whatever it
+ * accepts has every field non-empty and a rule that fits. */
+static unsigned rnd(unsigned *seed, unsigned n) {
+    *seed = *seed * 1103515245u + 12345u;
+    return (*seed >> 16) % n;
+}
+
+START_TEST(cron_random_texts) {
+    static const char alpha[] = "0123456789*-/, \tJanMonSUN";
+    static const char *const names[] = {"jan", "DEC", "mon", "Sun", "sat"};
+    unsigned seed = 12345;
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < 100000; i++) {
+        char text[160];
+        size_t len = 0;
+        int nf = 4 + (int)rnd(&seed, 3);
+        for (int f = 0; f < nf; f++) {
+            int items = 1 + (int)rnd(&seed, 3);
+            for (int it = 0; it < items; it++) {
+                int a = (int)rnd(&seed, 62), b = (int)rnd(&seed, 62);
+                switch (rnd(&seed, 6)) {
+                case 0:
+                    len += (size_t)sprintf(text + len, "*");
+                    break;
+                case 1:
+                    len += (size_t)sprintf(text + len, "%d", a % 32);
+                    break;
+                case 2:
+                    len += (size_t)sprintf(text + len, "%d-%d", a % 13,
+                                           b % 24);
+                    break;
+                case 3:
+                    len += (size_t)sprintf(text + len, "*/%d", a);
+                    break;
+                case 4:
+                    len += (size_t)sprintf(text + len, "%d-%d/%d", a % 7,
+                                           a % 7 + b % 20, 1 + b % 9);
+                    break;
+                default:
+                    len += (size_t)sprintf(text + len, "%s",
+                                           names[rnd(&seed, 5)]);
+                }
+                if (it + 1 < items)
+                    text[len++] = ',';
+            }
+            if (f + 1 < nf)
+                text[len++] = ' ';
+        }
+        text[len] = '\0';
+        if (len > 0 && rnd(&seed, 4) == 0)
+            text[rnd(&seed, (unsigned)len)] =
+                alpha[rnd(&seed, sizeof(alpha) - 1)];
+        char *heap = malloc(len + 1); /* exact size: overreads show */
+        memcpy(heap, text, len + 1);
+        dq__cron c;
+        dq__err err;
+        if (dq__cron_parse(heap, &c, &err) == DQ_OK) {
+            accepted++;
+            ck_assert_msg(c.min && c.hour && c.dom && c.mon && c.dow,
+                          "'%s': an empty field", heap);
+            char rule[DQ_CRON_RULE_MAX];
+            ck_assert_uint_gt(dq__cron_rule(&c, 0, heap, rule, sizeof(rule)),
+                              0);
+        } else {
+            refused++;
+            ck_assert_int_eq(err.code, DQ_EINVAL);
+        }
+        free(heap);
+    }
+    ck_assert_int_gt(accepted, 100);
+    ck_assert_int_gt(refused, 100);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cron");
     TCase *tc = tcase_create("cron");
@@ -216,6 +292,7 @@ int main(void) {
     tcase_add_test(tc, cron_never);
     tcase_add_test(tc, rule_string);
     tcase_add_test(tc, opts_repeat);
+    tcase_add_test(tc, cron_random_texts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
