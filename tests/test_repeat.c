@@ -268,6 +268,121 @@ START_TEST(cron_absolute_dates) {
 }
 END_TEST
 
+/* A random field as text and as the set of values it means (the test's
+ * own reading, not the library's parser): '*', a value, a range, a step. */
+static unsigned rnd(unsigned *seed, unsigned n) {
+    *seed = *seed * 1103515245u + 12345u;
+    return (*seed >> 16) % n;
+}
+
+static uint64_t rand_field(unsigned *seed, int lo, int hi, char *out) {
+    int span = hi - lo + 1;
+    int a = lo + (int)rnd(seed, (unsigned)span);
+    int b = a + (int)rnd(seed, (unsigned)(hi - a + 1));
+    int step = 1 + (int)rnd(seed, 7);
+    uint64_t bits = 0;
+    switch (rnd(seed, 5)) {
+    case 0:
+        strcpy(out, "*");
+        a = lo, b = hi, step = 1;
+        break;
+    case 1:
+        sprintf(out, "%d", a);
+        b = a, step = 1;
+        break;
+    case 2:
+        sprintf(out, "%d-%d", a, b);
+        step = 1;
+        break;
+    case 3:
+        sprintf(out, "*/%d", step);
+        a = lo, b = hi;
+        break;
+    default:
+        sprintf(out, "%d-%d/%d", a, b, step);
+    }
+    for (int v = a; v <= b; v += step)
+        bits |= UINT64_C(1) << v;
+    return bits;
+}
+
+/* The first minute >= t (ms) matching the sets at tz, stepping day by day
+ * with gmtime (at most 40 years), then through the day's minutes. */
+static int64_t expect_sets(const uint64_t set[5], int day_or, int tz,
+                           int64_t t) {
+    int64_t m = t / 60000;
+    if (m * 60000 < t)
+        m++;
+    int64_t local = m + tz;
+    int64_t day = local / 1440 - (local % 1440 < 0);
+    for (int64_t d = day; d < day + 40 * 366; d++) {
+        time_t s = (time_t)(d * 86400);
+        struct tm tm;
+        gmtime_r(&s, &tm);
+        int dom = (set[2] >> tm.tm_mday) & 1, dow = (set[4] >> tm.tm_wday) & 1;
+        if (!((set[3] >> (tm.tm_mon + 1)) & 1) ||
+            !(day_or ? dom || dow : dom && dow))
+            continue;
+        for (int h = 0; h < 24; h++)
+            for (int mi = 0; mi < 60; mi++)
+                if (((set[1] >> h) & 1) && ((set[0] >> mi) & 1) &&
+                    d * 1440 + h * 60 + mi >= local)
+                    return (d * 1440 + h * 60 + mi - tz) * 60000;
+    }
+    return -1;
+}
+
+/* Random rules pushed at random absolute times (1970..2100) and offsets:
+ * the first run equals the test's own day-by-day search. */
+START_TEST(cron_random_rules) {
+    dq_client *c = open_client();
+    unsigned seed = 4242;
+    int checked = 0;
+    for (int i = 0; i < 300; i++) {
+        char f[5][32], text[200];
+        uint64_t set[5];
+        set[0] = rand_field(&seed, 0, 59, f[0]);
+        set[1] = rand_field(&seed, 0, 23, f[1]);
+        set[2] = rand_field(&seed, 1, 31, f[2]);
+        set[3] = rand_field(&seed, 1, 12, f[3]);
+        set[4] = rand_field(&seed, 0, 7, f[4]);
+        if (set[4] & (UINT64_C(1) << 7))
+            set[4] = (set[4] | 1) & 0x7f; /* 7 is Sunday */
+        int day_or = f[2][0] != '*' && f[4][0] != '*';
+        snprintf(text, sizeof(text), "%s %s %s %s %s", f[0], f[1], f[2], f[3],
+                 f[4]);
+        int tz = (int)rnd(&seed, 1681) - 840;
+        /* 0 .. ~4.1e12 ms (year 2100), any second */
+        int64_t hi16 = rnd(&seed, 65536), lo16 = rnd(&seed, 65536);
+        int64_t at = (hi16 * 65536 + lo16) * 960 + (int64_t)rnd(&seed, 60000);
+        dq_push_opts *o = dq_push_opts_new();
+        dq_push_opts_set(o, DQ_PUSHOPT_TZ_OFFSET_MIN, tz);
+        int rc = dq_push_opts_set_str(o, DQ_PUSHOPT_CRON, text);
+        int64_t want = expect_sets(set, day_or, tz, at);
+        if (rc != DQ_OK) {
+            /* refused only when it can never fire */
+            ck_assert_msg(strstr(dq_push_opts_errmsg(o), "never") != NULL,
+                          "'%s': %s", text, dq_push_opts_errmsg(o));
+            dq_push_opts_free(o);
+            continue;
+        }
+        ck_assert_msg(want >= 0, "'%s' accepted, no run in 40 years", text);
+        ck_assert_int_eq(dq_push_ex(c, Q, "x", 1, at, "rr",
+                                    DQ_PUSH_REPLACE | DQ_PUSH_AT, o, NULL, 0,
+                                    NULL),
+                         0);
+        int64_t got = due_of(c, Q, "rr");
+        ck_assert_msg(got == want, "'%s' tz %d at %lld: %lld, want %lld",
+                      text, tz, (long long)at, (long long)got,
+                      (long long)want);
+        checked++;
+        dq_push_opts_free(o);
+    }
+    ck_assert_int_gt(checked, 200);
+    dq_close(c);
+}
+END_TEST
+
 /* ---- one job per id ------------------------------------------------------- */
 
 #define REG_ROUNDS 200
@@ -688,6 +803,7 @@ TEST_SUITE("repeat", TU_SRV_UNIX,
     {"every_reschedules_on_ack", every_reschedules_on_ack, 60, NULL},
     {"cron_first_and_next", cron_first_and_next, 120, NULL},
     {"cron_absolute_dates", cron_absolute_dates, 30, NULL},
+    {"cron_random_rules", cron_random_rules, 120, NULL},
     {"idempotent_by_id_concurrent", idempotent_by_id_concurrent, 60, NULL},
     {"cancel_stops_series", cancel_stops_series, 30, NULL},
     {"missed_runs_run_once", missed_runs_run_once, 60, NULL},
