@@ -452,9 +452,10 @@ DQ_EXTERN int dq_config_get(dq_client *c, const char *queue, size_t n,
 DQ_EXTERN const char *dq_setting_name(int setting);
 DQ_EXTERN int dq_setting_by_name(const char *name);
 
-/* ---- Push options: per job max attempts, expiry -------------------------- */
+/* ---- Push options: per job max attempts, expiry, repeat ------------------ */
 
 #define DQ_HAVE_PUSH_OPTS 1
+#define DQ_HAVE_REPEAT 1
 
 /* Options a push can give its jobs, set one by one on an opaque object
  * (an FFI caller needs no struct layout).  One object may serve any
@@ -469,7 +470,8 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
 
 #define DQ_ATTEMPTS_MAX 1000000 /* largest max attempts (option or setting) */
 
-/* Options, each an int64_t; 0 unsets it. */
+/* Options: an int64_t each (dq_push_opts_set; 0 unsets it), but
+ * DQ_PUSHOPT_CRON, which is text (dq_push_opts_set_str). */
 #define DQ_PUSHOPT_MAX_ATTEMPTS 1 /* 1..DQ_ATTEMPTS_MAX: this job's own max
                                      attempts, before the queue's setting
                                      and DQ_OPT_MAX_ATTEMPTS */
@@ -479,9 +481,51 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
                                      the push (server clock); setting one
                                      of the two expiries replaces the other */
 
+#define DQ_PUSHOPT_EVERY_MS 4      /* DQ_EVERY_MIN..DQ_DELAY_MAX: the job
+                                       repeats every this many ms, counted
+                                       from its first due time (see
+                                       "Repeating jobs" below); setting it
+                                       unsets DQ_PUSHOPT_CRON */
+#define DQ_PUSHOPT_TZ_OFFSET_MIN 5 /* -DQ_TZ_OFFSET_MAX..DQ_TZ_OFFSET_MAX:
+                                       the fixed offset from UTC, minutes
+                                       (+330 = UTC+05:30), in which a
+                                       DQ_PUSHOPT_CRON reads its times;
+                                       0 = UTC */
+#define DQ_PUSHOPT_CRON 6          /* text, dq_push_opts_set_str: the job
+                                       repeats on a cron schedule; setting
+                                       it unsets DQ_PUSHOPT_EVERY_MS */
+#define DQ_EVERY_MIN 10             /* shortest repeat interval, ms */
+#define DQ_TZ_OFFSET_MAX 840        /* largest offset from UTC, minutes */
+
 /* Sets opt to value.  Returns 0, DQ_ENULL (o NULL) or DQ_EINVAL (unknown
- * option or value out of range; the object is unchanged). */
+ * option, DQ_PUSHOPT_CRON, or value out of range; the object is unchanged
+ * and dq_push_opts_errmsg says why). */
 DQ_EXTERN int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value);
+
+/*
+ * Sets the text option opt (DQ_PUSHOPT_CRON) to value, a copy is kept;
+ * NULL or "" unsets it.  A cron expression has 5 fields separated by
+ * blanks: minute (0-59) hour (0-23) day-of-month (1-31) month (1-12)
+ * day-of-week (0-7, 0 and 7 are Sunday).  A field is '*', a number, a
+ * range a-b, a step * /n or a-b/n (n at most the field's span), or a
+ * comma list of those; months may be named jan..dec and days sun..sat
+ * (any case).  When both day fields are restricted (neither starts with
+ * '*') a day matches if either matches, else both must (Vixie cron).
+ * Times are read in DQ_PUSHOPT_TZ_OFFSET_MIN (a fixed offset: no daylight
+ * saving).  The expression is parsed here, once: push.lua gets explicit
+ * value lists.
+ * Returns 0, DQ_ENULL (o NULL) or DQ_EINVAL (opt is not a text option, a
+ * bad field, a value out of range, a reversed range, a step of 0 or too
+ * long, not 5 fields, longer than 200 bytes, or an expression that can
+ * never fire such as "0 0 30 2 *"; the object is unchanged and
+ * dq_push_opts_errmsg says why).
+ */
+DQ_EXTERN int dq_push_opts_set_str(dq_push_opts *o, int opt,
+                                   const char *value);
+
+/* Why the last dq_push_opts_set or dq_push_opts_set_str on o failed ("" if
+ * it did not; "" for NULL).  Valid until the next set on o. */
+DQ_EXTERN const char *dq_push_opts_errmsg(const dq_push_opts *o);
 
 /* Push flag, with DQ_PUSH_KEEP or DQ_PUSH_REPLACE, for dq_push_ex and
  * dq_push_batch_ex: the times are absolute epoch ms (server clock, as
@@ -505,6 +549,36 @@ DQ_EXTERN int dq_push_ex(dq_client *c, const char *queue, const void *payload,
                          size_t len, int64_t when, const char *id, int flags,
                          const dq_push_opts *opts, char *id_out,
                          size_t id_out_size, int *outcome);
+
+/*
+ * Repeating jobs (DQ_PUSHOPT_EVERY_MS or DQ_PUSHOPT_CRON): a job that,
+ * when acked, is rescheduled for its next run in the same atomic step,
+ * keeping its id and payload, so exactly one instance of it is pending or
+ * in flight at any time however many producers register it.
+ *  - A repeating push needs the caller's id (NULL: DQ_EINVAL) and takes no
+ *    expiry (DQ_EINVAL); nothing is sent then.  With DQ_PUSH_KEEP an id
+ *    that exists changes nothing (DQ_KEPT): registering a series from many
+ *    producers, at every start, is safe.  (A done record of an earlier ack
+ *    of the id does not answer DQ_DONE to a repeating push: the series is
+ *    registered again.)  DQ_PUSH_REPLACE replaces the job and its rule, or
+ *    drops the rule when the new push has none.
+ *  - First run: every: at the push's time (delay or DQ_PUSH_AT time), the
+ *    series' start; cron: the first matching minute at or after it.
+ *  - An ack computes the next run on the server clock: every: the first
+ *    start + k * every strictly after now; cron: the first matching
+ *    minute strictly after now (in the job's offset).  Runs missed while
+ *    no consumer ran are not made up: the late delivery is the one run,
+ *    and the next comes after the ack.  The next run starts with attempt
+ *    1, a new token and no last error (the run succeeded); a retried ack
+ *    of the same delivery still answers 0.
+ *  - A nack for a retry keeps the series (the retry is the same run).  A
+ *    run that is dead-lettered (DQ_NACK_DEAD, max attempts) stops the
+ *    series: the job waits in the dead set with its rule, and the ack of
+ *    a run requeued by dq_dead_requeue resumes it (purge ends it).
+ *  - dq_cancel stops the series (a pending run, or one in flight with
+ *    DQ_CANCEL_INFLIGHT: its holder's ack then answers DQ_ENOTFOUND).
+ * dq_job_info_repeat tells a job's rule.
+ */
 
 /* As dq_push_batch (times are delays, or epoch ms with DQ_PUSH_AT), every
  * job with the same options (NULL: none). */
@@ -792,6 +866,11 @@ DQ_EXTERN const void *dq_job_info_last_error(const dq_job_info *info,
 DQ_EXTERN int64_t dq_job_info_failed_ms(const dq_job_info *info);
 /* The server's time of the lookup (epoch ms). */
 DQ_EXTERN int64_t dq_job_info_now_ms(const dq_job_info *info);
+/* A repeating job's rule (see "Repeating jobs"), as people read it:
+ * "every <ms> ms from <start epoch ms>" or "cron <expression> tz <+-offset
+ * minutes>"; NULL when the job does not repeat (or info is NULL).  Valid
+ * as long as info. */
+DQ_EXTERN const char *dq_job_info_repeat(const dq_job_info *info);
 /* A deep copy (for an async callback's borrowed info); free it with
  * dq_job_info_free.  NULL if out of memory or info is NULL. */
 DQ_EXTERN dq_job_info *dq_job_info_dup(const dq_job_info *info);

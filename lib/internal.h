@@ -84,13 +84,32 @@ struct dq_job_info {
     dq_job job;     /* id, payload, attempt, times, reason */
     int state;      /* DQ_JOB_* */
     int64_t now_ms; /* the server's time of the lookup */
+    char repeat[256]; /* the repeat rule as people read it ("" none) */
 };
+
+/* A parsed cron expression (cron.c): bit v of a field set = value v
+ * matches. */
+typedef struct dq__cron {
+    uint64_t min;  /* minutes 0..59 */
+    uint32_t hour; /* hours 0..23 */
+    uint32_t dom;  /* days of the month 1..31 */
+    uint32_t mon;  /* months 1..12 */
+    uint32_t dow;  /* days of the week 0..6, 0 = Sunday (7 read as 0) */
+    int day_or;    /* both dom and dow restricted (neither starts with '*'):
+                      a day matches if either does (Vixie cron) */
+} dq__cron;
 
 /* Options of a push (dq_push_opts_*): 0 = not set. */
 struct dq_push_opts {
     int64_t max_attempts; /* the job's own max attempts */
     int64_t expire;       /* expiry: epoch ms, or ms from the push */
     int expire_rel;       /* expire counts from the push */
+    int64_t every;        /* repeat every this many ms (0: no) */
+    int has_cron;         /* repeat on cron (then every is 0) */
+    int tz_min;           /* the cron's offset from UTC, minutes */
+    dq__cron cron;        /* the parsed cron */
+    char cron_text[201];  /* its text (at most DQ_CRON_TEXT_MAX bytes) */
+    char errmsg[512];     /* why the last set failed ("" none) */
 };
 
 /* Allocates a list with room for n jobs (count 0).  NULL on ENOMEM. */

@@ -228,6 +228,10 @@ int64_t dq_job_info_failed_ms(const dq_job_info *in) {
     return dq_job_failed_ms(info_job(in));
 }
 
+const char *dq_job_info_repeat(const dq_job_info *in) {
+    return in == NULL || in->repeat[0] == '\0' ? NULL : in->repeat;
+}
+
 int64_t dq_job_info_now_ms(const dq_job_info *in) {
     return in == NULL ? 0 : in->now_ms;
 }

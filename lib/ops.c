@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cron.h"
 #include "ops.h"
 #include "route.h"
 #include "resp.h"
@@ -706,11 +707,12 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         rc = check_push_args(core, n, payloads, lens, times, absolute, ids,
                              flags, err);
     if (rc == DQ_OK)
-        rc = dq__check_push_opts(po, n, times, absolute, err);
+        rc = dq__check_push_opts(po, n, times, absolute, ids, err);
     if (rc != DQ_OK)
         return rc;
-    char ext[DQ_PUSH_OPTS_STR];
+    char ext[DQ_PUSH_OPTS_STR], rule[DQ_PUSH_RULE_STR];
     size_t extlen = dq__push_opts_str(po, ext, sizeof(ext));
+    size_t rulelen = dq__push_rule_str(po, rule, sizeof(rule));
     dq__core_keys(core, queue);
     p->n = n;
     p->ids = malloc(n * DQ_ID_BUF);
@@ -773,12 +775,13 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         dq__cmd *c = &p->cmds[ch];
         dq__core_keys_part(core, queue, part ? part[JOB(lo)] : -1);
         if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
-                         4 + 3 * (int)(hi - lo)) != DQ_OK)
+                         5 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom_part;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
         cmd_cstr(c, absolute ? "1" : "0");
         cmd_int(c, core->opts.done_ttl_ms);
         cmd_str(c, ext, extlen);
+        cmd_str(c, rule, rulelen);
         for (size_t pos = lo; pos < hi; pos++) {
             size_t i = JOB(pos);
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);
@@ -1183,7 +1186,7 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
     *info = NULL;
     size_t n = dq__reply_len(r);
     int64_t now, state, t, att;
-    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 6) ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7) ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "get: unexpected reply");
     if (n == 1)
@@ -1207,6 +1210,12 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
     in->job.due_ms = t;
     in->job.lease_deadline_ms = state == DQ_JOB_INFLIGHT ? t : 0;
     in->job.failed_ms = en.failed_ms;
+    const dq__reply *rule = dq__reply_at(r, 6);
+    if (dq__reply_type(rule) == DQ_R_STRING) {
+        size_t rlen;
+        const char *rs = dq__reply_str(rule, &rlen);
+        dq__repeat_text(rs, rlen, in->repeat, sizeof(in->repeat));
+    }
     *info = in;
     return 1;
 }

@@ -242,8 +242,12 @@ int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
  * length. */
 #define DQ_PUSH_OPTS_STR 128
 int dq__check_push_opts(const dq_push_opts *o, size_t n, const int64_t *times,
-                        int absolute, dq__err *err);
+                        int absolute, const char *const *ids, dq__err *err);
 size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size);
+/* The repeat rule push.lua takes ("" none): "e<ms>", or a cron rule
+ * (cron.h, dq__cron_rule); buf of DQ_PUSH_RULE_STR bytes. */
+#define DQ_PUSH_RULE_STR 640
+size_t dq__push_rule_str(const dq_push_opts *o, char *buf, size_t size);
 /* Number of jobs created or replaced (after all chunks decoded). */
 int dq__push_plan_count(const dq__push_plan *p);
 void dq__push_plan_free(dq__push_plan *p);

@@ -1,12 +1,15 @@
 /*
  * pushopts.c - the options a push can carry (dq_push_opts) and how they
  * travel to push.lua: one "|<tag><value>" string for the whole call, kept
- * in each job's meta (lua/common.lua, parse_meta).
+ * in each job's meta (lua/common.lua, parse_meta), and a repeating job's
+ * rule (every or cron, cron.c parses) as an argument of its own.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "cron.h"
 #include "ops.h"
 
 dq_push_opts *dq_push_opts_new(void) {
@@ -15,34 +18,103 @@ dq_push_opts *dq_push_opts_new(void) {
 
 void dq_push_opts_free(dq_push_opts *o) { free(o); }
 
+/* Records why a set failed (dq_push_opts_errmsg); returns DQ_EINVAL. */
+static int opt_bad(dq_push_opts *o, const char *msg) {
+    snprintf(o->errmsg, sizeof(o->errmsg), "%s", msg);
+    return DQ_EINVAL;
+}
+
 int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value) {
     if (o == NULL)
         return DQ_ENULL;
+    o->errmsg[0] = '\0';
     switch (opt) {
     case DQ_PUSHOPT_MAX_ATTEMPTS:
         if (value < 0 || value > DQ_ATTEMPTS_MAX)
-            return DQ_EINVAL;
+            return opt_bad(o, "max attempts must be 0..DQ_ATTEMPTS_MAX");
         o->max_attempts = value;
         return DQ_OK;
     case DQ_PUSHOPT_EXPIRE_AT:
         if (value < 0 || value > DQ_AT_MAX)
-            return DQ_EINVAL;
+            return opt_bad(o, "expire at must be 0..DQ_AT_MAX");
         o->expire = value;
         o->expire_rel = 0;
         return DQ_OK;
     case DQ_PUSHOPT_EXPIRE_IN_MS:
         if (value < 0 || value > DQ_DELAY_MAX)
-            return DQ_EINVAL;
+            return opt_bad(o, "expire in ms must be 0..DQ_DELAY_MAX");
         o->expire = value;
         o->expire_rel = value > 0;
         return DQ_OK;
+    case DQ_PUSHOPT_EVERY_MS:
+        if (value != 0 && (value < DQ_EVERY_MIN || value > DQ_DELAY_MAX))
+            return opt_bad(o, "every ms must be 0 (none) or "
+                              "DQ_EVERY_MIN..DQ_DELAY_MAX");
+        o->every = value;
+        if (value > 0)
+            o->has_cron = 0;
+        return DQ_OK;
+    case DQ_PUSHOPT_TZ_OFFSET_MIN:
+        if (value < -DQ_TZ_OFFSET_MAX || value > DQ_TZ_OFFSET_MAX)
+            return opt_bad(o, "tz offset must be -840..840 minutes");
+        o->tz_min = (int)value;
+        return DQ_OK;
+    case DQ_PUSHOPT_CRON:
+        return opt_bad(o, "DQ_PUSHOPT_CRON is text: use "
+                          "dq_push_opts_set_str");
     default:
-        return DQ_EINVAL;
+        return opt_bad(o, "unknown option");
     }
 }
 
+int dq_push_opts_set_str(dq_push_opts *o, int opt, const char *value) {
+    if (o == NULL)
+        return DQ_ENULL;
+    o->errmsg[0] = '\0';
+    if (opt != DQ_PUSHOPT_CRON)
+        return opt_bad(o, "not a text option: dq_push_opts_set_str takes "
+                          "DQ_PUSHOPT_CRON");
+    if (value == NULL || value[0] == '\0') {
+        o->has_cron = 0;
+        o->cron_text[0] = '\0';
+        return DQ_OK;
+    }
+    dq__cron c;
+    dq__err err;
+    dq__err_clear(&err);
+    if (dq__cron_parse(value, &c, &err) != DQ_OK)
+        return opt_bad(o, err.msg);
+    o->cron = c;
+    o->has_cron = 1;
+    o->every = 0;
+    snprintf(o->cron_text, sizeof(o->cron_text), "%s", value);
+    return DQ_OK;
+}
+
+const char *dq_push_opts_errmsg(const dq_push_opts *o) {
+    return o == NULL ? "" : o->errmsg;
+}
+
+/* Whether the options make jobs repeat. */
+static int repeats(const dq_push_opts *o) {
+    return o != NULL && (o->every > 0 || o->has_cron);
+}
+
 int dq__check_push_opts(const dq_push_opts *o, size_t n, const int64_t *times,
-                        int absolute, dq__err *err) {
+                        int absolute, const char *const *ids, dq__err *err) {
+    if (repeats(o)) {
+        if (o->expire > 0)
+            return dq__err_set(err, DQ_EINVAL,
+                               "a repeating job cannot expire: set either a "
+                               "repeat (every, cron) or an expiry");
+        for (size_t i = 0; i < n; i++)
+            if (ids == NULL || ids[i] == NULL)
+                return dq__err_set(err, DQ_EINVAL,
+                                   "job %zu repeats but has no id: a "
+                                   "repeating job needs the caller's id "
+                                   "(pushes of one id register it once)",
+                                   i);
+    }
     if (o == NULL || o->expire == 0 || times == NULL)
         return DQ_OK;
     /* A job whose expiry is not after its due time could never run; where
@@ -69,5 +141,18 @@ size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size) {
     if (o->expire > 0)
         len += (size_t)snprintf(buf + len, size - len, "|%c%" PRId64,
                                 o->expire_rel ? 'X' : 'x', o->expire);
+    if (repeats(o))
+        len += (size_t)snprintf(buf + len, size - len, "|r");
     return len;
+}
+
+size_t dq__push_rule_str(const dq_push_opts *o, char *buf, size_t size) {
+    buf[0] = '\0';
+    if (o == NULL)
+        return 0;
+    if (o->every > 0)
+        return (size_t)snprintf(buf, size, "e%" PRId64, o->every);
+    if (o->has_cron)
+        return dq__cron_rule(&o->cron, o->tz_min, o->cron_text, buf, size);
+    return 0;
 }

@@ -58,6 +58,8 @@ const char dqt_help_main[] =
 const char dqt_help_push[] =
     "Usage: delayq push [PAYLOAD] [--in DUR | --at TIME] [--id ID]\n"
     "                   [--replace | --keep] [--json]\n"
+    "                   [--every MS | --cron EXPR [--tz +HH:MM]]\n"
+    "                   [--max-attempts N] [--expire-in MS | --expire-at TIME]\n"
     "\n"
     "Pushes one job.  The payload is PAYLOAD, or standard input when PAYLOAD\n"
     "is missing or \"-\" (binary-safe).  Prints the outcome and the job id:\n"
@@ -73,7 +75,20 @@ const char dqt_help_push[] =
     "  --id ID        job id (1..128 bytes); default: a generated unique id\n"
     "  --replace      if the id exists, replace payload and due time\n"
     "  --keep         if the id exists, leave it alone (the default)\n"
-    "  --json         print {\"id\":...,\"outcome\":...}\n";
+    "  --json         print {\"id\":...,\"outcome\":...}\n"
+    "  --every MS     repeat: after each ack the job is due again at the next\n"
+    "                 start + k * MS (ms or a duration like 5m); needs --id\n"
+    "  --cron EXPR    repeat on a 5-field cron schedule (\"*/5 * * * *\");\n"
+    "                 the first run is the first match at or after the push\n"
+    "  --tz OFFSET    the cron's fixed offset from UTC, +HH:MM or -HH:MM\n"
+    "                 (default UTC)\n"
+    "  --max-attempts N  this job's own max attempts\n"
+    "  --expire-in MS    no delivery starts later than MS after the push\n"
+    "  --expire-at TIME  no delivery starts after TIME (ISO-8601 or epoch ms)\n"
+    "A repeating job (--every, --cron) is registered once per id: pushing it\n"
+    "again with --keep changes nothing.  Runs missed while no consumer ran\n"
+    "are not made up: one late run, then the next slot after its ack.  It\n"
+    "cannot expire; \"delayq cancel ID\" stops it.\n";
 
 const char dqt_help_cancel[] =
     "Usage: delayq cancel ID... [--inflight]\n"

@@ -60,19 +60,110 @@ const dqt_optspec dqt_push_opts[] = {{"in", 0, 1, DQT_O_IN},
                                      {"replace", 0, 0, DQT_O_REPLACE},
                                      {"keep", 0, 0, DQT_O_KEEP},
                                      {"json", 0, 0, DQT_O_JSON},
+                                     {"every", 0, 1, DQT_O_EVERY},
+                                     {"cron", 0, 1, DQT_O_CRON},
+                                     {"tz", 0, 1, DQT_O_TZ},
+                                     {"max-attempts", 0, 1, DQT_O_MAXATT},
+                                     {"expire-in", 0, 1, DQT_O_EXPIN},
+                                     {"expire-at", 0, 1, DQT_O_EXPAT},
                                      {NULL, 0, 0, 0}};
+
+/* A duration option that may also be plain milliseconds ("1500"). */
+static int opt_ms(const dqt_cli *g, const dqt_optval *o, int64_t *ms) {
+    const char *s = o->val;
+    if (s != NULL && *s && strspn(s, "0123456789") == strlen(s) &&
+        strlen(s) <= 15) {
+        *ms = strtoll(s, NULL, 10);
+        return 0;
+    }
+    return dqt_opt_duration(g, o, ms);
+}
+
+/* --tz: "+HH:MM", "-HH:MM" (or "Z", "UTC") -> minutes east of UTC.
+ * 0 or -1. */
+static int parse_tz(const char *s, int64_t *min) {
+    if (strcmp(s, "Z") == 0 || strcmp(s, "UTC") == 0) {
+        *min = 0;
+        return 0;
+    }
+    if ((s[0] != '+' && s[0] != '-') || strlen(s) != 6 || s[3] != ':' ||
+        strspn(s + 1, "0123456789") != 2 || strspn(s + 4, "0123456789") != 2)
+        return -1;
+    int h = (s[1] - '0') * 10 + (s[2] - '0');
+    int m = (s[4] - '0') * 10 + (s[5] - '0');
+    if (m > 59 || h * 60 + m > DQ_TZ_OFFSET_MAX)
+        return -1;
+    *min = (s[0] == '-' ? -1 : 1) * (h * 60 + m);
+    return 0;
+}
+
+/* Sets one push option from the command line; a usage exit code when the
+ * library refuses it (its reason printed). */
+static int set_opt(const dqt_cli *g, dq_push_opts *po, const dqt_optval *o,
+                   int opt, int64_t v, const char *text) {
+    int rc = text != NULL ? dq_push_opts_set_str(po, opt, text)
+                          : dq_push_opts_set(po, opt, v);
+    if (rc == DQ_OK)
+        return 0;
+    fprintf(stderr, "delayq %s: --%s: %s\n", g->cmd, o->name,
+            dq_push_opts_errmsg(po));
+    return DQT_EXIT_USAGE;
+}
 
 /* delayq push: one job, payload from the argument or stdin. */
 int dqt_cmd_push(dqt_cli *g) {
-    int64_t delay = 0, at = -1;
+    int64_t delay = 0, at = -1, v = 0;
     const char *id = NULL;
-    int flags = DQ_PUSH_KEEP, json = 0, rc, have_in = 0;
-    for (int i = 0; i < g->a.nopts; i++) {
+    int flags = DQ_PUSH_KEEP, json = 0, rc, have_in = 0, every = 0, cron = 0;
+    dq_push_opts *po = dq_push_opts_new();
+    if (po == NULL) {
+        fprintf(stderr, "delayq push: out of memory\n");
+        return DQT_EXIT_FAILED;
+    }
+    rc = 0;
+    for (int i = 0; i < g->a.nopts && rc == 0; i++) {
         const dqt_optval *o = &g->a.opts[i];
         switch (o->id) {
+        case DQT_O_EVERY:
+            if ((rc = opt_ms(g, o, &v)) == 0)
+                rc = set_opt(g, po, o, DQ_PUSHOPT_EVERY_MS, v, NULL);
+            every = 1;
+            break;
+        case DQT_O_CRON:
+            rc = set_opt(g, po, o, DQ_PUSHOPT_CRON, 0, o->val);
+            cron = 1;
+            break;
+        case DQT_O_TZ:
+            if (parse_tz(o->val, &v) != 0) {
+                fprintf(stderr, "delayq push: --tz: '%s' is not an offset; "
+                                "use +HH:MM or -HH:MM (at most 14:00)\n",
+                        o->val);
+                rc = DQT_EXIT_USAGE;
+            } else {
+                rc = set_opt(g, po, o, DQ_PUSHOPT_TZ_OFFSET_MIN, v, NULL);
+            }
+            break;
+        case DQT_O_MAXATT:
+            if ((rc = dqt_opt_int(g, o, 1, DQ_ATTEMPTS_MAX, &v)) == 0)
+                rc = set_opt(g, po, o, DQ_PUSHOPT_MAX_ATTEMPTS, v, NULL);
+            break;
+        case DQT_O_EXPIN:
+            if ((rc = opt_ms(g, o, &v)) == 0)
+                rc = set_opt(g, po, o, DQ_PUSHOPT_EXPIRE_IN_MS, v, NULL);
+            break;
+        case DQT_O_EXPAT:
+            if (dqt_parse_time(o->val, &v) != 0) {
+                fprintf(stderr,
+                        "delayq push: --expire-at: '%s' is not a time; use "
+                        "ISO-8601 UTC or epoch ms\n",
+                        o->val);
+                rc = DQT_EXIT_USAGE;
+            } else {
+                rc = set_opt(g, po, o, DQ_PUSHOPT_EXPIRE_AT, v, NULL);
+            }
+            break;
         case DQT_O_IN:
-            if ((rc = dqt_opt_duration(g, o, &delay)))
-                return rc;
+            rc = dqt_opt_duration(g, o, &delay);
             have_in = 1;
             break;
         case DQT_O_AT:
@@ -81,7 +172,7 @@ int dqt_cmd_push(dqt_cli *g) {
                         "delayq push: --at: '%s' is not a time; use ISO-8601 "
                         "UTC like 2026-12-01T09:00:00Z or epoch ms\n",
                         o->val);
-                return DQT_EXIT_USAGE;
+                rc = DQT_EXIT_USAGE;
             }
             break;
         case DQT_O_ID:
@@ -98,10 +189,17 @@ int dqt_cmd_push(dqt_cli *g) {
             break;
         }
     }
-    if (have_in && at >= 0)
-        return dqt_usage_error(g, "use either --in or --at, not both%s", "");
-    if ((rc = dqt_npos_check(g, 0, 1, "payload")))
+    if (rc == 0 && have_in && at >= 0)
+        rc = dqt_usage_error(g, "use either --in or --at, not both%s", "");
+    if (rc == 0 && every && cron)
+        rc = dqt_usage_error(g, "use either --every or --cron, not both%s",
+                             "");
+    if (rc == 0)
+        rc = dqt_npos_check(g, 0, 1, "payload");
+    if (rc) {
+        dq_push_opts_free(po);
         return rc;
+    }
     const char *queue;
     buf payload = {0};
     const char *data;
@@ -114,6 +212,7 @@ int dqt_cmd_push(dqt_cli *g) {
             fprintf(stderr, "delayq push: reading the payload from stdin: %s\n",
                     strerror(errno));
             free(payload.p);
+            dq_push_opts_free(po);
             return DQT_EXIT_FAILED;
         }
         data = payload.p ? payload.p : "";
@@ -121,17 +220,16 @@ int dqt_cmd_push(dqt_cli *g) {
     }
     if ((rc = dqt_start(g, &queue))) {
         free(payload.p);
+        dq_push_opts_free(po);
         return rc;
     }
     char idbuf[DQ_ID_BUF];
     int outcome = 0;
-    if (at >= 0)
-        rc = dq_push_at(g->c, queue, data, len, at, id, flags, idbuf,
-                        sizeof(idbuf), &outcome);
-    else
-        rc = dq_push(g->c, queue, data, len, delay, id, flags, idbuf,
-                     sizeof(idbuf), &outcome);
+    rc = dq_push_ex(g->c, queue, data, len, at >= 0 ? at : delay, id,
+                    flags | (at >= 0 ? DQ_PUSH_AT : 0), po, idbuf,
+                    sizeof(idbuf), &outcome);
     free(payload.p);
+    dq_push_opts_free(po);
     if (rc < 0)
         return dqt_report(g, rc);
     const char *what = outcome == DQ_PUSHED     ? "pushed"
@@ -370,6 +468,10 @@ static void print_info(const dq_job_info *in, int json) {
                state_name(st), tkey, t, dq_job_info_attempts(in), now);
         dqt_json_payload(stdout, p, len);
         dqt_json_reason(stdout, reason, rlen, failed);
+        if (dq_job_info_repeat(in) != NULL) {
+            fputs(",\"repeat\":", stdout);
+            dqt_json_cstr(stdout, dq_job_info_repeat(in));
+        }
         puts("}");
         return;
     }
@@ -384,6 +486,8 @@ static void print_info(const dq_job_info *in, int json) {
            dqt_fmt_iso(t, iso, sizeof(iso)),
            dqt_fmt_rel(t, now, rel, sizeof(rel)));
     printf("attempts   %" PRId64 "\n", dq_job_info_attempts(in));
+    if (dq_job_info_repeat(in) != NULL)
+        printf("repeats    %s\n", dq_job_info_repeat(in));
     if (reason != NULL) {
         fputs("last error ", stdout);
         dqt_escaped(stdout, reason, rlen, 0);

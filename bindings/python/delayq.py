@@ -61,7 +61,12 @@ REASON_MAX = 1024
 SCHEDULED, DUE, INFLIGHT, DEAD = "scheduled", "due", "inflight", "dead"
 _STATES = {1: SCHEDULED, 2: DUE, 3: INFLIGHT, 4: DEAD}
 
-_PUSH_KEEP, _PUSH_REPLACE = 0, 1
+_PUSH_KEEP, _PUSH_REPLACE, _PUSH_AT = 0, 1, 2
+# Push options (DQ_PUSHOPT_*).
+_PO_MAX_ATTEMPTS, _PO_EXPIRE_AT, _PO_EXPIRE_IN_MS = 1, 2, 3
+_PO_EVERY_MS, _PO_TZ_OFFSET_MIN, _PO_CRON = 4, 5, 6
+EVERY_MIN = 10
+TZ_OFFSET_MAX = 840
 PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
 _OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED, 4: DONE}
 _CANCEL_INFLIGHT = 1
@@ -332,15 +337,19 @@ _OPTIONAL_PROTOTYPES = {
     "dq_config_get": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_INT, _P_I64]),
     "dq_setting_name": (_c_str, [_c_int]),
     "dq_setting_by_name": (_c_int, [_c_str]),
+    "dq_job_info_repeat": (_c_str, [_P_INFO]),
+    # push options (per job max attempts, expiry, repeat)
     "dq_push_opts_new": (_P_PUSHOPTS, []),
     "dq_push_opts_free": (None, [_P_PUSHOPTS]),
     "dq_push_opts_set": (_c_int, [_P_PUSHOPTS, _c_int, _c_i64]),
+    "dq_push_opts_set_str": (_c_int, [_P_PUSHOPTS, _c_int, _c_str]),
+    "dq_push_opts_errmsg": (_c_str, [_P_PUSHOPTS]),
     "dq_push_ex": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_size, _c_i64,
                             _c_str, _c_int, _P_PUSHOPTS, ctypes.c_char_p,
                             _c_size, _P_INT]),
     "dq_push_batch_ex": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_STR,
-                                  _P_SIZE, _P_I64, _P_STR, _c_int,
-                                  _P_PUSHOPTS, ctypes.c_char_p, _P_INT]),
+                                  _P_SIZE, _P_I64, _P_STR, _c_int, _P_PUSHOPTS,
+                                  ctypes.c_char_p, _P_INT]),
     # delayq-consumer.h
     "dq_consumer_set_int": (_c_int, [_P_CONSUMER, _c_int, _c_i64]),
     "dq_consumer_set_outcome_cb": (_c_int, [_P_CONSUMER, _OUTCOME_CB,
@@ -533,11 +542,13 @@ class JobInfo:
     attempts (deliveries so far), lease_deadline_ms (in flight, else 0),
     payload (bytes), last_error (bytes, or None when no reason was
     recorded), failed_ms (when it was, 0 if none), now_ms (the server's
-    time of the lookup)."""
+    time of the lookup), repeat (a repeating job's rule as text, e.g.
+    "every 60000 ms from <start ms>" or "cron 30 9 * * 1-5 tz +330", else
+    None)."""
 
     __slots__ = ("id", "queue", "state", "due_ms", "attempts",
                  "lease_deadline_ms", "payload", "last_error", "failed_ms",
-                 "now_ms")
+                 "now_ms", "repeat")
 
     def __init__(self, queue, info):
         self.id = _dec(_lib.dq_job_info_id(info))
@@ -550,6 +561,10 @@ class JobInfo:
         self.last_error = _bytes_at(_lib.dq_job_info_last_error, info)
         self.failed_ms = _lib.dq_job_info_failed_ms(info)
         self.now_ms = _lib.dq_job_info_now_ms(info)
+        rep = None
+        if getattr(_lib, "dq_job_info_repeat", None) is not None:
+            rep = _lib.dq_job_info_repeat(info)
+        self.repeat = None if rep is None else _dec(rep)
 
     def __repr__(self):
         return ("JobInfo(id=%r, state=%r, due_ms=%d, attempts=%d, "
@@ -663,12 +678,20 @@ class Client:
     # -- producing
 
     def push(self, queue, payload, delay_ms=0, *, at_ms=None, id=None,
-             replace=False):
+             replace=False, every_ms=None, cron=None, tz_offset_min=0,
+             max_attempts=None, expire_in_ms=None, expire_at_ms=None):
         """Pushes one job due delay_ms from now, or at at_ms (server epoch
         ms).  id None lets the library generate one.  replace: what to do
         when the id exists (False: keep it).  Returns (id, outcome) with
         outcome PUSHED, KEPT, REPLACED or DONE (keep mode: the id was acked
-        within the done window, so nothing was written)."""
+        within the done window, so nothing was written).
+
+        Options (dq_push_ex): every_ms or cron (a 5-field cron expression
+        read at tz_offset_min minutes from UTC) make a repeating job, which
+        needs an id, cannot expire, and is registered once per id: each ack
+        schedules its next run (missed runs run once).  max_attempts: the
+        job's own; expire_in_ms / expire_at_ms: no delivery starts after
+        then.  A bad option raises InvalidArgument and sends nothing."""
         q = _enc(queue, "queue", "EQUEUE")
         data = _payload(payload)
         jid = None if id is None else _enc(id, "id", "EID")
@@ -677,6 +700,18 @@ class Client:
         outcome = _c_int(0)
         if at_ms is not None and delay_ms:
             raise TypeError("give delay_ms or at_ms, not both")
+        if every_ms is not None and cron is not None:
+            raise TypeError("give every_ms or cron, not both")
+        if expire_in_ms is not None and expire_at_ms is not None:
+            raise TypeError("give expire_in_ms or expire_at_ms, not both")
+        opts = [(o, v) for o, v in ((_PO_EVERY_MS, every_ms),
+                                    (_PO_MAX_ATTEMPTS, max_attempts),
+                                    (_PO_EXPIRE_IN_MS, expire_in_ms),
+                                    (_PO_EXPIRE_AT, expire_at_ms))
+                if v is not None]
+        if cron is not None or opts or tz_offset_min:
+            return self._push_ex(q, data, jid, flags, delay_ms, at_ms, opts,
+                                 cron, tz_offset_min)
         with self._lock:
             c = self._handle()
             if at_ms is not None:
@@ -688,6 +723,41 @@ class Client:
                                   out, ID_BUF, ctypes.byref(outcome))
             self._check(rc)
         return _dec(out.value), _OUTCOMES.get(outcome.value, outcome.value)
+
+    def _push_ex(self, q, data, jid, flags, delay_ms, at_ms, opts, cron,
+                 tz_offset_min):
+        """push() with options: one dq_push_opts for the call."""
+        po = _lib.dq_push_opts_new()
+        if not po:
+            raise MemoryError("dq_push_opts_new")
+        try:
+            sets = [(o, int(v)) for o, v in opts]
+            if tz_offset_min:
+                sets.append((_PO_TZ_OFFSET_MIN, int(tz_offset_min)))
+            for o, v in sets:
+                if _lib.dq_push_opts_set(po, o, v) < 0:
+                    raise _error(ERRORS["EINVAL"],
+                                 _dec(_lib.dq_push_opts_errmsg(po)))
+            if cron is not None:
+                text = cron.encode("utf-8") if isinstance(cron, str) else cron
+                if b"\0" in text or _lib.dq_push_opts_set_str(
+                        po, _PO_CRON, text) < 0:
+                    raise _error(ERRORS["EINVAL"],
+                                 _dec(_lib.dq_push_opts_errmsg(po)) or
+                                 "cron: NUL in the expression")
+            out = ctypes.create_string_buffer(ID_BUF)
+            outcome = _c_int(0)
+            when = at_ms if at_ms is not None else delay_ms
+            if at_ms is not None:
+                flags |= _PUSH_AT
+            with self._lock:
+                self._check(_lib.dq_push_ex(
+                    self._handle(), q, data, len(data), when, jid, flags, po,
+                    out, ID_BUF, ctypes.byref(outcome)))
+            return _dec(out.value), _OUTCOMES.get(outcome.value,
+                                                  outcome.value)
+        finally:
+            _lib.dq_push_opts_free(po)
 
     def push_batch(self, queue, payloads, delays_ms=None, ids=None,
                    replace=False):

@@ -577,6 +577,60 @@ class TestSettings(Base):
         self.assertEqual(self.c.stats(self.q)["due"], 3)
         self.assertEqual(delayq._lib.dq_setting_name(1), b"max_attempts")
         self.assertEqual(delayq._lib.dq_setting_by_name(b"rate_max"), 10)
+class TestRepeatAndPushOptions(Base):
+    def test_every_registers_once_and_reschedules(self):
+        self.assertEqual(self.c.push(self.q, b"t", id="tick",
+                                     every_ms=60000),
+                         ("tick", delayq.PUSHED))
+        self.assertEqual(self.c.push(self.q, b"t", id="tick",
+                                     every_ms=60000),
+                         ("tick", delayq.KEPT))
+        info = self.c.get(self.q, "tick")
+        self.assertRegex(info.repeat, r"^every 60000 ms from \d+$")
+        jobs = self.c.poll(self.q)
+        self.assertEqual(len(jobs), 1)
+        self.c.ack(self.q, jobs[0].id, jobs[0].token)
+        info = self.c.get(self.q, "tick")
+        self.assertEqual((info.state, info.attempts), (delayq.SCHEDULED, 0))
+        self.assertTrue(0 < info.due_ms - info.now_ms <= 60000)
+        self.assertEqual(self.c.cancel(self.q, "tick"),
+                         delayq.CANCELED_PENDING)
+
+    def test_cron_with_offset(self):
+        self.c.push(self.q, b"c", id="c", cron="30 9 * * mon-fri",
+                    tz_offset_min=330)
+        info = self.c.get(self.q, "c")
+        self.assertEqual(info.repeat, "cron 30 9 * * mon-fri tz +330")
+        import time
+        t = time.gmtime(info.due_ms // 1000 + 330 * 60)
+        self.assertEqual((t.tm_hour, t.tm_min, t.tm_wday < 5),
+                         (9, 30, True))
+
+    def test_other_options(self):
+        self.c.push(self.q, b"m", id="m", max_attempts=1)
+        j = self.c.poll(self.q)[0]
+        self.assertTrue(self.c.nack(self.q, j.id, j.token))  # dead
+        self.c.push(self.q, b"e", id="e", expire_in_ms=60000)
+        self.c.push(self.q, b"f", id="f", delay_ms=1000,
+                    expire_at_ms=delayq.AT_MAX)
+        self.assertIsNone(self.c.get(self.q, "e").repeat)
+
+    def test_bad_options_send_nothing(self):
+        for kw, word in ((dict(every_ms=60000), "id"),
+                         (dict(id="a", every_ms=5), "every"),
+                         (dict(id="a", cron="0 0 30 2 *"), "never"),
+                         (dict(id="a", cron="* * *"), "5"),
+                         (dict(id="a", cron="* * * * *", tz_offset_min=900),
+                          "tz"),
+                         (dict(id="a", every_ms=1000, expire_in_ms=10),
+                          "expire")):
+            with self.assertRaises(delayq.InvalidArgument) as cm:
+                self.c.push(self.q, b"x", **kw)
+            self.assertIn(word, cm.exception.message)
+        with self.assertRaises(TypeError):
+            self.c.push(self.q, b"x", id="a", every_ms=1000, cron="* * * * *")
+        st = self.c.stats(self.q)
+        self.assertEqual(st["scheduled"] + st["due"], 0)
 
 
 class TestCounters(Base):

@@ -1,5 +1,11 @@
 #!lua flags=allow-oom
--- ack.lua: finishes jobs and deletes all their data.
+-- ack.lua: finishes jobs and deletes all their data, or, for a repeating
+-- job (common.lua, "Repeating jobs"), schedules its next run instead: due
+-- at the first slot of its rule strictly after now (runs missed while no
+-- consumer ran are not made up), attempts 0, the token ended (the next
+-- delivery's is above it), the last failure reason deleted (the run
+-- succeeded); its done record is written as for any ack, so a retried ack
+-- still answers 0.
 -- ARGV[2] done window ms (0 = leave no done record), ARGV[3..] pairs: id,
 -- token.
 -- Returns one result per job:
@@ -14,19 +20,22 @@
 -- "never pushed", for a window after that delivery.  Each call trims at
 -- most as many expired records as it adds plus 16, so the set keeps up,
 -- and the key expires a window after the last ack.
--- Reads (jobs, done, dead when needed) come before the first write.
+-- Reads (jobs, done, dead when needed, due when a job repeats) come before
+-- the first write.
 local window = tonumber(ARGV[2])
 local ids, toks = {}, {}
 for i = 3, #ARGV, 2 do
     ids[#ids + 1] = ARGV[i]
     toks[#toks + 1] = ARGV[i + 1]
 end
-local res, dead, dup = check_tokens(ids, toks) -- reads jobs
+local res, dead, dup, exts = check_tokens(ids, toks) -- reads jobs
 local ok, zadd, in_dead, out, failed = {}, {}, {}, {}, {}
+local rep = {} -- positions in ok of jobs that say they repeat
 for i, id in ipairs(ids) do
     if res[i] >= 0 then
         out[i] = 0
         ok[#ok + 1] = id
+        if meta_opt(exts[i], 'r') then rep[#rep + 1] = { #ok, i } end
         if window > 0 then
             zadd[#zadd + 1] = toks[i] -- the done record: id -> token
             zadd[#zadd + 1] = id
@@ -37,8 +46,10 @@ for i, id in ipairs(ids) do
         if not dup[i] then failed[#failed + 1] = i end
     end
 end
-local now
-if #failed > 0 or (window > 0 and #ok > 0) then now = dq_now() end
+local now, now_us
+if #failed > 0 or (window > 0 and #ok > 0) or #rep > 0 then
+    now, now_us = dq_now()
+end
 if #failed > 0 then
     -- Reads only: a done record with this token means this holder's
     -- earlier ack landed; with another token, someone else finished it.
@@ -64,15 +75,49 @@ if window > 0 then
     if trim > n + 16 then trim = n + 16 end
 end
 
+-- Repeating jobs: their rules, and where each goes next (reads).
+local gone, again, meta, earliest = ok, {}, {}, nil
+if #rep > 0 then
+    local rfs = {}
+    for k, p in ipairs(rep) do rfs[k] = rf(ok[p[1]]) end
+    local rules = redis.call('HMGET', K_JOBS, unpack(rfs))
+    local keep = {}
+    for k, p in ipairs(rep) do
+        local at = rules[k] and repeat_next(rules[k], now)
+        if at then
+            local id = ok[p[1]]
+            keep[p[1]] = true
+            again[#again + 1] = string.format('%d', at)
+            again[#again + 1] = id
+            meta[#meta + 1] = mf(id)
+            meta[#meta + 1] = fmt_meta(0, ended_tok(toks[p[2]]), exts[p[2]])
+            if not earliest or at < earliest then earliest = at end
+        end
+    end
+    gone = {}
+    for k, id in ipairs(ok) do
+        if not keep[k] then gone[#gone + 1] = id end
+    end
+end
+local cands = wake_prep(earliest, earliest and first_due(), now)
+
 counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
 if #in_dead < n then redis.call('ZREM', K_LEASE, unpack(ok)) end
 if #in_dead > 0 then redis.call('ZREM', K_DEAD, unpack(in_dead)) end
-redis.call('HDEL', K_JOBS, unpack(job_fields(ok)))
+if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(job_fields(gone))) end
+if #again > 0 then
+    local efl = {}
+    for k = 2, #again, 2 do efl[#efl + 1] = ef(again[k]) end
+    redis.call('HDEL', K_JOBS, unpack(efl))
+    redis.call('HSET', K_JOBS, unpack(meta))
+    redis.call('ZADD', K_DUE, unpack(again))
+end
 if window > 0 then
     if trim > 0 then redis.call('ZREMRANGEBYRANK', K_DONE, 0, trim - 1) end
     redis.call('ZADD', K_DONE, unpack(zadd))
     redis.call('PEXPIRE', K_DONE, window)
 end
 count('acked', n)
+if earliest then wake(earliest, cands, now, now_us) end
 return out

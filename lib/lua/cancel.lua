@@ -8,7 +8,11 @@
 -- token is still valid.
 -- The index is read first; the jobs hash is the first key written.
 local id = ARGV[2]
-local function forget() redis.call('HDEL', K_JOBS, id, mf(id), ef(id)) end
+-- forget deletes every field of the job, a repeating job's rule too: a
+-- cancel stops the series.
+local function forget()
+    redis.call('HDEL', K_JOBS, unpack(job_fields({ id })))
+end
 if redis.call('ZSCORE', K_DUE, id) then
     forget()
     redis.call('ZREM', K_DUE, id)

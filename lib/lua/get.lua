@@ -3,18 +3,19 @@
 -- and under maxmemory, and never changes anything).
 -- ARGV[2] id.
 -- Returns { now_ms } when there is no such job, else
---   { now_ms, state, time_ms, attempts, payload, reason }
+--   { now_ms, state, time_ms, attempts, payload, reason, rule }
 --   state: 1 pending and not due yet, 2 pending and due (time_ms <= now),
 --   3 in flight (also a lease that ran out while no poll claimed the job
 --   again: its holder may still ack it, as dq_cancel and list.lua see it),
 --   4 dead; time_ms: due time, lease deadline or time of death; attempts:
 --   deliveries so far (from meta); reason: the last failure reason field
---   ("<ms>:<reason>") or nil (false) when none was recorded.
--- Bounded: one HMGET of three fields and up to three ZSCOREs.  An index
+--   ("<ms>:<reason>") or nil (false) when none was recorded; rule: a
+--   repeating job's rule (common.lua, "Repeating jobs") or false.
+-- Bounded: one HMGET of four fields and up to three ZSCOREs.  An index
 -- entry without a payload (polls drop those) is no job.
 local now = dq_now()
 local id = ARGV[2]
-local got = redis.call('HMGET', K_JOBS, id, mf(id), ef(id))
+local got = redis.call('HMGET', K_JOBS, id, mf(id), ef(id), rf(id))
 if not got[1] then return { now } end
 local state, t = 0, nil
 t = redis.call('ZSCORE', K_DUE, id)
@@ -30,4 +31,5 @@ else
     end
 end
 if state == 0 then return { now } end
-return { now, state, t, (parse_meta(got[2])), got[1], got[3] or false }
+return { now, state, t, (parse_meta(got[2])), got[1], got[3] or false,
+         got[4] or false }

@@ -6,8 +6,15 @@
 -- ARGV[5] the jobs' options ('' none): "|m<n>" max attempts, "|x<ms>"
 --         expiry as server epoch ms or "|X<ms>" as ms from now (no
 --         delivery starts after it); kept in each job's meta (common.lua,
---         parse_meta), from the push on
--- ARGV[6..] triples: id, delay-or-time, payload (the client cuts batches
+--         parse_meta), from the push on; "|r" the jobs repeat
+-- ARGV[6] the jobs' repeat rule ('' none; common.lua, "Repeating jobs"):
+--         "e<every ms>" (stored with the job's start: its first due time)
+--         or a cron rule (stored as given; the first due time is its first
+--         match at or after the push's time).  A replace without a rule
+--         drops the job's rule.  A repeating push ignores done records:
+--         a retried one finds its job still there (kept), and one after a
+--         cancel registers the series again.
+-- ARGV[7..] triples: id, delay-or-time, payload (the client cuts batches
 --           into calls of at most 1000 jobs and a few MiB)
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
 -- mode: the id was acked within its done window, so this push is taken for
@@ -22,38 +29,40 @@ local replace = ARGV[2] == '1'
 local absolute = ARGV[3] == '1'
 local window = tonumber(ARGV[4])
 local ext = ARGV[5]
+local rule = ARGV[6]
 if ext ~= '' then
     local rel = meta_opt(ext, 'X')
     if rel then
         ext = meta_drop(ext, 'X') .. string.format('|x%d', now + rel)
     end
 end
-if #ARGV == 8 and not replace and ext == '' then
+if #ARGV == 9 and not replace and ext == '' then
     -- One job, keep mode (the common single push): HSETNX checks and
     -- writes in one command, after the reads of done and due.
-    local id, at = ARGV[6], tonumber(ARGV[7])
+    local id, at = ARGV[7], tonumber(ARGV[8])
     if not absolute then at = now + at end
     if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
         return { redis.call('HEXISTS', K_JOBS, id) == 1 and 2 or 4 }
     end
     local cands = wake_prep(at, first_due(), now)
-    if redis.call('HSETNX', K_JOBS, id, ARGV[8]) == 0 then return { 2 } end
+    if redis.call('HSETNX', K_JOBS, id, ARGV[9]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
     wake(at, cands, now, now_us)
     return { 1 }
 end
 local ids = {}
-for i = 6, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = 7, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local n = #ids
 -- Replace reads the metas too: a reset job keeps its last token (ended).
 local exists = replace and get_with_meta(ids) or
     redis.call('HMGET', K_JOBS, unpack(ids))
-local recs = replace and {} or redis.call('ZMSCORE', K_DONE, unpack(ids))
+local recs = (replace or rule ~= '') and {} or
+    redis.call('ZMSCORE', K_DONE, unpack(ids))
 local before = first_due()
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
 local earliest
 for j, id in ipairs(ids) do
-    local i = 3 + 3 * j
+    local i = 4 + 3 * j
     local outcome = 1
     if seen[id] == 4 and not replace then
         outcome = 4
@@ -79,6 +88,16 @@ for j, id in ipairs(ids) do
         if not absolute then at = now + at end
         hset[#hset + 1] = id
         hset[#hset + 1] = ARGV[i + 2]
+        if rule ~= '' then
+            local stored
+            at, stored = repeat_first(rule, at)
+            if not at then
+                return redis.error_reply('ERR delayq: the repeat rule of ' ..
+                                         id .. ' never fires')
+            end
+            hset[#hset + 1] = rf(id)
+            hset[#hset + 1] = stored
+        end
         -- a job without a meta gets one now to carry its options (a
         -- replaced one's meta was rewritten with them above)
         if ext ~= '' and not (replace and exists[n + j]) then
@@ -101,6 +120,10 @@ if #reset > 0 then
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
     redis.call('HDEL', K_JOBS, unpack(efs(reset)))
+    -- the old rule goes; a repeating push writes its own below
+    local rfs = {}
+    for k, id in ipairs(reset) do rfs[k] = rf(id) end
+    redis.call('HDEL', K_JOBS, unpack(rfs))
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
 if earliest then

@@ -287,6 +287,83 @@ class TestPush(CliCase):
         self.assertEqual(by["c"], 1000)
 
 
+class TestPushRepeatAndOptions(CliCase):
+    def get_json(self, queue, job_id):
+        return json.loads(self.ok(["get", job_id, "--json"], queue))
+
+    def test_every_registers_once_and_reschedules(self):
+        q = new_queue("every")
+        self.assertEqual(self.ok(["push", "tick", "--id", "t", "--every",
+                                  "60000"], q), "pushed t\n")
+        self.assertEqual(self.ok(["push", "tick", "--id", "t", "--every",
+                                  "1m"], q), "kept t\n")
+        doc = self.get_json(q, "t")
+        self.assertRegex(doc["repeat"], r"^every 60000 ms from \d+$")
+        self.assertIn("repeats    every 60000 ms from ", self.ok(["get", "t"],
+                                                              q))
+        j = self.poll_one(q)
+        self.ok(["ack", j["id"], j["token"]], q)
+        doc = self.get_json(q, "t")
+        self.assertEqual((doc["state"], doc["attempts"]), ("scheduled", 0))
+        self.assertTrue(0 < doc["due_ms"] - doc["now_ms"] <= 60000, doc)
+        self.assertEqual(self.ok(["cancel", "t"], q).split()[0], "canceled")
+        self.assertEqual(self.stats(q)["scheduled"], 0)
+
+    def test_cron_with_offsets(self):
+        q = new_queue("cron")
+        for tz, want in (("+05:30", 330), ("-05:00", -300), ("Z", 0)):
+            jid = "c%d" % want
+            self.push(q, "x", "--id", jid, "--cron", "30 9 * * 1-5",
+                      "--tz", tz)
+            doc = self.get_json(q, jid)
+            self.assertEqual(doc["repeat"], "cron 30 9 * * 1-5 tz %+d" % want)
+            # 09:30 local on a weekday, in the future, within a week
+            local = (doc["due_ms"] // 1000 + want * 60)
+            t = time.gmtime(local)
+            self.assertEqual((t.tm_hour, t.tm_min, t.tm_sec), (9, 30, 0))
+            self.assertLess(t.tm_wday, 5)  # Monday..Friday
+            self.assertTrue(0 < doc["due_ms"] - doc["now_ms"] <= 4 * 86400000)
+
+    def test_other_push_options(self):
+        q = new_queue("pushopts")
+        self.push(q, "x", "--id", "m", "--max-attempts", "1")
+        j = self.poll_one(q)
+        self.assertEqual(self.ok(["nack", j["id"], j["token"]], q).split()[0],
+                         "dead")
+        self.push(q, "y", "--id", "e", "--expire-in", "60000")
+        self.push(q, "z", "--id", "f", "--in", "1h",
+                  "--expire-at", "2999-01-01T00:00:00Z")
+        self.assertEqual(self.stats(q)["scheduled"] + self.stats(q)["due"], 2)
+        # expires before it is due: refused, nothing written
+        r = run(["push", "x", "--id", "g", "--at", "2000", "--expire-at",
+                 "1000"], q)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn(b"expires", r.stderr)
+        self.assertEqual(self.stats(q)["scheduled"] + self.stats(q)["due"], 2)
+
+    def test_bad_repeat_options(self):
+        q = new_queue("badrep")
+        for args, word in (
+                (["--every", "60000"], b"id"),                 # no id
+                (["--id", "a", "--every", "5"], b"every"),
+                (["--id", "a", "--cron", "0 0 30 2 *"], b"never"),
+                (["--id", "a", "--cron", "61 * * * *"], b"minute"),
+                (["--id", "a", "--cron", "* * * *"], b"5"),
+                (["--id", "a", "--cron", "* * * * *", "--tz", "+15:00"],
+                 b"tz"),
+                (["--id", "a", "--cron", "* * * * *", "--tz", "0530"],
+                 b"tz"),
+                (["--id", "a", "--every", "1000", "--cron", "* * * * *"],
+                 b"either"),
+                (["--id", "a", "--every", "1000", "--expire-in", "5000"],
+                 b"expire"),
+                (["--id", "a", "--max-attempts", "0"], b"max-attempts")):
+            r = run(["push", "x"] + args, q)
+            self.assertIn(r.returncode, (1, 2), (args, r))
+            self.assertIn(word, r.stderr, (args, r.stderr))
+        self.assertEqual(self.stats(q)["scheduled"] + self.stats(q)["due"], 0)
+
+
 class TestCancel(CliCase):
     def test_cancel_pending_inflight_missing(self):
         q = new_queue("cancel")
@@ -1241,6 +1318,16 @@ class TestCExamples(CliCase):
         self.assertIn("grace period restarted", out)
         self.assertEqual(out.count("session ended"), 2)
         st = self.stats("session-logouts")
+        self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
+                         (0, 0, 0))
+
+    def test_repeating_reminder(self):
+        out = self.example("repeating_reminder", "200", "3")
+        self.assertEqual(out.count("registered the reminder"), 1)
+        self.assertEqual(out.count("already registered: kept"), 2)
+        self.assertEqual(out.count("time for the stand-up"), 3)
+        self.assertIn("cancelled: the series stops", out)
+        st = self.stats("reminders")
         self.assertEqual((st["scheduled"], st["due"], st["inflight"]),
                          (0, 0, 0))
 
