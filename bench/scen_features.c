@@ -3,12 +3,14 @@
  * queue, in the same run and the same process: a drain (poll max 100 +
  * ack_batch) of a queue with a rate limit that never binds (the price of
  * logging each delivery), a rate limit that binds (how close deliveries
- * come to it and how often dq_poll_wait polls meanwhile), and batched
+ * come to it and how often dq_poll_wait polls meanwhile), a drain of
+ * repeating jobs (each ack reschedules instead of deleting), and batched
  * pushes of jobs that carry push options (their meta is written at push).
  * Ratios are to the plain queue's figure of the same run.
  */
 #include "bench.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
@@ -17,7 +19,8 @@
 #define DQB_RATE_MAX 500       /* ... at most this many */
 #define DQB_RATE_WINDOW 250    /* ... per this many ms: 2,000 jobs/s */
 
-static dqb_series dqb_f_plain, dqb_f_rated, dqb_f_push, dqb_f_push_opts;
+static dqb_series dqb_f_plain, dqb_f_rated, dqb_f_push, dqb_f_push_opts,
+    dqb_f_repeat;
 static dqb_series dqb_f_rate_got, dqb_f_rate_lim, dqb_f_rate_polls,
     dqb_f_rate_peak;
 
@@ -79,6 +82,45 @@ static double dqb_feat_push(dq_client *cl, long n, const dq_push_opts *o) {
         }
     }
     return (double)n / ((double)(dqb_mono_ns() - t0) / 1e9);
+}
+
+/* n repeating jobs (every hour, ids r0..), all due now: each ack
+ * reschedules its job an hour on instead of deleting it.  Returns the
+ * drain's jobs/s, or NAN. */
+static double dqb_feat_repeat(dq_client *cl, long n) {
+    enum { B = 1000 };
+    static char idb[B][24];
+    const char *ids[B];
+    const void *pl[B];
+    size_t lens[B];
+    dq_push_opts *o = dq_push_opts_new();
+    if (o == NULL || dq_push_opts_set(o, DQ_PUSHOPT_EVERY_MS, 3600000) != 0) {
+        dq_push_opts_free(o);
+        return NAN;
+    }
+    for (long done = 0; done < n; done += B) {
+        size_t m = n - done < B ? (size_t)(n - done) : B;
+        for (size_t i = 0; i < m; i++) {
+            snprintf(idb[i], sizeof(idb[i]), "r%ld", done + (long)i);
+            ids[i] = idb[i];
+            pl[i] = dqb_payload;
+            lens[i] = 16;
+        }
+        if (dq_push_batch_ex(cl, DQB_QUEUE, m, pl, lens, NULL, ids, 0, o,
+                             NULL, NULL) != (int)m) {
+            dqb_fail("features: repeating push: %s", dq_errmsg(cl));
+            dq_push_opts_free(o);
+            return NAN;
+        }
+    }
+    dq_push_opts_free(o);
+    double v = dqb_feat_drain(cl, n);
+    int64_t sched = -1;
+    dq_stats(cl, DQB_QUEUE, &sched, NULL, NULL, NULL, NULL);
+    if (sched != n)
+        dqb_fail("features: %" PRId64 " repeating jobs rescheduled, not %ld",
+                 sched, n);
+    return v;
 }
 
 /* The binding limit: DQB_RATE_N due jobs taken with dq_poll_wait by one
@@ -156,6 +198,9 @@ void dqb_scen_features_run(const dqb_cfg *c, int run) {
     dqb_s_add(&dqb_f_plain, plain);
     dqb_s_add(&dqb_f_rated, rated);
     dqb_expect_empty(cl, "features");
+    double rep = dqb_feat_repeat(cl, n);
+    dqb_s_add(&dqb_f_repeat, rep);
+    dqb_flushall();
     dqb_feat_binding(cl);
     dqb_expect_empty(cl, "features (rate limit)");
     /* pushes with and without options */
@@ -173,7 +218,8 @@ void dqb_scen_features_run(const dqb_cfg *c, int run) {
     dq_push_opts_free(o);
     dqb_flushall();
     dqb_log("features: drain %ld (max %d): %.0f jobs/s plain, %.0f with a "
-            "rate limit that never binds", n, DQB_FEAT_MAX, plain, rated);
+            "rate limit that never binds, %.0f repeating (acks reschedule)",
+            n, DQB_FEAT_MAX, plain, rated, rep);
 out:
     dq_close(cl);
 }
@@ -189,6 +235,8 @@ void dqb_scen_features_rows(const dqb_cfg *c) {
                  &dqb_f_plain, "itself", &dqb_f_plain);
     dqb_tput_row("drain, rate limit set but never reached (1,000,000/s)",
                  &dqb_f_rated, "plain", &dqb_f_plain);
+    dqb_tput_row("drain, repeating jobs (every ack reschedules its job)",
+                 &dqb_f_repeat, "plain", &dqb_f_plain);
     dqb_tput_row("push_batch 1000, plain jobs", &dqb_f_push, "itself",
                  &dqb_f_push);
     dqb_tput_row("push_batch 1000, each with its own max attempts",
