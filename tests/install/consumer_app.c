@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
     EXPECT(dq_push(c, "", "x", 1, 0, NULL, 0, NULL, 0, NULL) == DQ_EQUEUE);
     EXPECT(strstr(dq_errmsg(c), "queue") != NULL);
     EXPECT(dq_push(c, Q, "x", 1, -1, NULL, 0, NULL, 0, NULL) == DQ_EDELAY);
-    EXPECT(dq_poll(c, Q, 1, 0, &jobs, NULL) == DQ_ELEASE);
+    EXPECT(dq_poll(c, Q, 1, -1, &jobs, NULL) == DQ_ELEASE);
     EXPECT(dq_ack(c, Q, "x", "not-a-token") == DQ_EINVAL);
     EXPECT(strcmp(dq_errname(DQ_ESTALE), "ESTALE") == 0);
     EXPECT(strcmp(dq_strerror(12345), "unknown error") == 0);
