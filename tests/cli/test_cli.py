@@ -264,11 +264,13 @@ class TestPush(CliCase):
 
     def test_delays_and_times(self):
         q = new_queue("delay")
-        for d in ("250ms", "30s", "5m", "2h", "14d", "1h30m"):
+        # The shortest delay leaves room for six CLI processes and a stats
+        # call on a loaded machine under ASan (a 250 ms one fell due first).
+        for d in ("2500ms", "30s", "5m", "2h", "14d", "1h30m"):
             self.push(q, "x", "--in", d)
         st = self.stats(q)
         self.assertEqual((st["scheduled"], st["due"]), (6, 0))
-        self.assertTrue(0 < st["next_due_ms"] <= 250, st)
+        self.assertTrue(0 < st["next_due_ms"] <= 2500, st)
         # --at: past ISO-8601 / epoch ms are due now, future ones are not.
         q2 = new_queue("at")
         self.push(q2, "a", "--at", "2020-01-01T00:00:00Z")
@@ -1002,10 +1004,12 @@ class TestConsume(CliCase):
     def test_lease_renewed_while_the_command_runs(self):
         q = new_queue("renew")
         self.push(q, "x", "--id", "r1")
-        # Lease 400 ms, command 2 s: the consumer renews the lease every
-        # 200 ms, so its deadline keeps moving and no poll gets the job.
-        p = subprocess.Popen([DELAYQ, "consume", "--lease", "400ms",
-                              "--max-jobs", "1", "--", "sleep", "2"],
+        # Lease 1.2 s, command 7 s: the consumer renews the lease every
+        # 600 ms, so its deadline keeps moving and no poll gets the job.
+        # (A 400 ms lease ran out between two renewals on a loaded
+        # machine under ASan: the renewal is a policy, not a deadline.)
+        p = subprocess.Popen([DELAYQ, "consume", "--lease", "1200ms",
+                              "--max-jobs", "1", "--", "sleep", "7"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env=env_for(q))
         try:
@@ -1020,8 +1024,8 @@ class TestConsume(CliCase):
                 self.assertEqual(jobs[0]["attempt"], 1)
                 deadlines.append(jobs[0]["lease_deadline_ms"])
                 self.assertEqual(self.ok(["poll", "--json"], q), "[]\n")
-                time.sleep(0.25)
-            # Six samples over 1.5 s: the deadline moved at least 4 times.
+                time.sleep(0.6)
+            # Six samples over 3.6 s: the deadline moved at least 4 times.
             self.assertGreaterEqual(len(set(deadlines)), 4, deadlines)
             self.assertEqual(deadlines, sorted(deadlines))
             _, err = p.communicate(timeout=30)
