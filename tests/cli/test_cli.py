@@ -440,7 +440,7 @@ class TestPollAckNackExtend(CliCase):
 
     def test_poll_wait_gets_a_job_that_comes_due(self):
         q = new_queue("wait")
-        self.push(q, "soon", "--in", "300ms")
+        self.push(q, "soon", "--in", "1500ms")   # not due at the first poll
         self.assertEqual(self.ok(["poll"], q), "")
         j = self.poll_one(q, "--wait", "20s")
         self.assertEqual(j["payload"], "soon")
@@ -487,12 +487,12 @@ class TestPollAckNackExtend(CliCase):
     def test_extend(self):
         q = new_queue("extend")
         self.push(q, "x", "--id", "e1")
-        j = self.poll_one(q, "--lease", "300ms")
+        j = self.poll_one(q, "--lease", "1s")   # still held when extend runs
         out = self.ok(["extend", "e1", j["token"], "--lease", "1h"], q)
         self.assertRegex(out, r"^extended e1 until \d{4}-\d\d-\d\dT"
                               r"\d\d:\d\d:\d\dZ \(1h from now\)\n$")
         # Past the first lease's end the job is still ours.
-        time.sleep(0.6)
+        time.sleep(1.3)
         self.assertEqual(self.ok(["poll", "--json"], q), "[]\n")
         self.assertEqual(self.stats(q)["inflight"], 1)
         r = run(["extend", "nope", j["token"]], q)
