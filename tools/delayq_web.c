@@ -99,7 +99,6 @@ const dqt_optspec dqt_web_opts[] = {{"listen", 0, 1, DQT_O_LISTEN},
 #define W_MAX_QUEUES 1000           /* queues per listing */
 #define W_LIST_PAGE_MAX 200         /* jobs per page of the API */
 #define W_HIST_MAX 10000            /* scheduled jobs in the histogram */
-#define W_LOOKUP_MAX 10000          /* jobs per state searched for an id */
 #define W_PAYLOAD_SHORT 256         /* payload bytes shown in lists */
 #define W_PAYLOAD_FULL (1024 * 1024) /* payload bytes shown on a job */
 #define W_SAMPLES 120               /* stats samples kept per queue */
@@ -996,6 +995,38 @@ static const struct {
               {86400000, "6-24h"},  {604800000, "1-7d"},  {INT64_MAX, ">7d"}};
 #define W_NHIST (sizeof(hist_b) / sizeof(hist_b[0]))
 
+/* "settings":{...} of dq_config_get: every setting by its name, null when
+ * the queue has none (the clients' options or no limit apply), the backoff
+ * and expiry handling by name.  Totals for a partitioned queue. */
+static int j_settings(web *w, struct evbuffer *b, const char *q) {
+    int keys[DQ_SET__COUNT];
+    int64_t vals[DQ_SET__COUNT];
+    for (int i = 0; i < DQ_SET__COUNT; i++)
+        keys[i] = i + 1;
+    int rc = dq_config_get(w->c, q, DQ_SET__COUNT, keys, vals);
+    if (rc < 0)
+        return rc;
+    W_ADD(b, "\"settings\":{");
+    for (int i = 0; i < DQ_SET__COUNT; i++) {
+        const char *name = dq_setting_name(keys[i]);
+        evbuffer_add_printf(b, "%s\"%s\":", i ? "," : "", name ? name : "?");
+        if (vals[i] == DQ_UNSET)
+            W_ADD(b, "null");
+        else if (keys[i] == DQ_SET_BACKOFF)
+            evbuffer_add_printf(b, "\"%s\"",
+                                vals[i] == DQ_BACKOFF_EXPONENTIAL
+                                    ? "exponential"
+                                    : "fixed");
+        else if (keys[i] == DQ_SET_EXPIRED)
+            evbuffer_add_printf(b, "\"%s\"",
+                                vals[i] == DQ_EXPIRED_DROP ? "drop" : "dead");
+        else
+            evbuffer_add_printf(b, "%" PRId64, vals[i]);
+    }
+    W_ADD(b, "}");
+    return 0;
+}
+
 static void h_queue(web *w, struct evhttp_request *req, const char *q) {
     int64_t v[W_NV];
     int rc;
@@ -1035,7 +1066,13 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
     j_counts(b, v);
     W_ADD(b, "},\"counters\":{");
     j_counters(b, v + 5);
-    evbuffer_add_printf(b, "},\"now_ms\":%" PRId64 ",\"histogram\":{\"jobs\":%"
+    W_ADD(b, "},");
+    if ((rc = j_settings(w, b, q)) < 0) {
+        evbuffer_free(b);
+        send_dq_error(w, req, rc);
+        return;
+    }
+    evbuffer_add_printf(b, ",\"now_ms\":%" PRId64 ",\"histogram\":{\"jobs\":%"
                            PRId64 ",\"complete\":%s,\"buckets\":[",
                         now, seen, complete ? "true" : "false");
     for (size_t k = 0; k < W_NHIST; k++)
@@ -1182,51 +1219,70 @@ static void h_jobs(web *w, struct evhttp_request *req, const char *q) {
     evbuffer_free(b);
 }
 
+/* What dq_job_info_state says, as the API spells it. */
+static const char *info_state(int st) {
+    switch (st) {
+    case DQ_JOB_SCHEDULED:
+        return "scheduled";
+    case DQ_JOB_DUE:
+        return "due";
+    case DQ_JOB_INFLIGHT:
+        return "inflight";
+    case DQ_JOB_DEAD:
+        return "dead";
+    default:
+        return "unknown";
+    }
+}
+
+/* One job by id: dq_get, one round trip at any depth of any state. */
 static void h_job(web *w, struct evhttp_request *req, const char *q,
                   const char *id) {
     int rc;
-    if ((rc = client(w)) != 0) {
+    dq_job_info *info = NULL;
+    if ((rc = client(w)) != 0 || (rc = dq_get(w->c, q, id, &info)) < 0) {
         send_dq_error(w, req, rc);
         return;
     }
-    int64_t searched = 0, now = 0;
-    for (int st = 0; st < 3; st++) {
-        for (int64_t off = 0; off < W_LOOKUP_MAX; off += W_LIST_PAGE_MAX) {
-            dq_jobs *jobs = NULL;
-            int got = dq_list(w->c, q, state_which[st], off, W_LIST_PAGE_MAX,
-                              &jobs, &now);
-            if (got < 0) {
-                send_dq_error(w, req, got);
-                return;
-            }
-            searched += got;
-            for (int i = 0; i < got; i++) {
-                const dq_job *j = dq_jobs_at(jobs, (size_t)i);
-                if (strcmp(dq_job_id(j), id) == 0) {
-                    struct evbuffer *b = evbuffer_new();
-                    W_ADD(b, "{");
-                    j_name(b, "queue", q);
-                    evbuffer_add_printf(b, ",\"now_ms\":%" PRId64 ",\"job\":",
-                                        now);
-                    j_job(b, st, j, W_PAYLOAD_FULL);
-                    W_ADD(b, "}");
-                    dq_jobs_free(jobs);
-                    send_json(req, 200, b);
-                    evbuffer_free(b);
-                    return;
-                }
-            }
-            dq_jobs_free(jobs);
-            if (got < W_LIST_PAGE_MAX)
-                break;
-        }
+    if (rc == 0) {
+        send_error(req, 404, "ENOTFOUND",
+                   "no pending, in-flight or dead job with that id");
+        return;
     }
-    char msg[160];
-    snprintf(msg, sizeof(msg),
-             "no such job among the first %d jobs of each state (%" PRId64
-             " searched)",
-             W_LOOKUP_MAX, searched);
-    send_error(req, 404, "ENOTFOUND", msg);
+    size_t len;
+    const void *p = dq_job_info_payload(info, &len);
+    struct evbuffer *b = evbuffer_new();
+    W_ADD(b, "{");
+    j_name(b, "queue", q);
+    evbuffer_add_printf(b, ",\"now_ms\":%" PRId64 ",\"job\":{",
+                        dq_job_info_now_ms(info));
+    j_name(b, "id", dq_job_info_id(info));
+    evbuffer_add_printf(b,
+                        ",\"state\":\"%s\",\"attempt\":%" PRId64
+                        ",\"due_ms\":%" PRId64 ",\"lease_deadline_ms\":%" PRId64
+                        ",",
+                        info_state(dq_job_info_state(info)),
+                        dq_job_info_attempts(info), dq_job_info_due_ms(info),
+                        dq_job_info_lease_deadline_ms(info));
+    j_payload(b, p, len, W_PAYLOAD_FULL);
+    size_t elen;
+    const void *e = dq_job_info_last_error(info, &elen);
+    if (e != NULL) {
+        W_ADD(b, ",");
+        j_bytes(b, "last_error", e, elen, elen);
+        evbuffer_add_printf(b, ",\"failed_ms\":%" PRId64,
+                            dq_job_info_failed_ms(info));
+    }
+    const char *rule = dq_job_info_repeat(info);
+    W_ADD(b, ",\"repeat\":");
+    if (rule != NULL)
+        j_cstr(b, rule);
+    else
+        W_ADD(b, "null");
+    W_ADD(b, "}}");
+    dq_job_info_free(info);
+    send_json(req, 200, b);
+    evbuffer_free(b);
 }
 
 /* The POST actions: each one library call. */
@@ -1268,12 +1324,22 @@ static void h_action(web *w, struct evhttp_request *req, const char *q,
                                       : "no dead job with that id");
         return;
     }
+    /* A requeue/purge-all moves at most 1000 jobs: say how many dead ones
+     * are left, so the operator knows to go again.  Counted after the call
+     * (dq_stats); if that read fails, a full batch means there may be. */
+    int64_t left = -1;
+    if (action >= A_REQUEUE_ALL &&
+        dq_stats(w->c, q, NULL, NULL, NULL, &left, NULL) != 0)
+        left = -1;
+    int more = action >= A_REQUEUE_ALL && (left < 0 ? rc >= 1000 : left > 0);
     struct evbuffer *b = evbuffer_new();
     static const char *const what[] = {"canceled", "requeued", "purged",
                                        "requeued", "purged"};
-    evbuffer_add_printf(b, "{\"%s\":%d,\"more\":%s}", what[action], rc,
-                        action >= A_REQUEUE_ALL && rc >= 1000 ? "true"
-                                                              : "false");
+    evbuffer_add_printf(b, "{\"%s\":%d,\"more\":%s", what[action], rc,
+                        more ? "true" : "false");
+    if (action >= A_REQUEUE_ALL && left >= 0)
+        evbuffer_add_printf(b, ",\"dead_left\":%" PRId64, left);
+    W_ADD(b, "}");
     send_json(req, 200, b);
     evbuffer_free(b);
 }

@@ -45,6 +45,25 @@ def cli(args, input=None, ns=None, check=True):
     return r
 
 
+def fill(cmd, queue, *args):
+    """Bulk jobs through the Python binding (tests/web/fill.py), in a
+    python of its own: see tests/web/meson.build."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    env["PYTHONPATH"] = os.environ["DQ_WEB_PYTHONPATH"]
+    if os.environ.get("DQ_WEB_FILL_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["DQ_WEB_FILL_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, os.path.join(here, "fill.py"), URI,
+                        cmd, queue] + [str(a) for a in args], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    if r.returncode != 0:
+        raise AssertionError("fill %s %s: %s" % (cmd, queue,
+                                                 r.stderr.decode()))
+
+
 def push(queue, payload, *extra):
     if isinstance(payload, str):
         payload = payload.encode()
@@ -358,8 +377,165 @@ class TestQueuesAndJobs(WebCase):
                                        % seg(q))
         self.assertEqual(st, 404)
         self.assertEqual(json.loads(body)["code"], "ENOTFOUND")
+        # dq_get tells a pending job that is due from one due later
         self.assertEqual(self.srv.get("/api/queues/%s/jobs/here" % seg(q))
+                         ["job"]["state"], "due")
+        push(q, "y", "--id", "later", "--in", "1h")
+        self.assertEqual(self.srv.get("/api/queues/%s/jobs/later" % seg(q))
                          ["job"]["state"], "scheduled")
+
+    def test_job_by_id_at_any_depth(self):
+        """The job page asks dq_get: a job behind 10,000 others of its
+        state is found (the old listing search stopped at 10,000)."""
+        q = new_queue("deep")
+        fill("push", q, 10050, 3600000, "bulk-")
+        push(q, "the deep one", "--id", "deep", "--in", "2h")
+        page = self.srv.get("/api/queues/%s/jobs?state=scheduled&offset=10000"
+                            "&count=200" % seg(q))
+        self.assertEqual([j["id"] for j in page["jobs"]][-1], "deep")
+        r = self.srv.get("/api/queues/%s/jobs/deep" % seg(q))
+        j = r["job"]
+        self.assertEqual(j["id"], "deep")
+        self.assertEqual(j["state"], "scheduled")
+        self.assertEqual(j["payload"], {"text": "the deep one"})
+        self.assertEqual((j["attempt"], j["lease_deadline_ms"]), (0, 0))
+        self.assertIsNone(j["repeat"])
+        self.assertNotIn("last_error", j)
+        self.assertAlmostEqual(j["due_ms"] - r["now_ms"], 7200000,
+                               delta=60000)
+        st, _, body = self.srv.request("GET", "/api/queues/%s/jobs/bulk-x"
+                                       % seg(q))
+        self.assertEqual((st, json.loads(body)["code"]), (404, "ENOTFOUND"))
+
+    def test_job_page_repeat_lease_and_error(self):
+        q = new_queue("jobinfo")
+        cli(["-q", q, "push", "tick", "--id", "every", "--every", "60000"])
+        cli(["-q", q, "push", "daily", "--id", "cron", "--cron", "30 9 * * 1-5",
+             "--tz", "+02:00"])
+        j = self.srv.get("/api/queues/%s/jobs/every" % seg(q))["job"]
+        self.assertRegex(j["repeat"], r"^every 60000 ms from \d+$")
+        j = self.srv.get("/api/queues/%s/jobs/cron" % seg(q))["job"]
+        self.assertEqual(j["repeat"], "cron 30 9 * * 1-5 tz +120")
+        self.assertEqual(j["state"], "scheduled")
+        # in flight: lease deadline and attempt, here and in the listing
+        r = cli(["-q", q, "poll", "--max", "1", "--lease", "90s", "--json"])
+        got = json.loads(r.stdout)[0]
+        self.assertEqual(got["id"], "every")
+        info = self.srv.get("/api/queues/%s/jobs/every" % seg(q))
+        j = info["job"]
+        self.assertEqual((j["state"], j["attempt"]), ("inflight", 1))
+        self.assertAlmostEqual(j["lease_deadline_ms"] - info["now_ms"], 90000,
+                               delta=10000)
+        self.assertEqual(j["due_ms"], j["lease_deadline_ms"])
+        page = self.srv.get("/api/queues/%s/jobs?state=inflight" % seg(q))
+        self.assertEqual(len(page["jobs"]), 1)
+        lj = page["jobs"][0]
+        self.assertEqual((lj["id"], lj["attempt"]), ("every", 1))
+        self.assertEqual(lj["lease_deadline_ms"], j["lease_deadline_ms"])
+        # a retry with a reason: attempt 2 on the next delivery, last error
+        cli(["-q", q, "nack", got["id"], got["token"], "--reason",
+             "smtp <down>\x01"])
+        cli(["-q", q, "poll", "--max", "1", "--lease", "30s"])
+        page = self.srv.get("/api/queues/%s/jobs?state=inflight" % seg(q))
+        self.assertEqual(page["jobs"][0]["attempt"], 2)
+        self.assertGreater(page["jobs"][0]["lease_deadline_ms"], 0)
+        j = self.srv.get("/api/queues/%s/jobs/every" % seg(q))["job"]
+        self.assertEqual(j["attempt"], 2)
+        self.assertEqual(j["last_error"], {"hex": b"smtp <down>\x01".hex()})
+        self.assertGreater(j["failed_ms"], 0)
+        self.assertRegex(j["repeat"], r"^every 60000 ms")
+        st, _, body = self.srv.request("GET", "/api/queues/%s/jobs/every"
+                                       % seg(q))
+        self.assertNotIn(b"<down>", body)  # escaped in the JSON text too
+
+    def test_settings(self):
+        q = new_queue("settings")
+        push(q, "x")
+        s = self.srv.get("/api/queues/" + seg(q))["settings"]
+        self.assertEqual(set(s), {"max_attempts", "lease_ms", "backoff",
+                                  "backoff_base_ms", "backoff_cap_ms",
+                                  "backoff_jitter", "dead_max", "dead_ttl_ms",
+                                  "expired", "rate_max", "rate_window_ms"})
+        self.assertTrue(all(v is None for v in s.values()), s)
+        cli(["config", q, "max_attempts=5", "lease_ms=45s",
+             "backoff=exponential", "backoff_base_ms=2s", "backoff_cap_ms=1m",
+             "backoff_jitter=10", "dead_max=500", "dead_ttl_ms=7d",
+             "expired=drop", "rate_max=20", "rate_window_ms=1s"])
+        s = self.srv.get("/api/queues/" + seg(q))["settings"]
+        self.assertEqual(s, {"max_attempts": 5, "lease_ms": 45000,
+                             "backoff": "exponential",
+                             "backoff_base_ms": 2000, "backoff_cap_ms": 60000,
+                             "backoff_jitter": 10, "dead_max": 500,
+                             "dead_ttl_ms": 604800000, "expired": "drop",
+                             "rate_max": 20, "rate_window_ms": 1000})
+        cli(["config", q, "backoff=fixed", "expired=dead", "--unset",
+             "dead_max", "--unset", "rate_max", "--unset", "rate_window_ms"])
+        s = self.srv.get("/api/queues/" + seg(q))["settings"]
+        self.assertEqual((s["backoff"], s["expired"], s["dead_max"],
+                          s["rate_max"], s["rate_window_ms"]),
+                         ("fixed", "dead", None, None, None))
+        # a partitioned queue: the totals (dead_max is split when stored)
+        pq = new_queue("psettings")
+        cli(["-u", URI + "?partitions=4", "config", pq, "dead_max=400",
+             "max_attempts=3"])
+        srv = Server(uri=URI + "?partitions=4")
+        try:
+            s = srv.get("/api/queues/" + seg(pq))["settings"]
+            self.assertEqual((s["dead_max"], s["max_attempts"]), (400, 3))
+        finally:
+            srv.stop()
+
+    def test_histogram_counts_exact(self):
+        """Jobs pushed at known delays, each well inside its window, are
+        counted exactly in each bucket."""
+        want = [("due", 2, "0"), ("<1m", 3, "30s"), ("1-5m", 1, "3m"),
+                ("5-15m", 4, "10m"), ("15-60m", 1, "30m"), ("1-6h", 2, "3h"),
+                ("6-24h", 1, "12h"), ("1-7d", 1, "3d"), (">7d", 2, "30d")]
+        q = new_queue("hist")
+        # dead jobs are not scheduled: not counted
+        make_dead(q, "d", "dead-h")
+        for _label, n, delay in want:
+            for _ in range(n):
+                push(q, "h", "--in", delay)
+        h = self.srv.get("/api/queues/" + seg(q))["histogram"]
+        self.assertEqual([(b["label"], b["jobs"]) for b in h["buckets"]],
+                         [(label, n) for label, n, _ in want])
+        self.assertEqual(h["jobs"], sum(n for _, n, _ in want))
+        self.assertTrue(h["complete"])
+        self.assertEqual([b["upto_ms"] for b in h["buckets"]],
+                         [0, 60000, 300000, 900000, 3600000, 21600000,
+                          86400000, 604800000, -1])
+        # a partitioned queue: the partitions' counts combined
+        pq = new_queue("histparts")
+        for _label, n, delay in want[:4]:
+            for _ in range(n):
+                cli(["-u", URI + "?partitions=4", "-q", pq, "push", "p",
+                     "--in", delay])
+        srv = Server(uri=URI + "?partitions=4")
+        try:
+            h = srv.get("/api/queues/" + seg(pq))["histogram"]
+            self.assertEqual([b["jobs"] for b in h["buckets"]],
+                             [n for _, n, _ in want[:4]] + [0] * 5)
+        finally:
+            srv.stop()
+
+    def test_requeue_and_purge_all_say_more(self):
+        """One call moves at most 1000 dead jobs: the answer says how many
+        are left, and going again finishes the rest."""
+        q = new_queue("bulkdead")
+        fill("dead", q, 1100, "dd-")
+        r = self.srv.post("/api/queues/%s/dead/requeue-all" % seg(q))
+        self.assertEqual(r, {"requeued": 1000, "more": True, "dead_left": 100})
+        r = self.srv.post("/api/queues/%s/dead/requeue-all" % seg(q))
+        self.assertEqual(r, {"requeued": 100, "more": False, "dead_left": 0})
+        q2 = new_queue("bulkpurge")
+        fill("dead", q2, 1001, "pp-")
+        r = self.srv.post("/api/queues/%s/dead/purge" % seg(q2))
+        self.assertEqual(r, {"purged": 1000, "more": True, "dead_left": 1})
+        r = self.srv.post("/api/queues/%s/dead/purge" % seg(q2))
+        self.assertEqual(r, {"purged": 1, "more": False, "dead_left": 0})
+        r = self.srv.post("/api/queues/%s/dead/purge" % seg(q2))
+        self.assertEqual(r, {"purged": 0, "more": False, "dead_left": 0})
 
     def test_metrics(self):
         q = new_queue("metrics")
