@@ -44,6 +44,17 @@ function cli(args, input) {
   return r.stdout.toString();
 }
 function stats(q) { return JSON.parse(cli(['stats', '--json', q])); }
+// Bulk dead jobs through the Python binding (tests/web/fill.py).
+function fill(...args) {
+  const env = { ...process.env, PYTHONPATH: process.env.DQ_WEB_PYTHONPATH };
+  delete env.LD_PRELOAD;
+  if (process.env.DQ_WEB_FILL_PRELOAD) {
+    env.LD_PRELOAD = process.env.DQ_WEB_FILL_PRELOAD;
+    env.ASAN_OPTIONS = 'detect_leaks=0:abort_on_error=1';
+  }
+  const r = spawnSync('python3', [process.env.DQ_WEB_FILL, URI, ...args], { env });
+  if (r.status !== 0) throw new Error('fill ' + args.join(' ') + ': ' + r.stderr);
+}
 async function check(name, fn) {
   const t0 = Date.now();
   try {
@@ -74,6 +85,19 @@ for (const line of cli(['--counters', '-q', Q, 'poll', '--max', '5']).trim().spl
 }
 const EVIL = '<script>alert(1)</script><img src=x onerror=alert(2)>';
 cli(['-q', QH, 'push', EVIL, '--id', '<i>id</i>']);
+// an id that no path segment carries as it is
+const ODD_ID = '../a b/?#%~x2e';
+cli(['-q', QH, 'push', 'odd one', '--id', ODD_ID, '--in', '1h']);
+// a repeating job and queue settings, for the job page and the settings card
+cli(['-q', Q, 'push', 'nightly report', '--id', 'report-nightly', '--cron', '0 3 * * *']);
+cli(['config', Q, 'max_attempts=5', 'lease_ms=2m', 'backoff=exponential', 'backoff_base_ms=1s',
+  'backoff_cap_ms=10m', 'dead_ttl_ms=7d', 'rate_max=100', 'rate_window_ms=1s']);
+// more dead jobs than one requeue/purge-all call moves
+const QB = 'bulk-dead';
+fill('dead', QB, '1001', 'bd-');
+cli(['-q', 'refunds', 'push', 'refund 7', '--id', 'refund-7']);
+const rp = cli(['-q', 'refunds', 'poll', '--lease', '1m']).split('\t');
+cli(['-q', 'refunds', 'nack', rp[0], rp[2], '--dead', '--reason', 'card expired']);
 
 const web = spawn(DELAYQ, ['-u', URI, 'web', '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
 const first = await new Promise((res, rej) => {
@@ -147,7 +171,7 @@ try {
     assert(await row.locator('a.id').textContent() === '<i>id</i>', 'id text');
     assert(await page.locator('#queue-name').textContent() === QH, 'queue name text');
     await row.locator('a.id').click();
-    await page.locator('#job-payload').waitFor();
+    await page.locator('#job-page #job-payload').waitFor();
     assert(await page.locator('#job-payload').textContent() === EVIL, 'full payload text');
     assert(await page.locator('main script, main img, main b, main td i, main pre i, main h2 i').count() === 0, 'no element made from data');
     await page.waitForTimeout(300);
@@ -166,6 +190,96 @@ try {
     assert(/^totals: delivered 5, acked 5, retried 0, failed 0/.test(totals), 'counter totals: ' + totals);
     assert(await page.locator('#counter-rates').count() === 1, 'counter chart');
     assert(pageErrors.length === 0, 'page errors: ' + pageErrors);
+  });
+
+  await check('the queue page shows the queue settings', async () => {
+    await page.goto(base + '/');
+    await page.locator(`tr.queue-row[data-queue="${Q}"] a`).click();
+    await page.locator('#settings-card').waitFor({ timeout: 10000 });
+    const v = async k => (await page.locator(`#settings-card tr[data-setting="${k}"] td`).textContent());
+    assert(await v('max_attempts') === '5', 'max attempts: ' + await v('max_attempts'));
+    assert(await v('lease_ms') === '2m', 'lease: ' + await v('lease_ms'));
+    assert(await v('backoff') === 'exponential', 'backoff');
+    assert(await v('rate') === '100 deliveries per 1s', 'rate: ' + await v('rate'));
+    assert((await v('dead_max')).startsWith('not set'), 'dead_max unset');
+  });
+
+  await check('open a job by id through the box, and see its page', async () => {
+    await page.goto(base + '/');
+    await page.locator(`tr.queue-row[data-queue="${Q}"] a`).click();
+    await page.locator('#queue-name').waitFor();
+    const box = page.locator('#job-id-input');
+    await box.fill('report-nightly');
+    await box.press('Enter');
+    await page.locator('#job-page').waitFor({ timeout: 10000 });
+    assert(await page.locator('#job-id').textContent() === 'report-nightly', 'job id');
+    const f = async k => (await page.locator(`#job-page tr[data-field="${k}"] td`).textContent());
+    assert(await f('state') === 'scheduled', 'state: ' + await f('state'));
+    assert(await f('repeat') === 'cron 0 3 * * * tz +0', 'repeat: ' + await f('repeat'));
+    assert(await f('attempt') === '0', 'attempts');
+    assert(await page.locator('#job-payload').textContent() === 'nightly report', 'payload');
+    const qhex = Buffer.from(Q).toString('hex'), ihex = Buffer.from('report-nightly').toString('hex');
+    assert(new URL(page.url()).hash === '#/q/' + qhex + '/j/' + ihex, 'address: ' + page.url());
+    // the address alone opens it (a reload, a link sent to someone)
+    await page.reload();
+    await page.locator('#job-page #job-id').waitFor({ timeout: 10000 });
+    // an id with /, ?, #, %, spaces and dots, in a queue named <b>
+    await page.locator('#job-back').click();
+    await page.goto(base + '/#/q/' + Buffer.from(QH).toString('hex'));
+    await page.locator('#queue-name').waitFor();
+    await box.fill(ODD_ID);
+    await page.locator('#job-open-go').click();
+    await page.waitForFunction(id => document.querySelector('#job-id')?.textContent === id, ODD_ID, { timeout: 10000 });
+    assert(await page.locator('#job-payload').textContent() === 'odd one', 'odd payload');
+    // a dead job: its last error
+    await page.goto(base + '/#/q/' + Buffer.from('refunds').toString('hex'));
+    await page.locator('#queue-name').waitFor();
+    await box.fill('refund-7');
+    await box.press('Enter');
+    await page.locator('#job-page').waitFor({ timeout: 10000 });
+    assert(await f('state') === 'dead', 'dead state');
+    assert(await f('last-error') === 'card expired', 'last error: ' + await f('last-error'));
+    // an unknown id
+    await page.locator('#job-back').click();
+    await page.locator('#queue-name').waitFor();
+    await box.fill('no-such-job');
+    await box.press('Enter');
+    await page.locator('#job-missing').waitFor({ timeout: 10000 });
+    assert(pageErrors.length === 0, 'page errors: ' + pageErrors);
+  });
+
+  await check('purge-all and requeue-all: confirmed, and told when dead jobs remain', async () => {
+    await page.goto(base + '/#/q/' + Buffer.from(QB).toString('hex'));
+    await page.locator('#queue-name').waitFor();
+    await page.locator('button[data-state="dead"]').click();
+    await page.locator('#requeue-all').waitFor({ timeout: 10000 });
+    let n = dialogs.length;
+    await page.locator('#requeue-all').click();
+    await page.locator('#bulk-notice').waitFor({ timeout: 10000 });
+    assert(dialogs.length === n + 1 && dialogs[n] === 'confirm:Requeue up to 1000 dead jobs of ' + QB + '?', 'confirm: ' + dialogs.slice(n));
+    let t = await page.locator('#bulk-notice span').textContent();
+    assert(t.startsWith('requeued 1000; 1 dead jobs left'), 'notice: ' + t);
+    let st = stats(QB);
+    assert(st.dead === 1 && st.scheduled + st.due === 1000, 'requeued 1000: ' + JSON.stringify(st));
+    // go again: the rest
+    n = dialogs.length;
+    await page.locator('#bulk-again').click();
+    await page.waitForFunction(() => /no dead jobs left/.test(document.querySelector('#bulk-notice span')?.textContent || ''), null, { timeout: 10000 });
+    assert(dialogs.length === n + 1 && dialogs[n].startsWith('confirm:Requeue'), 'second confirm');
+    assert(await page.locator('#bulk-again').count() === 0, 'nothing more to do');
+    st = stats(QB);
+    assert(st.dead === 0, 'all requeued: ' + JSON.stringify(st));
+    // purge-all, confirmed
+    fill('dead', QB + '-2', '3', 'p-');
+    await page.goto(base + '/#/q/' + Buffer.from(QB + '-2').toString('hex'));
+    await page.locator('#queue-name').waitFor();
+    await page.locator('button[data-state="dead"]').click();
+    await page.locator('#purge-all').waitFor({ timeout: 10000 });
+    n = dialogs.length;
+    await page.locator('#purge-all').click();
+    await page.waitForFunction(() => /^purged 3; no dead jobs left/.test(document.querySelector('#bulk-notice span')?.textContent || ''), null, { timeout: 10000 });
+    assert(dialogs.length === n + 1 && dialogs[n] === 'confirm:Delete up to 1000 dead jobs of ' + QB + '-2 for good?', 'purge confirm: ' + dialogs.slice(n));
+    assert(stats(QB + '-2').dead === 0, 'purged');
   });
 
   await check('a queue without counters says how to get them', async () => {

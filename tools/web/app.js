@@ -10,7 +10,7 @@ const COUNTERS = ['delivered', 'acked', 'retried', 'failed'];
 const COUNTER_COLORS = { delivered: '#3b82f6', acked: '#10b981', retried: '#f59e0b', failed: '#ef4444' };
 let session = null;
 let timer = null;
-let view = { name: null, state: 'scheduled', offset: 0, count: 50 };
+let view = { name: null, state: 'scheduled', offset: 0, count: 50, notice: null };
 
 // ---- DOM helpers -------------------------------------------------------
 function el(tag, attrs, ...kids) {
@@ -41,6 +41,9 @@ function hexOf(obj, key) {
   return Array.from(new TextEncoder().encode(obj[key]), b => b.toString(16).padStart(2, '0')).join('');
 }
 function seg(obj, key) { return '~x' + hexOf(obj, key); }
+// The page's own address of a job: #/q/<queue hex>/j/<id hex> (any bytes).
+function jobHash(qhex, idhex) { return '#/q/' + qhex + '/j/' + idhex; }
+function textHex(s) { return Array.from(new TextEncoder().encode(s), b => b.toString(16).padStart(2, '0')).join(''); }
 
 // ---- API ------------------------------------------------------------------
 async function api(method, path) {
@@ -186,6 +189,39 @@ function countersCard(info) {
   } };
 }
 
+// The card of the queue's settings (dq_config_get), read-only: a setting
+// that is not set falls back to each client's option, or to no limit.
+const SETTINGS = [
+  ['max_attempts', 'max attempts', v => String(v), 'client option (DQ_OPT_MAX_ATTEMPTS), else unlimited'],
+  ['lease_ms', 'lease', v => dur(v), 'client option (DQ_OPT_LEASE_MS, 30s)'],
+  ['backoff', 'retry backoff', v => v, 'none: a retry waits what the nack says'],
+  ['backoff_base_ms', 'backoff base', v => dur(v), '1s'],
+  ['backoff_cap_ms', 'backoff cap', v => dur(v), 'none'],
+  ['backoff_jitter', 'backoff jitter', v => v + '%', '0%'],
+  ['dead_max', 'dead jobs kept (at most)', v => String(v), 'no limit'],
+  ['dead_ttl_ms', 'dead jobs kept (for)', v => dur(v), 'forever'],
+  ['expired', 'expired jobs', v => v === 'drop' ? 'deleted' : 'dead-lettered', 'dead-lettered'],
+  ['rate_max', 'rate limit', null, 'none'],
+];
+function settingsCard(st) {
+  st = st || {};
+  const rows = [];
+  for (const [key, label, fmt, dflt] of SETTINGS) {
+    if (key === 'rate_max') {
+      const on = st.rate_max !== null && st.rate_max !== undefined;
+      rows.push(el('tr', { 'data-setting': 'rate' }, el('th', {}, label),
+        el('td', { class: on ? '' : 'muted' }, on ? st.rate_max + ' deliveries per ' + dur(st.rate_window_ms) : 'not set: ' + dflt)));
+      continue;
+    }
+    const v = st[key], on = v !== null && v !== undefined;
+    rows.push(el('tr', { 'data-setting': key }, el('th', {}, label),
+      el('td', { class: on ? '' : 'muted' }, on ? fmt(v) : 'not set: ' + dflt)));
+  }
+  return el('div', { class: 'card', id: 'settings-card' }, el('h2', {}, 'Settings'),
+    el('table', { class: 'settings' }, el('tbody', {}, ...rows)),
+    el('p', { class: 'muted' }, 'Read-only here; change them with `delayq config` or dq_config_set.'));
+}
+
 // ---- Overview -------------------------------------------------------------
 async function overview() {
   const main = document.getElementById('main');
@@ -239,16 +275,27 @@ async function queuePage(hex) {
   const tabs = el('div', { class: 'tabs' }, ...['scheduled', 'inflight', 'dead'].map(s =>
     el('button', { class: s === view.state ? 'on' : '', 'data-state': s, onclick: () => { view.state = s; view.offset = 0; queuePage(hex); } }, s)));
   const actions = el('div', { class: 'row' });
+  const requeueAll = () => act('Requeue up to 1000 dead jobs of ' + info.name + '?', path + '/dead/requeue-all', hex, 'requeue');
+  const purgeAll = () => act('Delete up to 1000 dead jobs of ' + info.name + ' for good?', path + '/dead/purge', hex, 'purge');
   if (view.state === 'dead' && !ro) {
     actions.append(
-      el('button', { id: 'requeue-all', onclick: () => act('Requeue up to 1000 dead jobs of ' + info.name + '?', path + '/dead/requeue-all', hex) }, 'Requeue all'),
-      el('button', { id: 'purge-all', class: 'danger', onclick: () => act('Delete up to 1000 dead jobs of ' + info.name + ' for good?', path + '/dead/purge', hex) }, 'Purge all'));
+      el('button', { id: 'requeue-all', onclick: requeueAll }, 'Requeue all'),
+      el('button', { id: 'purge-all', class: 'danger', onclick: purgeAll }, 'Purge all'));
   }
+  // what the last requeue/purge-all did; a call moves at most 1000 jobs,
+  // so while dead jobs are left the operator is told and may go again
+  const n = view.notice;
+  const notice = n && view.state === 'dead' ? el('div', { class: 'notice' + (n.more ? ' more' : ''), id: 'bulk-notice' },
+    el('span', {}, n.text),
+    n.more && !ro ? el('button', { id: 'bulk-again', class: n.kind === 'purge' ? 'danger' : '', onclick: n.kind === 'purge' ? purgeAll : requeueAll },
+      n.kind === 'purge' ? 'Purge the next 1000' : 'Requeue the next 1000') : null,
+    el('button', { class: 'link', onclick: () => { view.notice = null; queuePage(hex); } }, 'dismiss')) : null;
   const head = el('tr', {}, el('th', {}, 'id'), el('th', {}, view.state === 'inflight' ? 'lease ends' : view.state === 'dead' ? 'died' : 'due'),
     el('th', { class: 'num' }, 'attempt'), el('th', {}, 'payload'),
     view.state === 'dead' ? el('th', {}, 'last error') : null, el('th', {}, ''));
   const body = el('tbody', {}, ...jobs.jobs.map(j => {
     const jpath = path + '/jobs/' + seg(j, 'id');
+    const jhash = jobHash(hex, hexOf(j, 'id'));
     const btns = el('td', {});
     if (!ro && view.state === 'scheduled')
       btns.append(el('button', { class: 'danger', onclick: () => act('Cancel job ' + j.id + '?', jpath + '/cancel', hex) }, 'cancel'));
@@ -258,7 +305,7 @@ async function queuePage(hex) {
     }
     const t = view.state === 'inflight' && j.lease_deadline_ms ? j.lease_deadline_ms : j.due_ms;
     return el('tr', { class: 'job-row', 'data-id': j.id },
-      el('td', {}, el('a', { class: 'id', href: '#', onclick: ev => { ev.preventDefault(); showJob(jpath); } }, j.id)),
+      el('td', {}, el('a', { class: 'id', href: jhash }, j.id)),
       el('td', { title: iso(t) }, rel(t, jobs.now_ms)),
       el('td', { class: 'num' }, String(j.attempt)),
       el('td', { class: 'payload' }, payloadText(j.payload), j.truncated ? el('span', { class: 'muted' }, ' … (' + j.size + ' bytes)') : null),
@@ -269,40 +316,88 @@ async function queuePage(hex) {
     el('button', { disabled: view.offset === 0 ? '' : null, onclick: () => { view.offset = Math.max(0, view.offset - view.count); queuePage(hex); } }, '‹ newer'),
     el('span', { class: 'muted' }, jobs.jobs.length ? (view.offset + 1) + '–' + (view.offset + jobs.jobs.length) + ' of ' + jobs.total : 'no ' + view.state + ' jobs'),
     el('button', { disabled: jobs.more ? null : '', onclick: () => { view.offset += view.count; queuePage(hex); } }, 'older ›'));
-  const detail = document.getElementById('job-detail') || el('div', { id: 'job-detail' });
+  jobBox(hex, true);
   clear(main).append(
     el('div', { class: 'card' }, el('h2', { id: 'queue-name' }, info.name), tiles),
-    el('div', { class: 'card' }, el('h2', {}, 'When scheduled jobs fall due' + (info.histogram.complete ? '' : ' (first ' + info.histogram.jobs + ' jobs)')), hist),
+    el('div', { class: 'card' }, el('h2', {}, 'When scheduled jobs fall due' + (info.histogram.complete ? '' : ' (first ' + info.histogram.jobs + ' jobs)')), hist,
+      el('p', { class: 'muted', id: 'histogram-total' }, info.histogram.jobs + ' pending jobs')),
     counters.card,
     el('div', { class: 'card' }, el('h2', {}, 'Counts over time'), legend(STATES), lines, el('p', { class: 'muted', id: 'rates' }, ratesText)),
-    el('div', { class: 'card' }, el('h2', {}, 'Jobs'), tabs, actions, el('table', { id: 'jobs' }, el('thead', {}, head), body), pager),
-    detail);
+    settingsCard(info.settings),
+    el('div', { class: 'card' }, el('h2', {}, 'Jobs'), tabs, actions, notice, el('table', { id: 'jobs' }, el('thead', {}, head), body), pager));
   barChart(hist, info.histogram.buckets.map(b => b.label), [{ name: 'jobs', color: COLORS.scheduled, values: info.histogram.buckets.map(b => b.jobs) }]);
   lineChart(lines, info.samples, STATES.map((s, i) => ({ name: s, color: COLORS[s], index: i + 1 })));
   counters.draw();
   schedule(() => queuePage(hex), 3000);
 }
 
-async function act(question, path, hex) {
+async function act(question, path, hex, kind) {
   if (!window.confirm(question)) return;
   try {
     const r = await api('POST', path);
-    status(Object.entries(r).filter(([k]) => k !== 'more').map(([k, v]) => k + ' ' + v).join(', '));
+    const done = Object.entries(r).filter(([k]) => k !== 'more' && k !== 'dead_left').map(([k, v]) => k + ' ' + v).join(', ');
+    status(done);
+    if (kind) {
+      const left = r.dead_left !== undefined ? r.dead_left + ' dead jobs left' : 'more dead jobs left';
+      view.notice = { kind, more: !!r.more,
+        text: done + (r.more ? '; ' + left + ' (one call moves at most 1000): go again' : '; no dead jobs left') + '.' };
+    }
   } catch (e) { status(e.message, true); }
   queuePage(hex);
 }
 
-async function showJob(jpath) {
-  const d = document.getElementById('job-detail');
+// ---- Open a job by id: a box shown on queue and job pages ----------------
+// It lives outside #main (which every refresh rebuilds), so what is typed
+// into it survives the refreshes.
+function jobBox(qhex, show) {
+  const f = document.getElementById('job-open');
+  f.hidden = !show;
+  f.dataset.queue = qhex || '';
+}
+function openJob(ev) {
+  ev.preventDefault();
+  const f = document.getElementById('job-open'), v = document.getElementById('job-id-input').value;
+  if (!v || !f.dataset.queue) return;
+  location.hash = jobHash(f.dataset.queue, textHex(v));
+}
+
+// ---- One job: its own page, from dq_get ------------------------------------
+async function jobPage(qhex, idhex) {
+  const main = document.getElementById('main');
+  const qpath = '/api/queues/~x' + qhex;
+  jobBox(qhex, true);
   let r;
-  try { r = await api('GET', jpath); } catch (e) { status(e.message, true); return; }
-  const j = r.job;
-  clear(d).append(el('div', { class: 'card' },
-    el('h2', {}, 'Job ', el('span', { class: 'id' }, j.id)),
-    el('p', {}, j.state + ', attempt ' + j.attempt + ', ' + (j.state === 'dead' ? 'died ' : 'due ') + iso(j.due_ms) + ' (' + rel(j.due_ms, r.now_ms) + ')'),
-    j.last_error ? el('p', { id: 'job-last-error' }, 'last error (' + iso(j.failed_ms) + '): ', el('span', { class: 'payload' }, payloadText(j.last_error))) : null,
-    el('p', { class: 'muted' }, j.size + ' bytes' + (j.payload.hex !== undefined ? ', shown in hex (not printable UTF-8)' : '') + (j.truncated ? ', truncated' : '')),
+  try { r = await api('GET', qpath + '/jobs/~x' + idhex); } catch (e) {
+    if (e.status === 404) {
+      status('updated ' + new Date().toLocaleTimeString());
+      clear(main).append(el('div', { class: 'card', id: 'job-missing' },
+        el('h2', {}, 'No such job'),
+        el('p', {}, 'No pending, in-flight or dead job has this id (it may have been acked, canceled or purged).'),
+        el('p', {}, el('a', { href: '#/q/' + qhex }, '‹ back to the queue'))));
+      return schedule(() => jobPage(qhex, idhex), 3000);
+    }
+    status(e.message, true); return schedule(() => jobPage(qhex, idhex), 3000);
+  }
+  status('updated ' + new Date().toLocaleTimeString());
+  const j = r.job, now = r.now_ms;
+  document.getElementById('crumb').textContent = '› ' + r.queue + ' › job ' + j.id;
+  const when = (t) => t ? iso(t) + ' (' + rel(t, now) + ')' : '-';
+  const row = (key, label, value, cls) => el('tr', { 'data-field': key }, el('th', {}, label), el('td', { class: cls || '' }, value));
+  const timeLabel = j.state === 'dead' ? 'died' : j.state === 'inflight' ? 'due again (lease ends)' : 'due';
+  clear(main).append(el('div', { class: 'card', id: 'job-page' },
+    el('p', {}, el('a', { id: 'job-back', href: '#/q/' + qhex }, '‹ ' + r.queue)),
+    el('h2', {}, 'Job ', el('span', { class: 'id', id: 'job-id' }, j.id)),
+    el('table', { class: 'fields' }, el('tbody', {},
+      row('state', 'state', j.state, 'state-' + j.state),
+      row('due', timeLabel, when(j.due_ms)),
+      row('attempt', 'attempts', String(j.attempt)),
+      row('lease', 'lease deadline', j.lease_deadline_ms ? when(j.lease_deadline_ms) + (j.lease_deadline_ms < now ? ', ran out' : '') : '-'),
+      row('repeat', 'repeats', j.repeat === null ? 'no' : j.repeat),
+      row('last-error', 'last error', j.last_error ? payloadText(j.last_error) : 'none', 'payload'),
+      j.last_error ? row('failed', 'failed at', when(j.failed_ms)) : null,
+      row('size', 'payload', j.size + ' bytes' + (j.payload.hex !== undefined ? ', shown in hex (not printable UTF-8)' : '') + (j.truncated ? ', truncated' : '')))),
     el('pre', { class: 'full', id: 'job-payload' }, payloadText(j.payload))));
+  schedule(() => jobPage(qhex, idhex), 3000);
 }
 
 // ---- Routing --------------------------------------------------------------
@@ -310,11 +405,14 @@ function schedule(fn, ms) { if (timer) clearTimeout(timer); timer = setTimeout(f
 function route() {
   if (timer) { clearTimeout(timer); timer = null; }
   const m = /^#\/q\/([0-9a-f]+)$/.exec(location.hash);
-  if (m) {
-    if (view.name !== m[1]) view = { name: m[1], state: 'scheduled', offset: 0, count: 50 };
-    const d = document.getElementById('job-detail'); if (d) clear(d);
+  const mj = /^#\/q\/([0-9a-f]+)\/j\/([0-9a-f]+)$/.exec(location.hash);
+  if (mj) {
+    jobPage(mj[1], mj[2]);
+  } else if (m) {
+    if (view.name !== m[1]) view = { name: m[1], state: 'scheduled', offset: 0, count: 50, notice: null };
     queuePage(m[1]);
   } else {
+    jobBox(null, false);
     overview();
   }
 }
@@ -326,6 +424,7 @@ async function start() {
   document.getElementById('foot').textContent = 'namespace ' + session.namespace + ' · libdelayq ' + session.version +
     (session.read_only ? ' · read-only' : '') + (session.auth === 'token' ? ' · logged in' : '');
   window.addEventListener('hashchange', route);
+  document.getElementById('job-open').addEventListener('submit', openJob);
   route();
 }
 document.addEventListener('DOMContentLoaded', start);
