@@ -614,7 +614,8 @@ static int poll_wait_io(dq_client *c, size_t n, const char *const *queues,
     dq__wake_drain(w, &c->core);
     unsigned char skip[DQ_MULTI_MAX]; /* polled in this round, no jobs */
     for (;;) {
-        if (w->lost && (rc = wake_ready(c, n, queues)) != DQ_OK)
+        if (!dq__wake_current(w, c->links) &&
+            (rc = wake_ready(c, n, queues)) != DQ_OK)
             return rc;
         /* One round: each queue known due at most once, until one gives
          * jobs.  A queue's poll that finds nothing registers this client
@@ -657,7 +658,7 @@ static int poll_wait_io(dq_client *c, size_t n, const char *const *queues,
             sleep_us = left_us;
         if (dq__wake_drain(w, &c->core) > 0)
             continue;
-        rc = dq__wake_wait(w, sleep_us, &c->err);
+        rc = dq__wake_wait(w, c->links, sleep_us, &c->err);
         if (rc < 0)
             continue; /* a wake-up link broke: subscribe again, poll */
         if (rc == 0 && dq__mono_us() - w->alive_us >= cap_us) {

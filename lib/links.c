@@ -1,6 +1,20 @@
 /*
  * links.c - the blocking client's links to one node, a cluster or a
  * Sentinel-named primary (see links.h).
+ *
+ * Sentinel, without a thread: the connection to the Sentinel that named
+ * the primary stays open, subscribed to "+switch-master" (the SUBSCRIBE
+ * goes in the same pipeline as the SENTINEL GET-MASTER-ADDR-BY-NAME, so
+ * no failover falls between the answer and the subscription).  Before a
+ * call is routed the subscriber is read without blocking; a message for
+ * our master name makes the route stale and names the new primary, which
+ * is tried first (ROLE master) - so a demoted primary that stays reachable
+ * is left at once, not when it first answers READONLY.  A subscriber that
+ * died is reopened on demand, one Sentinel per try, at most every 100 ms
+ * doubling to 5 s while they fail; its first answer is compared with the
+ * primary in use (a failover missed meanwhile).  With every Sentinel down
+ * the client works as it did before: READONLY or a broken link sends it
+ * to the Sentinels.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +22,9 @@
 
 #include "links.h"
 #include "uri.h"
+
+#define SUB_GAP_MIN_US 100000  /* a failed subscriber: the next try after */
+#define SUB_GAP_MAX_US 5000000 /* ... 100 ms, doubling to 5 s */
 
 struct dq__links {
     const dq__uri *uri;
@@ -20,6 +37,14 @@ struct dq__links {
     int pport;
     int stale;            /* learn the topology before the next get */
     char where[300];
+    /* Sentinel: failovers announced by the Sentinels */
+    dq__conn *sub;        /* subscribed to +switch-master, NULL: none */
+    int sub_idx;          /* the Sentinel it is on, or to try next */
+    int64_t sub_next_us;  /* no new subscriber before (after failures) */
+    int64_t sub_gap_us;   /* the pause after the next failure */
+    char nhost[256];      /* the new primary +switch-master named, "" */
+    int nport;
+    unsigned epoch;       /* changes with the primary's address */
 };
 
 int dq__links_new(const dq__uri *uri, const dq_options *opts,
@@ -32,6 +57,7 @@ int dq__links_new(const dq__uri *uri, const dq_options *opts,
     L->opts = opts;
     dq__slotmap_init(&L->map, uri->tls);
     L->stale = 1;
+    L->sub_gap_us = SUB_GAP_MIN_US;
     return DQ_OK;
 }
 
@@ -39,6 +65,7 @@ void dq__links_free(dq__links *L) {
     if (L == NULL)
         return;
     dq__conn_free(L->one);
+    dq__conn_free(L->sub);
     for (int i = 0; i < L->nconns; i++)
         dq__conn_free(L->conns[i]);
     free(L->conns);
@@ -72,17 +99,35 @@ static int open_at(dq__links *L, const char *host, int port, int creds,
 
 /* ---- Sentinel ---- */
 
-/* Asks the Sentinel at seed for the primary's address, into host/port. */
+static const char switch_chan[] = "+switch-master";
+
+/* 1 if string reply r is exactly s. */
+static int str_is(const dq__reply *r, const char *s) {
+    size_t len;
+    const char *p = r != NULL ? dq__reply_str(r, &len) : NULL;
+    return p != NULL && len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
+/* Asks the Sentinel at seed for the primary's address, into host/port.
+ * subscribe: the same connection then subscribes to +switch-master (in
+ * one pipeline: nothing the Sentinel does falls between the two) and is
+ * kept as L->sub. */
 static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
-                        size_t hsize, int *port, dq__err *err) {
+                        size_t hsize, int *port, int subscribe,
+                        dq__err *err) {
     dq__conn *s;
     int rc = open_at(L, seed->host, seed->port, 0, &s, err);
     if (rc != DQ_OK)
         return rc;
     const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
                            L->uri->master};
+    const char *sub[2] = {"SUBSCRIBE", switch_chan};
     dq__reply *r = NULL;
-    rc = dq__conn_call(s, 3, argv, NULL, &r, err);
+    rc = dq__conn_append(s, 3, argv, NULL, err);
+    if (rc == DQ_OK && subscribe)
+        rc = dq__conn_append(s, 2, sub, NULL, err);
+    if (rc == DQ_OK)
+        rc = dq__conn_read(s, &r, err);
     if (rc == DQ_OK) {
         size_t hl = 0, pl = 0;
         const char *h = NULL, *p = NULL;
@@ -105,6 +150,20 @@ static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
         }
     }
     dq__reply_free(r);
+    r = NULL;
+    if (rc == DQ_OK && subscribe) {
+        /* ["subscribe", "+switch-master", 1]; anything else (an ACL that
+         * refuses it): no subscriber, the answer still counts. */
+        dq__err e;
+        if (dq__conn_read(s, &r, &e) == DQ_OK &&
+            dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 3 &&
+            str_is(dq__reply_at(r, 0), "subscribe")) {
+            dq__conn_free(L->sub);
+            L->sub = s;
+            s = NULL;
+        }
+        dq__reply_free(r);
+    }
     dq__conn_free(s);
     return rc;
 }
@@ -115,52 +174,168 @@ static int is_primary(dq__conn *c, dq__err *err) {
     dq__reply *r = NULL;
     int yes = 0;
     if (dq__conn_call(c, 1, argv, NULL, &r, err) == DQ_OK &&
-        dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1) {
-        size_t len;
-        const char *role = dq__reply_str(dq__reply_at(r, 0), &len);
-        yes = role != NULL && len == 6 && memcmp(role, "master", 6) == 0;
-    }
+        dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1)
+        yes = str_is(dq__reply_at(r, 0), "master");
     dq__reply_free(r);
     return yes;
 }
 
-/* Asks each Sentinel in turn for the primary and connects to the first
- * address that answers ROLE master. */
+/* Makes c (at host:port, ROLE master) the primary's link. */
+static void use_primary(dq__links *L, dq__conn *c, const char *host,
+                        int port) {
+    if (port != L->pport || strcmp(host, L->phost) != 0)
+        L->epoch++; /* subscribers of the old primary must follow */
+    L->one = c;
+    snprintf(L->phost, sizeof(L->phost), "%s", host);
+    L->pport = port;
+    snprintf(L->where, sizeof(L->where), "%s:%d", host, port);
+    L->stale = 0;
+}
+
+/* Connects to host:port if it answers ROLE master (DQ_OK), else the code
+ * with err set (DQ_EIO when it is no primary (yet)). */
+static int try_primary(dq__links *L, const char *host, int port,
+                       dq__err *err) {
+    dq__conn *c;
+    int rc = open_at(L, host, port, 1, &c, err);
+    if (rc != DQ_OK)
+        return rc;
+    if (!is_primary(c, err)) {
+        dq__conn_free(c);
+        return dq__err_set(err, DQ_EIO,
+                          "Sentinel named %s:%d as primary '%s', but it is "
+                          "not (yet) a primary",
+                          host, port, L->uri->master);
+    }
+    use_primary(L, c, host, port);
+    return DQ_OK;
+}
+
+/* Connects to the primary: first the one a +switch-master named (if it
+ * is a primary already), else the address each Sentinel in turn gives,
+ * the first that answers ROLE master.  Without a subscriber, the first
+ * Sentinel that answers keeps its connection as one. */
 static int find_primary(dq__links *L, dq__err *err) {
     dq__conn_free(L->one);
     L->one = NULL;
+    if (L->nhost[0] != '\0') {
+        char host[256];
+        snprintf(host, sizeof(host), "%s", L->nhost);
+        L->nhost[0] = '\0';
+        int rc = try_primary(L, host, L->nport, err);
+        if (rc == DQ_OK || rc == DQ_EAUTH || rc == DQ_ENOMEM)
+            return rc;
+    }
     int rc = DQ_EIO;
     for (int i = 0; i < L->uri->nseeds; i++) {
         char host[256];
         int port = 0;
+        int sub = L->sub == NULL;
         if ((rc = ask_sentinel(L, &L->uri->seeds[i], host, sizeof(host),
-                               &port, err)) != DQ_OK)
+                               &port, sub, err)) != DQ_OK)
             continue;
-        dq__conn *c;
-        if ((rc = open_at(L, host, port, 1, &c, err)) != DQ_OK) {
-            if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
-                return rc;
-            continue;
+        if (sub && L->sub != NULL) {
+            L->sub_idx = i;
+            L->sub_gap_us = SUB_GAP_MIN_US;
         }
-        if (!is_primary(c, err)) {
-            dq__conn_free(c);
-            rc = dq__err_set(err, DQ_EIO,
-                            "Sentinel named %s:%d as primary '%s', but it "
-                            "is not (yet) a primary",
-                            host, port, L->uri->master);
-            continue;
-        }
-        L->one = c;
-        snprintf(L->phost, sizeof(L->phost), "%s", host);
-        L->pport = port;
-        snprintf(L->where, sizeof(L->where), "%s:%d", host, port);
-        L->stale = 0;
-        return DQ_OK;
+        if ((rc = try_primary(L, host, port, err)) == DQ_OK)
+            return DQ_OK;
+        if (rc == DQ_EAUTH || rc == DQ_ENOMEM)
+            return rc;
     }
     if (err != NULL && err->code == DQ_OK)
         dq__err_set(err, DQ_EIO, "no Sentinel answered");
     return rc == DQ_OK ? DQ_EIO : rc;
 }
+
+/* Takes one reply of the subscriber: a +switch-master for our master
+ * name ("<name> <old ip> <old port> <new ip> <new port>") that names
+ * another primary than ours makes the route stale and names the new one.
+ * Returns 1 then. */
+static int take_switch(dq__links *L, const dq__reply *r) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 3 ||
+        !str_is(dq__reply_at(r, 0), "message") ||
+        !str_is(dq__reply_at(r, 1), switch_chan))
+        return 0;
+    size_t len;
+    const char *m = dq__reply_str(dq__reply_at(r, 2), &len);
+    char buf[600], name[256], oh[256], nh[256];
+    int op, np;
+    if (m == NULL || len >= sizeof(buf))
+        return 0;
+    memcpy(buf, m, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
+        strcmp(name, L->uri->master) != 0 || np <= 0 || np > 65535)
+        return 0;
+    if (L->one != NULL && np == L->pport && strcmp(nh, L->phost) == 0)
+        return 0; /* followed already */
+    snprintf(L->nhost, sizeof(L->nhost), "%s", nh);
+    L->nport = np;
+    L->stale = 1;
+    return 1;
+}
+
+/* A subscriber failed now: the next try waits the pause, which doubles. */
+static void sub_failed(dq__links *L, int64_t now) {
+    dq__conn_free(L->sub);
+    L->sub = NULL;
+    L->sub_next_us = now + L->sub_gap_us;
+    L->sub_gap_us = L->sub_gap_us * 2 > SUB_GAP_MAX_US ? SUB_GAP_MAX_US
+                                                       : L->sub_gap_us * 2;
+}
+
+/* A new subscriber on the next Sentinel in turn (one connect at most);
+ * if it names another primary than ours, a failover was missed while
+ * nobody listened: the route goes stale (the Sentinels are asked). */
+static void sub_reopen(dq__links *L, int64_t now) {
+    int n = L->uri->nseeds;
+    int i = L->sub_idx % n;
+    char host[256];
+    int port = 0;
+    dq__err e;
+    if (ask_sentinel(L, &L->uri->seeds[i], host, sizeof(host), &port, 1,
+                     &e) != DQ_OK ||
+        L->sub == NULL) {
+        L->sub_idx = (i + 1) % n;
+        sub_failed(L, now);
+        return;
+    }
+    L->sub_idx = i;
+    L->sub_gap_us = SUB_GAP_MIN_US;
+    if (port != L->pport || strcmp(host, L->phost) != 0)
+        L->stale = 1;
+}
+
+int dq__links_listen(dq__links *L) {
+    if (L->uri->kind != DQ_URI_SENTINEL || L->uri->nseeds < 1)
+        return 0;
+    int64_t now = dq__mono_us();
+    if (L->sub == NULL) {
+        /* None yet (find_primary opens one) or it died: on demand. */
+        if (L->one != NULL && now >= L->sub_next_us)
+            sub_reopen(L, now);
+        return L->stale;
+    }
+    dq__err e;
+    int rc = dq__conn_broken(L->sub) ? -1
+                                     : dq__conn_wait_readable(L->sub, 0, &e);
+    dq__reply *r;
+    int got;
+    while ((got = dq__conn_buffered(L->sub, &r, &e)) == 1) {
+        take_switch(L, r);
+        dq__reply_free(r);
+    }
+    if (rc < 0 || got < 0)
+        sub_failed(L, now); /* a Sentinel died: reopened on demand */
+    return L->stale;
+}
+
+dq__conn *dq__links_sentinel_sub(dq__links *L) {
+    return L->sub != NULL && !dq__conn_broken(L->sub) ? L->sub : NULL;
+}
+
+unsigned dq__links_epoch(const dq__links *L) { return L->epoch; }
 
 /* ---- Cluster ---- */
 
@@ -274,6 +449,7 @@ static int refresh_map(dq__links *L, dq__err *err) {
 int dq__links_get(dq__links *L, int slot, dq__conn **out, dq__err *err) {
     int kind = L->uri->kind;
     if (kind == DQ_URI_SENTINEL) {
+        dq__links_listen(L);
         if (L->one != NULL && (dq__conn_broken(L->one) || L->stale)) {
             dq__conn_free(L->one);
             L->one = NULL;

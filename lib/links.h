@@ -44,6 +44,19 @@ int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
                        dq__err *err);
 /* 1 if c is still one of L's links (links are replaced after failures). */
 int dq__links_owns(const dq__links *L, const dq__conn *c);
+/* Sentinel: reads what the +switch-master subscriber got, without
+ * blocking (reopening it first when it died, at most every 100 ms
+ * doubling to 5 s); a failover of our master name makes the route stale
+ * and the next dq__links_get goes to the new primary.  Returns 1 while
+ * the route is stale (the primary is to be found again), else 0; 0 for
+ * other kinds.  dq__links_get calls it first. */
+int dq__links_listen(dq__links *L);
+/* Sentinel: the subscriber link, for a blocking wait to include (its data
+ * is then taken by dq__links_listen), or NULL. */
+dq__conn *dq__links_sentinel_sub(dq__links *L);
+/* Changes each time the primary's address changes: connections opened
+ * with dq__links_open_new before belong to the old primary. */
+unsigned dq__links_epoch(const dq__links *L);
 /* "host:port" of the node that owns slot, or "?" (for messages). */
 const char *dq__links_where(dq__links *L, int slot);
 

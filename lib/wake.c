@@ -91,7 +91,11 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
                     const char *const *queues, dq__err *err) {
     const char *ns = core->opts.ns ? core->opts.ns : "dq";
     const char *me = dq__core_me(core);
-    int ok = w->n > 0 && !w->lost && w->parts == core->partitions &&
+    /* Behind Sentinel: a failover announced, or a primary to find again,
+     * leaves the subscribers on the old one. */
+    int moving = dq__links_listen(links);
+    int ok = w->n > 0 && !moving && dq__wake_current(w, links) &&
+             w->parts == core->partitions &&
              same_queues(w, n, queues) && strcmp(w->ns, ns) == 0 &&
              strcmp(w->me, me) == 0;
     for (int i = 0; ok && i < w->n; i++)
@@ -165,6 +169,7 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
     snprintf(w->me, sizeof(w->me), "%s", me);
     w->parts = core->partitions;
     w->lost = 0;
+    w->epoch = dq__links_epoch(links);
     w->alive_us = dq__mono_us();
     /* Wake-ups may have been missed while nobody listened: every partition
      * of every queue is worth a look again. */
@@ -187,11 +192,44 @@ int dq__wake_drain(dq__wake *w, dq__core *core) {
     return n;
 }
 
-int dq__wake_wait(dq__wake *w, int64_t timeout_us, dq__err *err) {
+int dq__wake_current(const dq__wake *w, const dq__links *links) {
+    return !w->lost && w->epoch == dq__links_epoch(links);
+}
+
+int dq__wake_wait(dq__wake *w, dq__links *links, int64_t timeout_us,
+                  dq__err *err) {
+    dq__conn *sub = dq__links_sentinel_sub(links);
+    if (sub == NULL) {
+        int which = 0;
+        int rc = dq__conn_wait_any(w->conns, w->n, timeout_us, &which, err);
+        if (rc < 0)
+            w->lost = 1;
+        return rc;
+    }
+    /* The wake-up links and, last, the Sentinel's subscriber. */
+    dq__conn *small[9];
+    dq__conn **cs = w->n < 9 ? small : malloc(sizeof(*cs) * (size_t)(w->n + 1));
+    if (cs == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory");
+    for (int i = 0; i < w->n; i++)
+        cs[i] = w->conns[i];
+    cs[w->n] = sub;
     int which = 0;
-    int rc = dq__conn_wait_any(w->conns, w->n, timeout_us, &which, err);
-    if (rc < 0)
+    dq__err e;
+    int rc = dq__conn_wait_any(cs, w->n + 1, timeout_us, &which, &e);
+    if (cs != small)
+        free(cs);
+    if (rc != 0 && which == w->n) {
+        /* The Sentinel spoke (or its link failed: reopened on demand). */
+        if (dq__links_listen(links))
+            w->lost = 1;
+        return 1;
+    }
+    if (rc < 0) {
         w->lost = 1;
+        if (err != NULL)
+            *err = e;
+    }
     return rc;
 }
 

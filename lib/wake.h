@@ -22,11 +22,14 @@ typedef struct dq__wake {
     int parts;                     /* its partitions (1: plain) */
     int64_t alive_us;              /* when the links last answered */
     int lost;                      /* a subscription was dropped (its slot
-                                      moved): subscribe again */
+                                      moved, the primary changed):
+                                      subscribe again */
+    unsigned epoch;                /* dq__links_epoch they were opened in */
 } dq__wake;
 
 /* Subscribes (again) when w does not listen for exactly the n queues yet,
- * a link broke or a subscription was dropped; then every partition of
+ * a link broke, a subscription was dropped or (Sentinel) the primary
+ * changed or is to be found again; then every partition of
  * each queue counts as possibly due (wake-ups may have been missed).
  * DQ_OK or the code with err set. */
 int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
@@ -35,8 +38,15 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
  * core.  Returns how many. */
 int dq__wake_drain(dq__wake *w, dq__core *core);
 /* Waits up to timeout_us for a message: 1, 0 on timeout, < 0 when a link
- * failed (w then subscribes again on the next ensure). */
-int dq__wake_wait(dq__wake *w, int64_t timeout_us, dq__err *err);
+ * failed (w then subscribes again on the next ensure).  Behind Sentinel
+ * the +switch-master subscriber of links is waited on too: a failover
+ * ends the wait (1) with w->lost set, so the next ensure subscribes at
+ * the new primary. */
+int dq__wake_wait(dq__wake *w, dq__links *links, int64_t timeout_us,
+                  dq__err *err);
+/* 0 when w must subscribe again (lost, or opened for an earlier primary
+ * than links has now). */
+int dq__wake_current(const dq__wake *w, const dq__links *links);
 /* Checks every link with a PING; DQ_OK or the code of the first failure. */
 int dq__wake_ping(dq__wake *w, dq__core *core, dq__err *err);
 void dq__wake_clear(dq__wake *w);

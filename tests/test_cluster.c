@@ -1655,6 +1655,313 @@ START_TEST(sentinel) {
 }
 END_TEST
 
+/* ---- 5. Sentinel announces a failover ---------------------------------- */
+
+/* "<field>:...<sub>N" of INFO <section> on 127.0.0.1:port: N, 0 when the
+ * field is absent (no such error or command yet). */
+static long long info_at(int port, const char *section, const char *field,
+                         const char *sub) {
+    redisContext *ctx = thc_connect(port);
+    ck_assert_msg(ctx != NULL, "cannot connect to 127.0.0.1:%d", port);
+    char v[256];
+    long long n = 0;
+    if (ft_info_field(ctx, section, field, v, sizeof(v)) == 0) {
+        const char *p = strstr(v, sub);
+        if (p != NULL)
+            n = atoll(p + strlen(sub));
+    }
+    redisFree(ctx);
+    return n;
+}
+
+/* Script calls (EVALSHA + EVAL) a server ran. */
+static long long script_calls(int port) {
+    return info_at(port, "commandstats", "cmdstat_evalsha", "calls=") +
+           info_at(port, "commandstats", "cmdstat_eval", "calls=");
+}
+
+/* READONLY errors a server gave. */
+static long long readonly_errors(int port) {
+    return info_at(port, "errorstats", "errorstat_READONLY", "count=");
+}
+
+/* A reply of one command on 127.0.0.1:port (fresh connection). */
+static redisReply *port_cmd(int port, const char *fmt, ...) {
+    redisContext *ctx = thc_connect(port);
+    ck_assert_msg(ctx != NULL, "cannot connect to 127.0.0.1:%d", port);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "127.0.0.1:%d: %s: %s", port, fmt, ctx->errstr);
+    redisFree(ctx);
+    return r;
+}
+
+/* 1 if the server at port says ROLE master. */
+static int port_is_master(int port) {
+    redisReply *r = port_cmd(port, "ROLE");
+    int yes = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              r->element[0]->type == REDIS_REPLY_STRING &&
+              strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+    return yes;
+}
+
+/* Waits (at most ms) until somebody listens on a wake channel of q at
+ * port; the ms it took, or -1. */
+static int64_t wait_listener(int port, const char *q, int64_t ms) {
+    int64_t t0 = th_mono_ms();
+    while (th_mono_ms() - t0 < ms) {
+        redisReply *r = port_cmd(port, "PUBSUB CHANNELS dq:{%s}:wake:*", q);
+        size_t n = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+        freeReplyObject(r);
+        if (n > 0)
+            return th_mono_ms() - t0;
+        th_sleep_ms(5);
+    }
+    return -1;
+}
+
+/* A dq_poll_wait of up to 40 s (its client's wait cap is longer), in a
+ * thread: a wake-up is the only way it returns early. */
+typedef struct long_waiter {
+    dq_client *c;
+    const char *q;
+    int rc;
+    volatile int done;
+    int64_t done_us;
+    char id[DQ_ID_BUF], token[DQ_TOKEN_BUF], err[256];
+} long_waiter;
+
+static void *long_wait_thread(void *arg) {
+    long_waiter *w = arg;
+    dq_jobs *jobs = NULL;
+    w->rc = dq_poll_wait(w->c, w->q, 1, 30000, 40000, &jobs);
+    w->done_us = th_mono_us();
+    if (w->rc == 1) {
+        const dq_job *j = dq_jobs_at(jobs, 0);
+        snprintf(w->id, sizeof(w->id), "%s", dq_job_id(j));
+        snprintf(w->token, sizeof(w->token), "%s", dq_job_token(j));
+    } else {
+        snprintf(w->err, sizeof(w->err), "%s", dq_errmsg(w->c));
+    }
+    dq_jobs_free(jobs);
+    __atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* A push with WAIT after a failover: 0, or DQ_EREPLICAS with the job
+ * written (the new primary may have no replica yet).  Anything else is
+ * counted in *bad (its message kept in bad_msg) for the verdict after the
+ * figures line.  Returns rc. */
+static char bad_msg[300];
+static int push_landed(dq_client *c, const char *q, const char *id,
+                       int *bad) {
+    int oc = 0;
+    int rc = dq_push(c, q, id, strlen(id), 0, id, DQ_PUSH_KEEP, NULL, 0, &oc);
+    if (!(rc == 0 ||
+          (rc == DQ_EREPLICAS && (oc == DQ_PUSHED || oc == DQ_KEPT)))) {
+        (*bad)++;
+        snprintf(bad_msg, sizeof(bad_msg), "push %s: %s (outcome %d): %s",
+                 id, dq_errname(rc), oc, dq_errmsg(c));
+    }
+    return rc;
+}
+
+/* Polls and acks everything in q; returns how many jobs, failing on a
+ * job seen twice (ids are unique per queue in this test). */
+static long drain_count(dq_client *c, const char *q) {
+    static char seen_ids[4000][DQ_ID_BUF];
+    long n = 0;
+    for (int round = 0; round < 100; round++) {
+        dq_jobs *jobs = NULL;
+        int rc = dq_poll(c, q, 1000, 60000, &jobs, NULL);
+        CK_OK(rc, c, "poll (drain)");
+        if (rc == 0)
+            break;
+        for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
+            const dq_job *j = dq_jobs_at(jobs, i);
+            for (long k = 0; k < n; k++)
+                ck_assert_msg(strcmp(seen_ids[k], dq_job_id(j)) != 0,
+                              "%s delivered twice", dq_job_id(j));
+            ck_assert_int_lt(n, 4000);
+            snprintf(seen_ids[n++], DQ_ID_BUF, "%s", dq_job_id(j));
+            CK_RC(dq_ack(c, q, dq_job_id(j), dq_job_token(j)), 0, c, "ack");
+        }
+        dq_jobs_free(jobs);
+    }
+    return n;
+}
+
+/*
+ * SENTINEL FAILOVER with the old primary kept alive: it stays a writable
+ * primary for seconds (until a Sentinel turns it into a replica), so only
+ * the Sentinels' +switch-master tells a client to leave it.  The next calls
+ * of a plain and a partitioned client go to the new primary (the old one
+ * runs no script of theirs and never answers READONLY), a consumer blocked
+ * in dq_poll_wait (wait cap 60 s) subscribes at the new primary by itself
+ * and is woken by a push there, and pushes with DQ_OPT_WAIT_REPLICAS land
+ * throughout and are acknowledged again once the old primary replicates
+ * the new one.  Every job is delivered once.
+ */
+START_TEST(sentinel_switch) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqswitch") == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    char uri[512], puri[600];
+    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
+    const char *q = "sw-plain", *pq = "sw-part", *wq = "sw-wait";
+    dq_options *o = failover_opts(1);
+    dq_options *wo = opts_new();
+    opt(wo, DQ_OPT_WAIT_CAP_MS, 60000);
+    dq_client *c = open_uri(uri, o), *cp = open_uri(puri, o);
+    dq_client *wc = open_uri(uri, wo);
+    int pre_retries = push_before(c, q, cp, pq);
+
+    int old = g_sn.primary, oport = g_sn.data[old].port;
+    long_waiter w = {.c = wc, .q = wq};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, long_wait_thread, &w), 0);
+    ck_assert_msg(wait_listener(oport, wq, 10000) >= 0,
+                  "the waiter never subscribed at the primary");
+    th_sleep_ms(150); /* polled once, asleep on its channel */
+    long long calls0 = script_calls(oport), ro0 = readonly_errors(oport);
+
+    int64_t t0 = th_mono_ms();
+    int np = thc_sentinel_failover(&g_sn, 0, 30000);
+    int64_t fo_ms = th_mono_ms() - t0;
+    ck_assert_msg(np >= 0 && np != old,
+                  "thc_sentinel_failover failed (see stderr)");
+    int nport = g_sn.data[np].port;
+    int old_master = port_is_master(oport); /* still writable? */
+
+    /* The next calls: the new primary, nothing at the old one. */
+    int64_t t1 = th_mono_us();
+    int bad = 0;
+    int first_rc = push_landed(c, q, "after-0", &bad);
+    int64_t first_push_us = th_mono_us() - t1;
+    static char pids[50][16];
+    static const char *pidv[50];
+    static const void *ppl[50];
+    static size_t plen[50];
+    int outc[50];
+    for (int i = 0; i < 50; i++) {
+        snprintf(pids[i], sizeof(pids[i]), "pa-%d", i);
+        pidv[i] = pids[i];
+        ppl[i] = pids[i];
+        plen[i] = strlen(pids[i]);
+    }
+    int rc = dq_push_batch(cp, pq, 50, ppl, plen, NULL, pidv, DQ_PUSH_KEEP,
+                           NULL, outc);
+    ck_assert_msg(rc == 0 || rc == DQ_EREPLICAS,
+                  "partitioned push after the failover: %s: %s",
+                  dq_errname(rc), dq_errmsg(cp));
+    int64_t sched = -1;
+    CK_RC(dq_stats(c, q, &sched, NULL, NULL, NULL, NULL), 0, c, "stats");
+    long long calls1 = script_calls(oport);
+    redisReply *hx = port_cmd(nport, "HEXISTS dq:{%s}:jobs after-0", q);
+    long long on_new = hx->type == REDIS_REPLY_INTEGER ? hx->integer : -1;
+    freeReplyObject(hx);
+
+    /* The waiter follows by itself: its wake channel moves to the new
+     * primary, and a push there wakes it. */
+    int64_t resub_ms = wait_listener(nport, wq, 10000);
+    int64_t wake_ms = -1;
+    if (resub_ms >= 0) {
+        th_sleep_ms(150);
+        int64_t tw = th_mono_us();
+        push_landed(c, wq, "wake-1", &bad);
+        for (int64_t end = th_mono_ms() + 5000;
+             !__atomic_load_n(&w.done, __ATOMIC_SEQ_CST) && th_mono_ms() < end;)
+            th_sleep_ms(2);
+        if (__atomic_load_n(&w.done, __ATOMIC_SEQ_CST))
+            wake_ms = (w.done_us - tw) / 1000;
+    } else {
+        push_landed(c, wq, "wake-1", &bad); /* ends the waiter */
+    }
+    pthread_join(th, NULL);
+    if (w.rc == 1)
+        CK_RC(dq_ack(wc, wq, w.id, w.token), 0, wc, "ack of the waiter");
+
+    /* WAIT again: once the old primary replicates the new one (a
+     * Sentinel demotes it within about 10 s), pushes return 0. */
+    int64_t t2 = th_mono_ms();
+    int nrep = 0, ereplicas = 0, acked = 0;
+    while (th_mono_ms() - t2 < 30000 && nrep < 200) {
+        char id[32];
+        snprintf(id, sizeof(id), "rep-%d", nrep++);
+        int prc = push_landed(c, q, id, &bad);
+        if (prc == 0) {
+            acked = 1;
+            break;
+        }
+        ereplicas += prc == DQ_EREPLICAS;
+        th_sleep_ms(100);
+    }
+    int64_t replicated_ms = th_mono_ms() - t2;
+    /* The demoted primary closed its clients' links: a client that still
+     * used it finds its link broken once (stats_settle); ours did not. */
+    char smsg[512] = "";
+    int settle = stats_settle(c, q, smsg, sizeof(smsg));
+    int settle_p = settle < 0 ? -1 : stats_settle(cp, pq, smsg, sizeof(smsg));
+    long got_q = -1, got_pq = -1, got_wq = -1;
+    if (settle >= 0 && settle_p >= 0) {
+        got_q = drain_count(c, q);
+        got_pq = drain_count(cp, pq);
+        got_wq = drain_count(c, wq);
+    }
+    long long ro1 = readonly_errors(oport);
+    int old_replica = !port_is_master(oport);
+
+    printf("figures: sentinel_switch: failover_ms=%" PRId64
+           " old_primary_still_master=%d first_push_us=%" PRId64
+           " first_push=%s script_calls_at_old_after=%lld "
+           "readonly_at_old=%lld waiter_resubscribed_ms=%" PRId64
+           " waiter_woken_ms=%" PRId64 " pushes_until_replicated=%d "
+           "ereplicas=%d replicated_after_ms=%" PRId64
+           " jobs=%ld/%ld/%ld old_now_replica=%d failed_pushes=%d "
+           "settle_failures=%d wait_retries_before=%d\n",
+           fo_ms, old_master, first_push_us, dq_errname(first_rc),
+           calls1 - calls0, ro1 - ro0, resub_ms, wake_ms, nrep, ereplicas,
+           replicated_ms, got_q, got_pq, got_wq, old_replica, bad,
+           settle < 0 || settle_p < 0 ? -1 : settle + settle_p, pre_retries);
+    fflush(stdout);
+    ck_assert_msg(bad == 0, "%d pushes after the failover failed; the last: "
+                  "%s", bad, bad_msg);
+    ck_assert_msg(calls1 == calls0,
+                  "%lld script calls reached the old primary 127.0.0.1:%d "
+                  "after the failover", calls1 - calls0, oport);
+    ck_assert_msg(on_new == 1, "after-0 is not on the new primary");
+    ck_assert_msg(ro1 == ro0, "the old primary answered READONLY %lld times",
+                  ro1 - ro0);
+    ck_assert_msg(resub_ms >= 0,
+                  "the waiter did not subscribe at the new primary within "
+                  "10 s of the failover");
+    ck_assert_msg(w.rc == 1 && strcmp(w.id, "wake-1") == 0,
+                  "the waiter returned %d (%s): %s", w.rc, w.id, w.err);
+    ck_assert_msg(wake_ms >= 0 && wake_ms < 1000,
+                  "the waiter was woken %" PRId64 " ms after the push "
+                  "(wait cap 60 s)", wake_ms);
+    ck_assert_msg(acked, "no push acknowledged by a replica within 30 s of "
+                  "the failover (%d tried)", nrep);
+    ck_assert_msg(settle == 0 && settle_p == 0,
+                  "calls failed after the failover: %s", smsg);
+    ck_assert_int_eq(got_q, 300 + 1000 + 1 + nrep);
+    ck_assert_int_eq(got_pq, 1200 + 50);
+    ck_assert_int_eq(got_wq, 0); /* wake-1: the waiter's, acked */
+    dq_close(c);
+    dq_close(cp);
+    dq_close(wc);
+    dq_options_free(o);
+    dq_options_free(wo);
+    thc_sentinel_stop(&g_sn);
+    g_sn_up = 0;
+}
+END_TEST
+
 TEST_SUITE("cluster", TU_SRV_NONE,
     {"core_plain", core_plain, 120, NULL},
     {"core_partitioned", core_partitioned, 120, NULL},
@@ -1663,4 +1970,5 @@ TEST_SUITE("cluster", TU_SRV_NONE,
     {"reshard_partitioned", reshard_partitioned, 150, NULL},
     {"reshard_plain", reshard_plain, 150, NULL},
     {"failover", failover, 120, NULL},
-    {"sentinel", sentinel, 120, NULL})
+    {"sentinel", sentinel, 120, NULL},
+    {"sentinel_switch", sentinel_switch, 150, NULL})
