@@ -307,6 +307,10 @@ struct dq__routes {
     dq__uri puri;            /* its URI (host: chost) */
     int role_ok;             /* ROLE said master on this connection */
     int switching;           /* main dropped for a new primary address */
+    dq__alink ssub;          /* to one Sentinel, kept: +switch-master */
+    dq__uri ssuri;           /* its URI: no credentials, database 0 */
+    char sshost[256];
+    int ssidx;               /* the Sentinel it is on, or to try next */
 };
 
 int dq__routes_routed(const dq__routes *R) {
@@ -632,6 +636,36 @@ static void sentinel_down(dq__alink *l, int code, const char *msg,
     tell_state(R, code, msg, 1);
 }
 
+/* The primary is at host:port (a Sentinel's answer, or a failover it
+ * announced): asking stops, and the primary's link goes there (dropped
+ * first if it is up or connecting elsewhere); subscribers follow. */
+static void take_primary(dq__routes *R, const char *host, int port) {
+    dq_async *a = R->a;
+    R->resolving = 0;
+    dq__alink_reset_backoff(&R->sent);
+    dq__alink_park(&R->sent);
+    snprintf(R->phost, sizeof(R->phost), "%s", host);
+    R->pport = port;
+    R->pknown = 1;
+    R->pstale = 0;
+    dq__alink *m = &R->main;
+    if (m->state == DQ_AL_IDLE) {
+        dq__alink_kick(m);
+    } else if ((m->state == DQ_AL_UP || m->state == DQ_AL_CONNECTING) &&
+               (strcmp(R->chost, R->phost) != 0 || R->cport != R->pport)) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "primary '%s' moved from %s:%d to %s:%d",
+                 R->uri->master, R->chost, R->cport, R->phost, R->pport);
+        R->switching = 1;
+        dq__alink_fail(m, DQ_EIO, msg);
+        if (dq__async_closing(a))
+            return;
+        if (m->state == DQ_AL_WAIT)
+            dq__alink_start(m, 0);
+    }
+    changed(R); /* subscribers follow the primary */
+}
+
 /* The Sentinel's answer: the primary's address. */
 static void on_master(void *priv, size_t tag, const dq__reply *r) {
     (void)tag;
@@ -660,32 +694,10 @@ static void on_master(void *priv, size_t tag, const dq__reply *r) {
         dq__async_leave(a);
         return;
     }
-    R->resolving = 0;
-    dq__alink_reset_backoff(&R->sent);
-    dq__alink_park(&R->sent);
-    memcpy(R->phost, h, hl);
-    R->phost[hl] = '\0';
-    R->pport = port;
-    R->pknown = 1;
-    R->pstale = 0;
-    dq__alink *m = &R->main;
-    if (m->state == DQ_AL_IDLE) {
-        dq__alink_kick(m);
-    } else if ((m->state == DQ_AL_UP || m->state == DQ_AL_CONNECTING) &&
-               (strcmp(R->chost, R->phost) != 0 || R->cport != R->pport)) {
-        char msg[700];
-        snprintf(msg, sizeof(msg), "primary '%s' moved from %s:%d to %s:%d",
-                 R->uri->master, R->chost, R->cport, R->phost, R->pport);
-        R->switching = 1;
-        dq__alink_fail(m, DQ_EIO, msg);
-        if (dq__async_closing(a)) {
-            dq__async_leave(a);
-            return;
-        }
-        if (m->state == DQ_AL_WAIT)
-            dq__alink_start(m, 0);
-    }
-    changed(R); /* subscribers follow the primary */
+    char host[256];
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    take_primary(R, host, port);
     dq__async_leave(a);
 }
 
@@ -758,6 +770,129 @@ static void primary_down(dq__alink *l, int code, const char *msg,
         resolve(R);
 }
 
+/* ---- Sentinel: failovers announced ----
+ *
+ * One more link, to one Sentinel at a time, kept for the client's life:
+ * SENTINEL GET-MASTER-ADDR-BY-NAME, then SUBSCRIBE +switch-master in the
+ * same pipeline (the Sentinel does nothing between the two).  A
+ * +switch-master for our master name moves the primary's link at once,
+ * so a demoted primary that stays reachable is not used until it answers
+ * READONLY.  The answer before the subscription is compared with the
+ * primary in use: another address means a failover was missed while no
+ * subscriber listened, and the Sentinels are asked again.  The link
+ * reconnects by itself (the next Sentinel each time, 50 ms doubling to
+ * 2 s); with every Sentinel down nothing else changes: READONLY and
+ * broken links still send the client to the Sentinels. */
+
+static const char switch_chan[] = "+switch-master";
+
+/* 1 if string reply r is exactly s. */
+static int str_is(const dq__reply *r, const char *s) {
+    size_t len;
+    const char *p = r != NULL ? dq__reply_str(r, &len) : NULL;
+    return p != NULL && len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
+static int ssub_target(dq__alink *l) {
+    dq__routes *R = l->owner;
+    if (R->uri->nseeds < 1)
+        return 0;
+    const dq__seed *s = &R->uri->seeds[R->ssidx % R->uri->nseeds];
+    snprintf(R->sshost, sizeof(R->sshost), "%s", s->host);
+    dq__uri_node(R->uri, R->sshost, s->port, &R->ssuri);
+    R->ssuri.user = R->ssuri.password = NULL;
+    R->ssuri.db = 0;
+    l->uri = &R->ssuri;
+    snprintf(l->where, sizeof(l->where), "%s:%d", R->sshost, s->port);
+    return 1;
+}
+
+/* The subscriber's Sentinel's answer before it subscribed. */
+static void on_ssub_master(void *priv, size_t tag, const dq__reply *r) {
+    (void)tag;
+    dq__routes *R = priv;
+    dq_async *a = R->a;
+    dq__async_enter(a);
+    dq__alink_replied(&R->ssub);
+    size_t hl = 0, pl = 0;
+    const char *h = NULL, *p = NULL;
+    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
+        h = dq__reply_str(dq__reply_at(r, 0), &hl);
+        p = dq__reply_str(dq__reply_at(r, 1), &pl);
+    }
+    char pb[8] = "";
+    if (p != NULL && pl > 0 && pl < sizeof(pb)) {
+        memcpy(pb, p, pl);
+        pb[pl] = '\0';
+    }
+    if (R->pknown && h != NULL &&
+        (atoi(pb) != R->pport || hl != strlen(R->phost) ||
+         memcmp(h, R->phost, hl) != 0)) {
+        R->pstale = 1; /* missed while nobody listened: ask again */
+        resolve(R);
+    }
+    dq__async_leave(a);
+}
+
+/* A message (or confirmation) of the +switch-master subscription:
+ * "<name> <old ip> <old port> <new ip> <new port>". */
+static void on_switch(void *priv, size_t tag, const dq__reply *r) {
+    (void)tag;
+    dq__routes *R = priv;
+    dq_async *a = R->a;
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 3 ||
+        !str_is(dq__reply_at(r, 0), "message") ||
+        !str_is(dq__reply_at(r, 1), switch_chan))
+        return;
+    size_t len;
+    const char *m = dq__reply_str(dq__reply_at(r, 2), &len);
+    char buf[600], name[256], oh[256], nh[256];
+    int op, np;
+    if (m == NULL || len >= sizeof(buf))
+        return;
+    memcpy(buf, m, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
+        strcmp(name, R->uri->master) != 0 || np <= 0 || np > 65535)
+        return;
+    if (R->pknown && !R->pstale && np == R->pport &&
+        strcmp(nh, R->phost) == 0)
+        return; /* followed already */
+    dq__async_enter(a);
+    take_primary(R, nh, np);
+    dq__async_leave(a);
+}
+
+static void ssub_up(dq__alink *l) {
+    dq__routes *R = l->owner;
+    const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                           R->uri->master};
+    size_t len = dq__resp_size(3, argv, NULL);
+    char *p = malloc(len + 1);
+    dq__err e;
+    int rc = p == NULL ? dq__err_set(&e, DQ_ENOMEM, "out of memory") : DQ_OK;
+    if (rc == DQ_OK) {
+        /* NUL after it: hiredis's async side peeks one byte further. */
+        *dq__resp_put(p, 3, argv, NULL) = '\0';
+        rc = dq__alink_send(l, p, len, on_ssub_master, R, 0, &e);
+    }
+    free(p);
+    if (rc == DQ_OK)
+        rc = dq__aconn_subscribe(l->conn, switch_chan, on_switch, R, &e);
+    if (rc != DQ_OK)
+        dq__alink_fail(l, rc, e.msg);
+}
+
+/* The subscriber's Sentinel is gone: the next one, after the backoff.
+ * No call rides on it: nothing to report. */
+static void ssub_down(dq__alink *l, int code, const char *msg, int was_up) {
+    (void)code;
+    (void)msg;
+    (void)was_up;
+    dq__routes *R = l->owner;
+    R->ssidx = (R->ssidx + 1) % (R->uri->nseeds > 0 ? R->uri->nseeds : 1);
+}
+
 /* ---- Entry points ---- */
 
 int dq__routes_new(dq_async *a, const dq__uri *uri, const dq_options *opts,
@@ -789,8 +924,12 @@ int dq__routes_new(dq_async *a, const dq__uri *uri, const dq_options *opts,
         if (rc == DQ_OK)
             rc = dq__alink_init(&R->sent, a, R, NULL, &R->sopts, sentinel_up,
                                 sentinel_down);
+        if (rc == DQ_OK)
+            rc = dq__alink_init(&R->ssub, a, R, NULL, &R->sopts, ssub_up,
+                                ssub_down);
         R->main.target = primary_target;
         R->sent.target = sentinel_target;
+        R->ssub.target = ssub_target;
         /* Reachable but of no use (no such primary, not a primary yet):
          * the backoff keeps growing until they did their job. */
         R->main.keep_backoff = R->sent.keep_backoff = 1;
@@ -810,6 +949,7 @@ void dq__routes_start(dq__routes *R) {
     } else if (R->kind == DQ_URI_SENTINEL) {
         R->resolving = 1;
         dq__alink_start(&R->sent, 0);
+        dq__alink_start(&R->ssub, 0);
     } else {
         dq__alink_start(&R->main, 0);
     }
@@ -820,6 +960,7 @@ void dq__routes_close(dq__routes *R) {
         return;
     dq__alink_close(&R->main);
     dq__alink_close(&R->sent);
+    dq__alink_close(&R->ssub);
     for (int i = 0; i < R->nnodes; i++)
         if (R->nodes[i] != NULL)
             dq__alink_close(&R->nodes[i]->l);

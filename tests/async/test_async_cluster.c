@@ -761,10 +761,227 @@ START_TEST(sentinel) {
 }
 END_TEST
 
+/* ---- Sentinel announces a failover ---- */
+
+/* A reply of one command on 127.0.0.1:port (fresh connection). */
+static redisReply *port_cmd(int port, const char *cmd) {
+    redisContext *r = thc_connect(port);
+    ck_assert_msg(r != NULL, "cannot connect to 127.0.0.1:%d", port);
+    redisReply *rep = redisCommand(r, cmd);
+    ck_assert_msg(rep != NULL, "127.0.0.1:%d: %s: %s", port, cmd, r->errstr);
+    redisFree(r);
+    return rep;
+}
+
+/* "<field>:...<sub>N" of INFO <section> on 127.0.0.1:port (0: absent). */
+static long long info_at(int port, const char *section, const char *field,
+                         const char *sub) {
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "INFO %s", section);
+    redisReply *rep = port_cmd(port, cmd);
+    long long n = 0;
+    char key[128];
+    snprintf(key, sizeof(key), "%s:", field);
+    const char *p = rep->type == REDIS_REPLY_STRING ? strstr(rep->str, key)
+                                                    : NULL;
+    const char *eol = p != NULL ? strchr(p, '\r') : NULL;
+    const char *v = p != NULL ? strstr(p, sub) : NULL;
+    if (v != NULL && (eol == NULL || v < eol))
+        n = atoll(v + strlen(sub));
+    freeReplyObject(rep);
+    return n;
+}
+
+static long long script_calls(int port) {
+    return info_at(port, "commandstats", "cmdstat_evalsha", "calls=") +
+           info_at(port, "commandstats", "cmdstat_eval", "calls=");
+}
+
+static long long readonly_errors(int port) {
+    return info_at(port, "errorstats", "errorstat_READONLY", "count=");
+}
+
+/* The primary's port as every live Sentinel reports it, or -1 while they
+ * disagree (asked at most every 20 ms: this runs as a loop condition). */
+static int agreed_port(void) {
+    static int64_t last;
+    static int port;
+    if (th_mono_ms() - last < 20)
+        return port;
+    last = th_mono_ms();
+    int agreed = -2;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "SENTINEL GET-MASTER-ADDR-BY-NAME %s",
+             g_s.master_name);
+    for (int k = 0; k < g_s.nsentinels; k++) {
+        if (g_s.sentinels[k].pid <= 0)
+            continue;
+        redisReply *rep = port_cmd(g_s.sentinels[k].port, cmd);
+        int p = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2
+                    ? atoi(rep->element[1]->str)
+                    : -1;
+        freeReplyObject(rep);
+        agreed = agreed == -2 || agreed == p ? p : -1;
+    }
+    port = agreed;
+    return port;
+}
+
+/*
+ * SENTINEL FAILOVER with the old primary alive (it stays a writable
+ * primary for seconds, until a Sentinel demotes it) while the client's
+ * loop runs, as a service's does: the +switch-master it hears moves it.
+ * The next push (DQ_OPT_WAIT_REPLICAS = 1) lands on the new primary, the
+ * old one runs no script of ours and never answers READONLY, an idle
+ * consumer (wait cap 60 s) is woken by a push at the new primary, and
+ * pushes are acknowledged by a replica again once the old primary
+ * replicates the new one.
+ */
+START_TEST(sentinel_switch) {
+    ck_assert_msg(thc_sentinel_start(&g_s, 1, 3, "dqaswitch") == 0,
+                  "sentinels did not start (see thc: messages)");
+    thc_sentinel_uri(&g_s, g_uri, sizeof(g_uri));
+    dq_options *o = opts(15000, 60000, 1);
+    dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, 500);
+    dq_async *a = copen(g_uri, o, NULL);
+    dq_options_free(o);
+    const char *q = "aswq";
+    res p1;
+    memset(&p1, 0, sizeof(p1));
+    ck_assert_int_eq(dq_async_push(a, q, "x", 1, 60000, "pre", 0, push_rec,
+                                   &p1),
+                     0);
+    WAIT_CB_MS(p1, 0, 10000);
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    dq_consumer *c = NULL;
+    ck_assert_int_eq(dq_consumer_new(a, q, ok_handler, &s, &c), 0);
+    ck_assert_int_eq(dq_consumer_start(c), 0);
+    run_for(500); /* idle, subscribed at the primary */
+
+    int old = g_s.primary, oport = g_s.data[old].port;
+    long long calls0 = script_calls(oport), ro0 = readonly_errors(oport);
+    int64_t t0 = th_mono_ms();
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "SENTINEL FAILOVER %s", g_s.master_name);
+    int asked = 0;
+    for (int64_t end = t0 + 20000; !asked && th_mono_ms() < end;) {
+        redisReply *rep = port_cmd(g_s.sentinels[0].port, cmd);
+        asked = rep->type == REDIS_REPLY_STATUS;
+        freeReplyObject(rep);
+        if (!asked)
+            run_for(200); /* no replica it can promote yet */
+    }
+    ck_assert_msg(asked, "SENTINEL FAILOVER refused for 20 s");
+    int nport = -1;
+    ck_assert_msg(RUN_UNTIL((nport = agreed_port()) > 0 && nport != oport,
+                            30000),
+                  "the Sentinels did not agree on a new primary in 30 s");
+    int64_t fo_ms = th_mono_ms() - t0;
+    /* The loop goes on as a service's would: the Sentinel's message,
+     * published as it switched, is on its way to the client while the
+     * test asks the Sentinels over its own links.  (A call made at the
+     * very moment of the switch, with the old primary's link just
+     * dropped, may get DQ_EIO like any call on a link that breaks.) */
+    run_for(200);
+    int np = -1;
+    for (int i = 0; i < g_s.ndata; i++)
+        if (g_s.data[i].port == nport)
+            np = i;
+    ck_assert_int_ge(np, 0);
+    g_s.primary = np;
+    redisReply *role = port_cmd(oport, "ROLE");
+    int old_master = role->type == REDIS_REPLY_ARRAY &&
+                     strcmp(role->element[0]->str, "master") == 0;
+    freeReplyObject(role);
+
+    int64_t t1 = th_mono_us();
+    res p2;
+    memset(&p2, 0, sizeof(p2));
+    ck_assert_int_eq(dq_async_push(a, q, "y", 1, 0, "j1", 0, push_rec, &p2),
+                     0);
+    ck_assert_msg(RUN_UNTIL(p2.calls > 0, 20000), "no callback");
+    int64_t push_us = th_mono_us() - t1;
+    long long calls1 = script_calls(oport);
+    int got1 = RUN_UNTIL(s.ok[1] == 1, 5000);
+    run_for(300);
+    int64_t w0 = wall_us();
+    res p3;
+    memset(&p3, 0, sizeof(p3));
+    ck_assert_int_eq(dq_async_push(a, q, "z", 1, 0, "j2", 0, push_rec, &p3),
+                     0);
+    ck_assert_msg(RUN_UNTIL(p3.calls > 0, 20000), "no callback");
+    int woken = RUN_UNTIL(s.ok[2] == 1, 5000);
+    int64_t wake_us = woken ? s.at_us[2] - w0 : -1;
+
+    /* Acknowledged by a replica again once the old primary follows. */
+    int64_t t2 = th_mono_ms();
+    int tries = 0, ereplicas = 0, acked = 0, bad = 0;
+    char bad_msg[600] = "";
+    while (!acked && th_mono_ms() - t2 < 30000 && tries < 200) {
+        char id[16];
+        snprintf(id, sizeof(id), "r%d", tries++);
+        res pr;
+        memset(&pr, 0, sizeof(pr));
+        ck_assert_int_eq(dq_async_push(a, q, "r", 1, 60000, id, 0, push_rec,
+                                       &pr),
+                         0);
+        ck_assert_msg(RUN_UNTIL(pr.calls > 0, 20000), "no callback");
+        acked = pr.status == 0;
+        ereplicas += pr.status == DQ_EREPLICAS;
+        if (pr.status != 0 && pr.status != DQ_EREPLICAS) {
+            bad++;
+            snprintf(bad_msg, sizeof(bad_msg), "push %s: %s: %s", id,
+                     dq_errname(pr.status), pr.msg);
+        }
+        if (!acked)
+            run_for(100);
+    }
+    int64_t replicated_ms = th_mono_ms() - t2;
+    long long ro1 = readonly_errors(oport);
+    printf("figures: async_cluster: sentinel_switch: failover_ms=%" PRId64
+           " old_primary_still_master=%d push_us=%" PRId64 " push=%s/%s "
+           "script_calls_at_old_after=%lld readonly_at_old=%lld "
+           "consumer_woken_us=%" PRId64 " pushes_until_replicated=%d "
+           "ereplicas=%d failed=%d replicated_after_ms=%" PRId64 "\n",
+           fo_ms, old_master, push_us, dq_errname(p2.status),
+           dq_errname(p3.status), calls1 - calls0, ro1 - ro0, wake_us, tries,
+           ereplicas, bad, replicated_ms);
+    fflush(stdout);
+    ck_assert_msg(p2.status == 0 || p2.status == DQ_EREPLICAS,
+                  "push after the failover: %s: %s", dq_errname(p2.status),
+                  p2.msg);
+    ck_assert_msg(calls1 == calls0,
+                  "%lld script calls reached the old primary 127.0.0.1:%d "
+                  "after the failover", calls1 - calls0, oport);
+    ck_assert_msg(ro1 == ro0, "the old primary answered READONLY %lld times",
+                  ro1 - ro0);
+    ck_assert_msg(p3.status == 0 || p3.status == DQ_EREPLICAS,
+                  "push j2: %s: %s", dq_errname(p3.status), p3.msg);
+    ck_assert_msg(woken && wake_us < 1500000,
+                  "consumer woken %" PRId64 " us after a push at the new "
+                  "primary (wait cap 60 s)", wake_us);
+    ck_assert_msg(bad == 0, "%d pushes failed: %s", bad, bad_msg);
+    ck_assert_msg(acked, "no push acknowledged by a replica within 30 s");
+    ck_assert_msg(got1, "the consumer did not get j1 within 5 s");
+    ck_assert_int_eq(s.ok[1], 1);
+    ck_assert_int_eq(s.ok[2], 1);
+    res st;
+    memset(&st, 0, sizeof(st));
+    ck_assert_int_eq(dq_async_stats(a, q, stats_rec, &st), 0);
+    WAIT_CB_MS(st, 0, 10000);
+    /* pre and r0..: scheduled in 60 s; j1, j2 acked */
+    ck_assert_int_eq(st.s[0], 1 + tries);
+    dq_consumer_free(c);
+    dq_async_free(a);
+}
+END_TEST
+
 TEST_SUITE("async_cluster", TU_SRV_NONE,
            {"spread_ops", spread_ops, 120, &cl_fixture},
            {"batch_3000", batch_3000, 120, &cl_fixture},
            {"consumer_wake", consumer_wake, 120, &cl_fixture},
            {"slot_moves", slot_moves, 180, &cl_fixture},
            {"failover", failover, 180, &cl_fixture},
-           {"sentinel", sentinel, 180, &cl_fixture})
+           {"sentinel", sentinel, 180, &cl_fixture},
+           {"sentinel_switch", sentinel_switch, 180, &cl_fixture})
