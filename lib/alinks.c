@@ -534,8 +534,10 @@ static void on_map(void *priv, size_t tag, const dq__reply *r) {
     dq__async_enter(a);
     dq__alink_replied(&n->l);
     R->asking = NULL;
-    if (tag == 1 && dq__reply_is_error(r, "ERR")) {
-        /* Before Redis 7: no CLUSTER SHARDS. */
+    if (tag == 1 && (dq__reply_is_error(r, "ERR") ||
+                     dq__reply_is_error(r, "NOPERM"))) {
+        /* Before Redis 7 there is no CLUSTER SHARDS; an ACL may grant
+         * only CLUSTER SLOTS. */
         if (!ask_map(R, n, 0))
             request_refresh(R);
         dq__async_leave(a);

@@ -381,8 +381,11 @@ static int load_map(dq__links *L, dq__conn *c, const char *host,
     dq__reply *r = NULL;
     int rc = dq__conn_call(c, 2, (const char **)shards, NULL, &r, err);
     int use_shards = 1;
-    if (rc == DQ_OK && dq__reply_is_error(r, "ERR")) {
-        /* Before Redis 7: no CLUSTER SHARDS. */
+    if (rc == DQ_OK && (dq__reply_is_error(r, "ERR") ||
+                        dq__reply_is_error(r, "NOPERM"))) {
+        /* Before Redis 7 there is no CLUSTER SHARDS; an ACL may grant
+         * only CLUSTER SLOTS (if it refuses that too, its NOPERM is the
+         * error). */
         dq__reply_free(r);
         r = NULL;
         use_shards = 0;

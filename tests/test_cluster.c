@@ -44,6 +44,7 @@
 #include "fault.h"
 
 #include "cluster_harness.h"
+#include "delayq-consumer.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -1655,6 +1656,232 @@ START_TEST(sentinel) {
 }
 END_TEST
 
+/* ---- 6. the sync consumer over a cluster -------------------------------- */
+
+enum { SC_JOBS = 300 };
+
+/* What the consumer's handler saw. */
+typedef struct sc_state {
+    int count[SC_JOBS];      /* handled, per job "c-<i>" */
+    int others;              /* jobs with another id */
+    volatile int handled;    /* all jobs "c-*" handled so far */
+    volatile int64_t wake_us; /* when "wake" was handled (th_mono_us) */
+} sc_state;
+
+static int sc_handler(dq_consumer *c, const dq_job *job, void *ud) {
+    sc_state *st = ud;
+    const char *id = dq_job_id(job);
+    long i = ft_job_index(id, "c");
+    if (i >= 0 && i < SC_JOBS) {
+        st->count[i]++;
+        __atomic_add_fetch(&st->handled, 1, __ATOMIC_SEQ_CST);
+    } else if (strcmp(id, "wake") == 0) {
+        __atomic_store_n(&st->wake_us, th_mono_us(), __ATOMIC_SEQ_CST);
+        dq_consumer_interrupt(c); /* the loop ends after this job */
+    } else {
+        st->others++;
+    }
+    return DQ_JOB_OK;
+}
+
+typedef struct sc_run {
+    dq_consumer *c;
+    int rc;
+} sc_run;
+
+static void *sc_thread(void *arg) {
+    sc_run *r = arg;
+    r->rc = dq_consumer_run(r->c);
+    return NULL;
+}
+
+/* A queue name "<prefix>-<k>" whose slot (parts 1) or partitions' slots
+ * (parts > 1) belong to every primary (parts > 1) or any (parts 1). */
+static void sc_queue(thc_cluster *cl, const char *prefix, int parts,
+                     char *q, size_t n) {
+    for (int k = 0; k < 1000; k++) {
+        snprintf(q, n, "%s-%d", prefix, k);
+        if (parts <= 1)
+            return;
+        int on[THC_MAX_NODES] = {0}, distinct = 0;
+        for (int p = 0; p < parts; p++)
+            distinct += on[owner_of_part(cl, q, p)]++ == 0;
+        if (distinct == 3)
+            return;
+    }
+    ck_abort_msg("no queue name of %s spans the 3 primaries", prefix);
+}
+
+/* One run of dq_consumer_new_sync on queue q (parts partitions): 300 jobs
+ * pushed in one batch are each handled once, then an idle consumer (wait
+ * cap 5 s) is woken by a push; returns the wake-up's ms. */
+static int64_t sync_consumer_run(const char *uri, int parts, const char *q,
+                                 int64_t *drain_ms) {
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_WAIT_CAP_MS, 5000);
+    if (parts > 1)
+        opt(o, DQ_OPT_PARTITIONS, parts);
+    dq_client *pc = open_uri(uri, o), *cc = open_uri(uri, o);
+    static sc_state st;
+    memset(&st, 0, sizeof(st));
+    dq_consumer *cons = NULL;
+    int rc = dq_consumer_new_sync(cc, q, sc_handler, &st, &cons);
+    CK_RC(rc, 0, cc, "dq_consumer_new_sync");
+    ck_assert_int_eq(dq_consumer_set_int(cons, DQ_COPT_CONCURRENCY, 10), 0);
+    sc_run run = {.c = cons, .rc = -999};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, sc_thread, &run), 0);
+
+    static char ids[SC_JOBS][16];
+    static const char *idv[SC_JOBS];
+    static const void *pls[SC_JOBS];
+    static size_t lens[SC_JOBS];
+    for (int i = 0; i < SC_JOBS; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "c-%d", i);
+        idv[i] = pls[i] = ids[i];
+        lens[i] = strlen(ids[i]);
+    }
+    int64_t t0 = th_mono_ms();
+    rc = dq_push_batch(pc, q, SC_JOBS, pls, lens, NULL, idv, 0, NULL, NULL);
+    CK_RC(rc, SC_JOBS, pc, "push_batch");
+    while (__atomic_load_n(&st.handled, __ATOMIC_SEQ_CST) < SC_JOBS &&
+           th_mono_ms() - t0 < 30000)
+        th_sleep_ms(5);
+    *drain_ms = th_mono_ms() - t0;
+    int handled = __atomic_load_n(&st.handled, __ATOMIC_SEQ_CST);
+    /* Idle now (asleep on its wake channels, cap 5 s): a push wakes it. */
+    th_sleep_ms(700);
+    int64_t tw = th_mono_us();
+    push_now(pc, q, "wake", 0);
+    while (__atomic_load_n(&st.wake_us, __ATOMIC_SEQ_CST) == 0 &&
+           th_mono_us() - tw < 15000000)
+        th_sleep_ms(2);
+    int64_t wake_us = __atomic_load_n(&st.wake_us, __ATOMIC_SEQ_CST);
+    if (wake_us == 0)
+        dq_consumer_interrupt(cons); /* noticed within the wait cap */
+    pthread_join(th, NULL);
+    int once = 0, twice = 0;
+    for (int i = 0; i < SC_JOBS; i++) {
+        once += st.count[i] == 1;
+        twice += st.count[i] > 1;
+    }
+    int64_t wake_ms = wake_us > 0 ? (wake_us - tw) / 1000 : -1;
+    printf("figures: cluster_sync_consumer: queue=%s partitions=%d "
+           "jobs=%d handled_once=%d handled_twice=%d others=%d "
+           "drain_ms=%" PRId64 " wake_ms=%" PRId64 " released=%d\n",
+           q, parts, SC_JOBS, once, twice, st.others, *drain_ms, wake_ms,
+           run.rc);
+    fflush(stdout);
+    ck_assert_msg(handled == SC_JOBS, "%d of %d jobs handled in 30 s",
+                  handled, SC_JOBS);
+    ck_assert_int_eq(once, SC_JOBS);
+    ck_assert_int_eq(twice, 0);
+    ck_assert_int_eq(st.others, 0);
+    ck_assert_msg(run.rc >= 0, "dq_consumer_run: %s: %s", dq_errname(run.rc),
+                  dq_errmsg(cc));
+    ck_assert_msg(wake_ms >= 0 && wake_ms < 500,
+                  "the idle consumer handled a push after %" PRId64
+                  " ms (wait cap 5 s)", wake_ms);
+    ck_stats(pc, q, 0, 0, 0, 0);
+    dq_consumer_free(cons);
+    dq_close(pc);
+    dq_close(cc);
+    dq_options_free(o);
+    return wake_ms;
+}
+
+/*
+ * The sync consumer (dq_consumer_new_sync) over the 3-primary cluster, on
+ * a plain queue and on one of 4 partitions spread over every primary:
+ * every job of a batch is handled exactly once and acked, and an idle
+ * consumer is woken by a push through sharded pub/sub, long before its
+ * wait cap.
+ */
+START_TEST(sync_consumer) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    char q[32], pq[32];
+    sc_queue(cl, "sc-plain", 1, q, sizeof(q));
+    sc_queue(cl, "sc-part", 4, pq, sizeof(pq));
+    int64_t d1 = 0, d4 = 0;
+    sync_consumer_run(uri, 1, q, &d1);
+    sync_consumer_run(uri, 4, pq, &d4);
+    cluster_down();
+}
+END_TEST
+
+/* ---- 7. CLUSTER SLOTS when an ACL refuses CLUSTER SHARDS ---------------- */
+
+/*
+ * A user whose ACL grants CLUSTER SLOTS but not CLUSTER SHARDS (Redis
+ * answers NOPERM): the client learns the slot map from CLUSTER SLOTS and
+ * works on queues of every primary.  Shows the fallback against real
+ * nodes (Redis 7 and Valkey 8 have CLUSTER SHARDS, so its "unknown
+ * subcommand" only comes from servers before 7).
+ */
+START_TEST(slots_fallback) {
+    char uri[512], curi[600];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    for (int i = 0; i < cl->count; i++) {
+        redisReply *r = node_cmd(cl, i,
+                                 "ACL SETUSER dqslots on >pw-slots ~* &* "
+                                 "+@all -cluster|shards");
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s",
+                      r->type == REDIS_REPLY_ERROR ? r->str : "odd reply");
+        freeReplyObject(r);
+    }
+    /* What such a user is told. */
+    redisContext *ctx = thc_connect(cl->nodes[0].r.port);
+    ck_assert_ptr_nonnull(ctx);
+    redisReply *r = redisCommand(ctx, "AUTH dqslots pw-slots");
+    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "AUTH failed");
+    freeReplyObject(r);
+    r = redisCommand(ctx, "CLUSTER SHARDS");
+    ck_assert_ptr_nonnull(r);
+    char refusal[200];
+    snprintf(refusal, sizeof(refusal), "%s",
+             r->type == REDIS_REPLY_ERROR ? r->str : "(not refused)");
+    int refused = r->type == REDIS_REPLY_ERROR;
+    freeReplyObject(r);
+    redisFree(ctx);
+    ck_assert_msg(refused, "CLUSTER SHARDS was not refused to dqslots");
+    const char *scheme = "redis+cluster://";
+    ck_assert(strncmp(uri, scheme, strlen(scheme)) == 0);
+    snprintf(curi, sizeof(curi), "%sdqslots:pw-slots@%s", scheme,
+             uri + strlen(scheme));
+    long long slots0 = info_sum(cl, "commandstats", "cmdstat_cluster|slots",
+                                "calls=");
+    long long noperm0 = info_sum(cl, "errorstats", "errorstat_NOPERM",
+                                 "count=");
+    char names[12][32];
+    int per[THC_MAX_NODES];
+    pick_queues(cl, "sf", 1, names, per);
+    dq_client *c = open_uri(curi, NULL);
+    int done = 0;
+    for (int i = 0; i < 12; i++) {
+        push_now(c, names[i], "j", 0);
+        check_stored(cl, names[i], 1, "j");
+        dq_jobs *jobs = poll_exact(c, names[i], 1, 30000);
+        ack_job(c, names[i], dq_jobs_at(jobs, 0));
+        dq_jobs_free(jobs);
+        ck_stats(c, names[i], 0, 0, 0, 0);
+        done++;
+    }
+    long long slots1 = info_sum(cl, "commandstats", "cmdstat_cluster|slots",
+                                "calls=");
+    long long noperm1 = info_sum(cl, "errorstats", "errorstat_NOPERM",
+                                 "count=");
+    printf("figures: cluster_slots_fallback: shards_refusal=\"%s\" "
+           "queues_ok=%d cluster_slots_calls=%lld noperm=%lld\n",
+           refusal, done, slots1 - slots0, noperm1 - noperm0);
+    fflush(stdout);
+    ck_assert_msg(slots1 > slots0, "the client never asked CLUSTER SLOTS");
+    ck_assert_msg(noperm1 > noperm0, "CLUSTER SHARDS was never refused");
+    dq_close(c);
+    cluster_down();
+}
+END_TEST
+
 /* ---- 5. Sentinel announces a failover ---------------------------------- */
 
 /* "<field>:...<sub>N" of INFO <section> on 127.0.0.1:port: N, 0 when the
@@ -1971,4 +2198,6 @@ TEST_SUITE("cluster", TU_SRV_NONE,
     {"reshard_plain", reshard_plain, 150, NULL},
     {"failover", failover, 120, NULL},
     {"sentinel", sentinel, 120, NULL},
-    {"sentinel_switch", sentinel_switch, 150, NULL})
+    {"sentinel_switch", sentinel_switch, 150, NULL},
+    {"sync_consumer", sync_consumer, 120, NULL},
+    {"slots_fallback", slots_fallback, 90, NULL})

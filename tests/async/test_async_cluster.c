@@ -761,6 +761,68 @@ START_TEST(sentinel) {
 }
 END_TEST
 
+/* ---- CLUSTER SLOTS when an ACL refuses CLUSTER SHARDS ---- */
+
+/*
+ * A user whose ACL grants CLUSTER SLOTS but not CLUSTER SHARDS (NOPERM):
+ * the async client learns the map from CLUSTER SLOTS and works on a queue
+ * of each primary.
+ */
+START_TEST(slots_fallback) {
+    cluster_up();
+    for (int i = 0; i < g_c.count; i++) {
+        redisContext *r = thc_connect(g_c.nodes[i].r.port);
+        ck_assert_ptr_nonnull(r);
+        redisReply *rep = redisCommand(r, "ACL SETUSER dqslots on >pw-slots "
+                                          "~* &* +@all -cluster|shards");
+        ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_STATUS,
+                      "ACL SETUSER on node %d failed", i);
+        freeReplyObject(rep);
+        redisFree(r);
+    }
+    const char *scheme = "redis+cluster://";
+    ck_assert(strncmp(g_uri, scheme, strlen(scheme)) == 0);
+    char curi[1100];
+    snprintf(curi, sizeof(curi), "%sdqslots:pw-slots@%s", scheme,
+             g_uri + strlen(scheme));
+    reset_stats();
+    dq_options *o = opts(0, 0, 0);
+    dq_async *a = copen(curi, o, NULL);
+    dq_options_free(o);
+    int prim[THC_MAX_NODES], np = thc_primaries(&g_c, prim);
+    ck_assert_int_eq(np, 3);
+    for (int k = 0; k < np; k++) {
+        char q[32];
+        queue_on(prim[k], "sfq", q, sizeof(q));
+        res p1 = push_wait(a, q, "a1", 10000), p2 = push_wait(a, q, "a2", 10000);
+        ck_assert_msg(p1.status == 0 && p2.status == 0, "push on %s: %s %s",
+                      q, p1.msg, p2.msg);
+        poll_two(a, q, "a1", "a2");
+    }
+    long long noperm = errorstat("NOPERM");
+    long long slots = 0;
+    for (int i = 0; i < g_c.count; i++) {
+        redisContext *r = thc_connect(g_c.nodes[i].r.port);
+        redisReply *rep = r ? redisCommand(r, "INFO commandstats") : NULL;
+        const char *p = rep && rep->type == REDIS_REPLY_STRING
+                            ? strstr(rep->str, "cmdstat_cluster|slots:calls=")
+                            : NULL;
+        if (p != NULL)
+            slots += atoll(p + strlen("cmdstat_cluster|slots:calls="));
+        if (rep != NULL)
+            freeReplyObject(rep);
+        if (r != NULL)
+            redisFree(r);
+    }
+    printf("figures: async_cluster: slots_fallback: queues_ok=%d "
+           "cluster_slots_calls=%lld noperm=%lld\n",
+           np, slots, noperm);
+    ck_assert_msg(slots > 0, "the client never asked CLUSTER SLOTS");
+    ck_assert_msg(noperm > 0, "CLUSTER SHARDS was never refused");
+    dq_async_free(a);
+}
+END_TEST
+
 /* ---- Sentinel announces a failover ---- */
 
 /* A reply of one command on 127.0.0.1:port (fresh connection). */
@@ -984,4 +1046,5 @@ TEST_SUITE("async_cluster", TU_SRV_NONE,
            {"slot_moves", slot_moves, 180, &cl_fixture},
            {"failover", failover, 180, &cl_fixture},
            {"sentinel", sentinel, 180, &cl_fixture},
-           {"sentinel_switch", sentinel_switch, 180, &cl_fixture})
+           {"sentinel_switch", sentinel_switch, 180, &cl_fixture},
+           {"slots_fallback", slots_fallback, 120, &cl_fixture})
