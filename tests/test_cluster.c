@@ -15,7 +15,8 @@
  *      wake-up links broke.
  *  ask_and_moved
  *      one call of a partitioned queue redirected with ASK for one
- *      partition and MOVED for another (shows a library bug, see there).
+ *      partition and MOVED for another succeeds, each ASKed call sent once
+ *      to its own target (a regression test, see there).
  *  reshard_partitioned / reshard_plain
  *      producers and a consumer (forked workers of the fault suite's
  *      ledger, support/fault.h) run while the test migrates the slots of
@@ -32,10 +33,25 @@
  *      SIGKILLed while the client pushes; every push acknowledged before
  *      (and after) is on the promoted replica; the same client (never
  *      reopened) lands a push soon after the kill (with DQ_EREPLICAS: the
- *      promoted replica has no replica of its own).  Fails on Valkey 8: a
- *      library bug, see there.
+ *      promoted replica has no replica of its own).  On Valkey 8 this also
+ *      checks that the slot map takes the shard's online primary (see
+ *      there).
  *  sentinel
  *      the same with a primary, 1 replica and 3 Sentinels.
+ *  sentinel_switch
+ *      SENTINEL FAILOVER with the old primary alive (still writable for
+ *      seconds): the clients follow +switch-master, so the old primary
+ *      runs none of their scripts and never answers READONLY; a blocked
+ *      dq_poll_wait moves its wake-ups to the new primary and is woken
+ *      there; pushes with DQ_OPT_WAIT_REPLICAS land throughout and are
+ *      acknowledged again once the old primary replicates the new one.
+ *  sync_consumer
+ *      dq_consumer_new_sync on a plain and a 4-partition queue over the
+ *      3 primaries: every job handled once, an idle consumer woken by a
+ *      push long before its wait cap.
+ *  slots_fallback
+ *      an ACL user refused CLUSTER SHARDS (NOPERM) but granted CLUSTER
+ *      SLOTS: the client learns the map from CLUSTER SLOTS.
  *
  * Each test starts its own topology (cluster_harness.h; loopback only) and
  * stops it; a failing test's servers die with it (PDEATHSIG) and its dirs
@@ -632,8 +648,8 @@ START_TEST(core_partitioned) {
 END_TEST
 
 /*
- * A partitioned dq_poll_wait whose subscriptions go away (written when
- * both were library bugs; the lib has fixed them since):
+ * A partitioned dq_poll_wait whose subscriptions go away (regression
+ * tests of two fixed faults):
  *
  *  A. partition 0's slot migrates: its subscriber gets SUNSUBSCRIBE; the
  *     client's slot map is stale for that slot (a poll of the known-due
@@ -1032,15 +1048,14 @@ static void reshard(int parts) {
 }
 
 /*
- * LIBRARY BUG shown here (fails until lib/ is fixed): one call of a
- * partitioned queue gets ASK for one partition and MOVED for another.
- * lib/client.c keeps the ASK target only in op->redir, which the MOVED read
- * after it overwrites; run_calls then computes want = T_SEND (the target is
- * no ASK), never sends the call left in T_ASK, sends nothing, pauses not,
- * and spins until "redirected more than 64 times" (DQ_EREDIS) within a
- * millisecond or two -- after writing the other partitions' calls (a
- * partial batch for a push).  Seen in reshard_partitioned as "push gave
- * up: EREDIS".
+ * Regression test: one call of a partitioned queue gets ASK for one
+ * partition and MOVED for another in the same round.  Each ASKed call
+ * keeps its own target (lib/client.c), so the MOVED read after it cannot
+ * overwrite it: the call is sent once with ASKING to its target, the moved
+ * one to its new owner, and the stats come back complete.  (A client that
+ * lost the ASK target would send nothing, not pause, and give up with
+ * DQ_EREDIS "redirected more than 64 times" within a millisecond or two,
+ * after writing the other partitions' calls.)
  */
 typedef struct am_arg {
     dq_client *c;
@@ -1096,7 +1111,7 @@ START_TEST(ask_and_moved) {
     fflush(stdout);
     ck_assert_int_eq(a.calls, 1);
     ck_assert_msg(a.rc == 0,
-                  "LIBRARY BUG: a call that got ASK (partition 0) and MOVED "
+                  "a call that got ASK (partition 0) and MOVED "
                   "(partition 1) failed after %" PRId64 " us: %s: %s", a.us,
                   dq_errname(a.rc), a.msg);
     ck_assert_msg(a.st[0] == 4 && a.st[1] == 0 && a.st[2] == 4 &&
@@ -1567,14 +1582,15 @@ static int kill_cluster_primary(void *arg) {
 }
 
 /*
- * LIBRARY BUG shown by this test on Valkey 8 (DQ_REDIS_SERVER=valkey-server,
- * DQ_REDIS_CLI=valkey-cli): after the failover, CLUSTER SHARDS lists the
- * failed old primary (role "master", health "fail") in the same shard as,
- * and before, the promoted replica; lib/route.c load_shard takes the first
- * node whose role is "master", so the slot map keeps naming the dead node
- * and every call for its slots spends the whole command timeout trying to
- * connect there (DQ_EIO "Connection refused").  Redis 7.0 gives the failed
- * primary a shard of its own, so the test passes there.
+ * On Valkey 8 (DQ_REDIS_SERVER=valkey-server, DQ_REDIS_CLI=valkey-cli)
+ * this is also the regression test of the slot map after a failover:
+ * CLUSTER SHARDS then lists the failed old primary (role "master", health
+ * "fail") in the same shard as, and before, the promoted replica, and
+ * lib/route.c takes the shard's online primary, so calls for its slots go
+ * to the promoted node (a map that named the dead node would spend every
+ * call's command timeout connecting there: DQ_EIO "Connection refused").
+ * Redis 7.0 gives the failed primary a shard of its own.  The line printed
+ * before the figures says which of the two the server did.
  */
 START_TEST(failover) {
     char uri[512];

@@ -5,8 +5,10 @@
  * primary through one client, a big batch, a consumer woken through sharded
  * pub/sub, a slot migrated under the client's feet (TRYAGAIN / ASK / MOVED,
  * and the consumer's subscription moving with the slot), a primary killed
- * with a push issued right after, and a Sentinel failover.  Every wait is
- * bounded.  Prints "figures: async_cluster: ..." lines (redirects seen,
+ * with a push issued right after, a Sentinel failover by kill, one by
+ * SENTINEL FAILOVER with the old primary alive (followed through
+ * +switch-master, never READONLY), and an ACL user refused CLUSTER SHARDS
+ * (the map from CLUSTER SLOTS).  Every wait is bounded.  Prints "figures: async_cluster: ..." lines (redirects seen,
  * failover times).
  */
 #include <inttypes.h>
