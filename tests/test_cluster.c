@@ -2205,6 +2205,137 @@ START_TEST(sentinel_switch) {
 }
 END_TEST
 
+/* The primary's port as every live Sentinel of g_sn reports it, or -1
+ * while they disagree. */
+static int sentinels_agree(void) {
+    int agreed = -2;
+    for (int k = 0; k < g_sn.nsentinels; k++) {
+        if (g_sn.sentinels[k].pid <= 0)
+            continue;
+        redisReply *r = port_cmd(g_sn.sentinels[k].port,
+                                 "SENTINEL GET-MASTER-ADDR-BY-NAME %s",
+                                 g_sn.master_name);
+        int p = r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                    ? atoi(r->element[1]->str)
+                    : -1;
+        freeReplyObject(r);
+        agreed = agreed == -2 || agreed == p ? p : -1;
+    }
+    return agreed;
+}
+
+/* Longest of n dq_stats calls on q, 10 ms apart (ms); fails on an error. */
+static int64_t stats_calls(dq_client *c, const char *q, int n) {
+    int64_t worst = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t = th_mono_us();
+        int rc = dq_stats(c, q, NULL, NULL, NULL, NULL, NULL);
+        CK_RC(rc, 0, c, "stats");
+        if ((th_mono_us() - t) / 1000 > worst)
+            worst = (th_mono_us() - t) / 1000;
+        th_sleep_ms(10);
+    }
+    return worst;
+}
+
+/*
+ * The Sentinel the client listens on dies: the next calls open the
+ * subscription again on another Sentinel (without slowing them), and a
+ * SENTINEL FAILOVER run by that one is followed as in sentinel_switch (no
+ * script at the old primary, no READONLY).  Then every Sentinel dies: the
+ * client keeps working on the primary it knows, each call still quick
+ * (a reopen is tried at most every 100 ms doubling to 5 s, and refused
+ * at once here).
+ */
+START_TEST(sentinel_resubscribe) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqresub") == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    char uri[512];
+    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    const char *q = "rs-q";
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 5000);
+    dq_client *c = open_uri(uri, o);
+    push_now(c, q, "j-0", 60000);
+    /* The client listens on the first Sentinel that answered: the first. */
+    th_proc_stop(g_sn.sentinels[0].pid, SIGKILL);
+    g_sn.sentinels[0].pid = 0;
+    int64_t worst_one_down = stats_calls(c, q, 30);
+
+    int old = g_sn.primary, oport = g_sn.data[old].port;
+    long long calls0 = script_calls(oport), ro0 = readonly_errors(oport);
+    int64_t t0 = th_mono_ms();
+    int asked = 0;
+    while (!asked && th_mono_ms() - t0 < 20000) {
+        redisReply *r = port_cmd(g_sn.sentinels[1].port,
+                                 "SENTINEL FAILOVER %s", g_sn.master_name);
+        asked = r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (!asked)
+            th_sleep_ms(200); /* no replica it can promote yet */
+    }
+    ck_assert_msg(asked, "SENTINEL FAILOVER refused for 20 s");
+    int nport = -1;
+    while (th_mono_ms() - t0 < 30000 &&
+           ((nport = sentinels_agree()) <= 0 || nport == oport))
+        th_sleep_ms(20);
+    ck_assert_msg(nport > 0 && nport != oport,
+                  "the Sentinels did not agree on a new primary in 30 s");
+    int64_t fo_ms = th_mono_ms() - t0;
+    for (int i = 0; i < g_sn.ndata; i++)
+        if (g_sn.data[i].port == nport)
+            g_sn.primary = i;
+    int old_master = port_is_master(oport);
+    push_now(c, q, "j-1", 60000);
+    int64_t sched = 0;
+    int rc = dq_stats(c, q, &sched, NULL, NULL, NULL, NULL);
+    CK_RC(rc, 0, c, "stats after the failover");
+    long long calls1 = script_calls(oport);
+
+    /* Every Sentinel gone: the known primary still serves. */
+    for (int k = 1; k < g_sn.nsentinels; k++) {
+        th_proc_stop(g_sn.sentinels[k].pid, SIGKILL);
+        g_sn.sentinels[k].pid = 0;
+    }
+    int64_t t1 = th_mono_ms();
+    int64_t worst_all_down = stats_calls(c, q, 50);
+    for (int i = 2; i < 12; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "j-%d", i);
+        push_now(c, q, id, 60000);
+    }
+    int64_t all_down_ms = th_mono_ms() - t1;
+    int64_t sched2 = 0;
+    rc = dq_stats(c, q, &sched2, NULL, NULL, NULL, NULL);
+    CK_RC(rc, 0, c, "stats without Sentinels");
+    long long ro1 = readonly_errors(oport);
+    printf("figures: sentinel_resubscribe: worst_call_ms_one_sentinel_down=%"
+           PRId64 " failover_ms=%" PRId64 " old_primary_still_master=%d "
+           "script_calls_at_old_after=%lld readonly_at_old=%lld "
+           "scheduled=%" PRId64 "/%" PRId64 " worst_call_ms_all_down=%" PRId64
+           " all_down_ms=%" PRId64 "\n",
+           worst_one_down, fo_ms, old_master, calls1 - calls0, ro1 - ro0,
+           sched, sched2, worst_all_down, all_down_ms);
+    fflush(stdout);
+    ck_assert_msg(calls1 == calls0,
+                  "%lld script calls reached the old primary after the "
+                  "failover (the subscription was not reopened)",
+                  calls1 - calls0);
+    ck_assert_msg(ro1 == ro0, "the old primary answered READONLY");
+    ck_assert_int_eq(sched, 2);
+    ck_assert_int_eq(sched2, 12);
+    ck_assert_msg(worst_one_down < 200 && worst_all_down < 200,
+                  "calls took up to %" PRId64 " / %" PRId64 " ms with "
+                  "Sentinels down", worst_one_down, worst_all_down);
+    dq_close(c);
+    dq_options_free(o);
+    thc_sentinel_stop(&g_sn);
+    g_sn_up = 0;
+}
+END_TEST
+
 TEST_SUITE("cluster", TU_SRV_NONE,
     {"core_plain", core_plain, 120, NULL},
     {"core_partitioned", core_partitioned, 120, NULL},
@@ -2215,5 +2346,6 @@ TEST_SUITE("cluster", TU_SRV_NONE,
     {"failover", failover, 120, NULL},
     {"sentinel", sentinel, 120, NULL},
     {"sentinel_switch", sentinel_switch, 150, NULL},
+    {"sentinel_resubscribe", sentinel_resubscribe, 120, NULL},
     {"sync_consumer", sync_consumer, 120, NULL},
     {"slots_fallback", slots_fallback, 90, NULL})
