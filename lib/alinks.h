@@ -16,7 +16,9 @@
  *  - the primary that Sentinels name: a link to a Sentinel asks
  *    SENTINEL GET-MASTER-ADDR-BY-NAME (each Sentinel in turn), then the
  *    primary's link connects and is used once ROLE said "master"; it is
- *    resolved again when it fails or a reply said READONLY;
+ *    resolved again when it fails or a reply said READONLY, and it moves
+ *    at once when a Sentinel announces +switch-master for its name (one
+ *    more link stays subscribed to that on one Sentinel at a time);
  *  - a Redis Cluster: the slot map of route.h, learnt (CLUSTER SHARDS, else
  *    CLUSTER SLOTS) from an up node or the seeds, again after MOVED, a
  *    failed link or a "not now" reply (at most every 100 ms); one link per

@@ -365,6 +365,9 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
  * op's message. */
 static int run_op_io(dq_client *c, dq__op *op) {
     op->routed = dq__links_routed(c->links);
+    /* Behind Sentinel: a failover the Sentinels announced sends this op
+     * to the new primary (read without blocking, see links.h). */
+    dq__links_listen(c->links);
     used_links used;
     used.n = 0;
     int rc = DQ_OK;

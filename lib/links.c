@@ -5,11 +5,13 @@
  * Sentinel, without a thread: the connection to the Sentinel that named
  * the primary stays open, subscribed to "+switch-master" (the SUBSCRIBE
  * goes in the same pipeline as the SENTINEL GET-MASTER-ADDR-BY-NAME, so
- * no failover falls between the answer and the subscription).  Before a
- * call is routed the subscriber is read without blocking; a message for
- * our master name makes the route stale and names the new primary, which
- * is tried first (ROLE master) - so a demoted primary that stays reachable
- * is left at once, not when it first answers READONLY.  A subscriber that
+ * no failover falls between the answer and the subscription).  Before each
+ * operation is routed (client.c), and whenever dq_poll_wait subscribes or
+ * sleeps (wake.c), the subscriber is read without blocking - not between
+ * the calls of one operation, whose calls and WAIT stay on one primary.
+ * A message for our master name makes the route stale and names the new
+ * primary, which is tried first (ROLE master): a demoted primary that
+ * stays reachable is left at once, not when it first answers READONLY.  A subscriber that
  * died is reopened on demand, one Sentinel per try, at most every 100 ms
  * doubling to 5 s while they fail; its first answer is compared with the
  * primary in use (a failover missed meanwhile).  With every Sentinel down
@@ -452,7 +454,6 @@ static int refresh_map(dq__links *L, dq__err *err) {
 int dq__links_get(dq__links *L, int slot, dq__conn **out, dq__err *err) {
     int kind = L->uri->kind;
     if (kind == DQ_URI_SENTINEL) {
-        dq__links_listen(L);
         if (L->one != NULL && (dq__conn_broken(L->one) || L->stale)) {
             dq__conn_free(L->one);
             L->one = NULL;

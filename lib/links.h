@@ -49,7 +49,9 @@ int dq__links_owns(const dq__links *L, const dq__conn *c);
  * doubling to 5 s); a failover of our master name makes the route stale
  * and the next dq__links_get goes to the new primary.  Returns 1 while
  * the route is stale (the primary is to be found again), else 0; 0 for
- * other kinds.  dq__links_get calls it first. */
+ * other kinds.  Called before an operation is routed, not between its
+ * calls (dq__links_get does not): an operation's calls and its WAIT stay
+ * on the links it started with unless one of them fails. */
 int dq__links_listen(dq__links *L);
 /* Sentinel: the subscriber link, for a blocking wait to include (its data
  * is then taken by dq__links_listen), or NULL. */
