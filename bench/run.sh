@@ -9,6 +9,7 @@
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
 #   --only limits,push,drain,e2e,lateness,cluster,herd,features,memory,cost,
 #   backlog
+#   DQBENCH_BUILD=DIR: build and run in DIR instead of build-bench/.
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),
 # then dqbench starts its own redis-server (default configuration, save "",
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
 
-usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
 
 SAVE=0
 ARGS=()
@@ -40,7 +41,7 @@ for tool in redis-server redis-benchmark meson ninja; do
     }
 done
 
-BUILD=build-bench
+BUILD=${DQBENCH_BUILD:-build-bench}
 OUT=$BUILD/bench-out
 if [[ ! -f $BUILD/meson-private/coredata.dat ]]; then
     meson setup "$BUILD" --buildtype=release -Dwerror=true >&2
