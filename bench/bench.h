@@ -58,6 +58,8 @@ typedef struct dqb_cfg {
     long bl_ops;
     long cost_n;
     long cl_pushb_n, cl_push1_n, cl_drain_n, cl_late_n;
+    /* cluster under callgrind (cl_cg_n 0: not run): jobs pushed, drained */
+    long cl_cg_n, cl_cg_drain_n;
     int cl_late_pace_ms;
     long herd_light_n, herd_drain_n;
     int64_t herd_light_base_ms, herd_light_spread_ms;
@@ -180,6 +182,13 @@ dq_client *dqb_open_client(void);
 /* Pushes n jobs to q in batches of `batch`, delays base + U(0..spread). */
 int dqb_fill_q(dq_client *c, const char *q, long n, int batch, size_t plen,
                int64_t base, int64_t spread, uint64_t *seed);
+/* dqb_fill_q with ids of our own when idpre is not NULL: idpre, then
+ * *idn (incremented per job) zero-padded to 14 characters in all, as long
+ * as a generated id; the same ids every run, so the same partitions. */
+#define DQB_ID_LEN 32
+int dqb_fill_ids(dq_client *c, const char *q, long n, int batch,
+                 size_t plen, int64_t base, int64_t spread, uint64_t *seed,
+                 const char *idpre, long *idn);
 /* dqb_fill_q on DQB_QUEUE. */
 int dqb_fill(dq_client *c, long n, int batch, size_t plen, int64_t base,
              int64_t spread, uint64_t *seed);
@@ -214,6 +223,10 @@ double dqb_limit_ops(char *const *server, const char *sha, int clients,
 #define DQB_NPUSH 4
 extern const int dqb_push_batches[DQB_NPUSH];
 extern dqb_series dqb_push[DQB_NPUSH];
+
+/* scen_cost.c: the "summary:" Ir of a callgrind dump file (NAN if none),
+ * its client-request trigger text into desc (dsize bytes; "" if none). */
+double dqb_cg_total(const char *path, char *desc, size_t dsize);
 
 /* scen_lateness.c: clock uncertainty of the lateness figures, ms. */
 extern double dqb_late_unc;

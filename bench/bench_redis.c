@@ -171,13 +171,16 @@ dq_client *dqb_open_client(void) {
     return c;
 }
 
-int dqb_fill_q(dq_client *c, const char *q, long n, int batch, size_t plen,
-               int64_t base, int64_t spread, uint64_t *seed) {
+int dqb_fill_ids(dq_client *c, const char *q, long n, int batch,
+                 size_t plen, int64_t base, int64_t spread, uint64_t *seed,
+                 const char *idpre, long *idn) {
     const void **pl = malloc(sizeof(void *) * (size_t)batch);
     size_t *lens = malloc(sizeof(size_t) * (size_t)batch);
     int64_t *d = malloc(sizeof(int64_t) * (size_t)batch);
+    char *idbuf = idpre ? malloc(DQB_ID_LEN * (size_t)batch) : NULL;
+    const char **ids = idpre ? malloc(sizeof(char *) * (size_t)batch) : NULL;
     int rc = 0;
-    if (!pl || !lens || !d) {
+    if (!pl || !lens || !d || (idpre && (!idbuf || !ids))) {
         rc = -1;
         goto out;
     }
@@ -187,8 +190,16 @@ int dqb_fill_q(dq_client *c, const char *q, long n, int batch, size_t plen,
             pl[i] = dqb_payload;
             lens[i] = plen;
             d[i] = base + (spread > 0 ? dqb_rng_range(seed, spread + 1) : 0);
+            if (ids) {
+                /* As long as a generated id (14 characters). */
+                char *id = idbuf + (size_t)i * DQB_ID_LEN;
+                int pre = (int)strlen(idpre);
+                snprintf(id, DQB_ID_LEN, "%s%0*ld", idpre,
+                         pre < 14 ? 14 - pre : 1, (*idn)++);
+                ids[i] = id;
+            }
         }
-        int k = dq_push_batch(c, q, (size_t)b, pl, lens, d, NULL, 0, NULL,
+        int k = dq_push_batch(c, q, (size_t)b, pl, lens, d, ids, 0, NULL,
                               NULL);
         if (k != b) {
             dqb_fail("dq_push_batch returned %d (of %d): %s", k, b,
@@ -202,7 +213,15 @@ out:
     free(pl);
     free(lens);
     free(d);
+    free(idbuf);
+    free(ids);
     return rc;
+}
+
+int dqb_fill_q(dq_client *c, const char *q, long n, int batch, size_t plen,
+               int64_t base, int64_t spread, uint64_t *seed) {
+    return dqb_fill_ids(c, q, n, batch, plen, base, spread, seed, NULL,
+                        NULL);
 }
 
 int dqb_fill(dq_client *c, long n, int batch, size_t plen, int64_t base,

@@ -107,6 +107,7 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->cost_n = 2000;
         c->cl_pushb_n = 200000, c->cl_push1_n = 30000, c->cl_drain_n = 100000;
         c->cl_late_n = 1000, c->cl_late_pace_ms = 5;
+        c->cl_cg_n = 4000, c->cl_cg_drain_n = 50000;
         c->herd_light_n = 2000, c->herd_light_base_ms = 300;
         c->herd_light_spread_ms = 2000;
         c->herd_drain_n = 20000, c->herd_kmax = 100;
@@ -123,6 +124,7 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->cost_n = 500;
         c->cl_pushb_n = 50000, c->cl_push1_n = 10000, c->cl_drain_n = 50000;
         c->cl_late_n = 400, c->cl_late_pace_ms = 5;
+        c->cl_cg_n = 4000, c->cl_cg_drain_n = 50000; /* as full: exact */
         c->herd_light_n = 2000, c->herd_light_base_ms = 300;
         c->herd_light_spread_ms = 2000;
         c->herd_drain_n = 5000, c->herd_kmax = 32;

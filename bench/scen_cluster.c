@@ -28,6 +28,14 @@
  * Modelled throughput of N primaries on N cores when clients are not the
  * limit: 1e6 / the busiest node's server us per job (each primary gets the
  * share of the jobs its partitions hash to).
+ *
+ * Those times are wall time on a shared machine; once per invocation the
+ * same servers are also started under callgrind (bench/cg-redis.sh) and
+ * the instructions each node spends on a job's life are counted
+ * (push_batch, then a drain the size of the quick run's), for the same
+ * setups and for the cluster with 24 partitions, whose tags split 8/8/8
+ * over the primaries (16 split 5/5/6): the sum over the nodes against one
+ * node, and the model as one node's count / the busiest primary's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,18 +52,23 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DQB_CL_NODES 3
 #define DQB_CL_PARTS 16
+#define DQB_CL_EVEN 24         /* partitions whose tags split 8/8/8 */
 #define DQB_CL_LATE_BASE 50    /* ms: a lateness job is due 50.. */
 #define DQB_CL_LATE_SPREAD 100 /* ..150 ms after its push */
 
-/* The setups. */
+/* The setups: the timed phases run the first DQB_NCS; the callgrind
+ * count runs them all (DQB_CS_CLEVEN: the same cluster, DQB_CL_EVEN
+ * partitions). */
 enum { DQB_CS_ONE, DQB_CS_ONE16, DQB_CS_CL16, DQB_NCS };
-static const char *const dqb_cs_name[DQB_NCS] = {"1 node", "1 node 16p",
-                                                 "3 primaries 16p"};
+enum { DQB_CS_CLEVEN = DQB_NCS, DQB_NCS_ALL };
+static const char *const dqb_cs_name[DQB_NCS_ALL] = {
+    "1 node", "1 node 16p", "3 primaries 16p", "3 primaries 24p"};
 
 /* The throughput phases. */
 enum { DQB_CP_PUSHB, DQB_CP_PUSH1, DQB_CP_DRAIN, DQB_NCP };
@@ -71,11 +84,14 @@ typedef struct dqb_cl_setup {
     char uri[600];
     int n;                           /* nodes */
     redisContext *adm[DQB_CL_NODES]; /* admin connection of each node */
+    th_redis *srv[DQB_CL_NODES];     /* each node's server */
+    int parts;                       /* partitions (0: a plain queue) */
 } dqb_cl_setup;
-static dqb_cl_setup dqb_cs[DQB_NCS];
+static dqb_cl_setup dqb_cs[DQB_NCS_ALL];
 
-/* Partitions per primary (by the slot map of the run's cluster). */
-static int dqb_cl_share[DQB_CL_NODES];
+/* Partitions per primary (by the slot map of the run's cluster), with
+ * DQB_CL_PARTS and DQB_CL_EVEN partitions. */
+static int dqb_cl_share[DQB_CL_NODES], dqb_cl_share_even[DQB_CL_NODES];
 
 /* Figures per run (medians in the table). */
 static dqb_series dqb_cl_lim_p16, dqb_cl_lim_c1;
@@ -283,6 +299,19 @@ static void dqb_cl_stop(void) {
     th_redis_stop(&dqb_cl_one);
 }
 
+/* Which primary holds each of `parts` partitions ({bench#i}): counts per
+ * node into share. */
+static void dqb_cl_shares(int parts, int *share) {
+    memset(share, 0, sizeof(int) * DQB_CL_NODES);
+    for (int p = 0; p < parts; p++) {
+        char key[64];
+        snprintf(key, sizeof(key), "dq:{%s#%d}:due", DQB_QUEUE, p);
+        int o = thc_owner(&dqb_cl_cl, thc_slot_of(key));
+        if (o >= 0 && o < DQB_CL_NODES)
+            share[o]++;
+    }
+}
+
 /* Starts the single node and the cluster; fills dqb_cs.  0 or -1 (a FAIL
  * line, nothing left running). */
 static int dqb_cl_start(void) {
@@ -313,7 +342,7 @@ static int dqb_cl_start(void) {
         dqb_cl_stop();
         return -1;
     }
-    for (int s = 0; s < DQB_NCS; s++)
+    for (int s = 0; s < DQB_NCS_ALL; s++)
         memset(&dqb_cs[s], 0, sizeof(dqb_cs[s]));
     snprintf(dqb_cs[DQB_CS_ONE].uri, sizeof(dqb_cs[0].uri),
              "redis://127.0.0.1:%d", dqb_cl_one.port);
@@ -323,23 +352,23 @@ static int dqb_cl_start(void) {
     for (int s = DQB_CS_ONE; s <= DQB_CS_ONE16; s++) {
         dqb_cs[s].n = 1;
         dqb_cs[s].adm[0] = dqb_cl_adm_one;
+        dqb_cs[s].srv[0] = &dqb_cl_one;
     }
+    dqb_cs[DQB_CS_ONE16].parts = DQB_CL_PARTS;
     char cu[500];
     thc_cluster_uri(&dqb_cl_cl, cu, sizeof(cu));
-    snprintf(dqb_cs[DQB_CS_CL16].uri, sizeof(dqb_cs[0].uri),
-             "%s?partitions=%d", cu, DQB_CL_PARTS);
-    dqb_cs[DQB_CS_CL16].n = DQB_CL_NODES;
-    for (int i = 0; i < DQB_CL_NODES; i++)
-        dqb_cs[DQB_CS_CL16].adm[i] = dqb_cl_adm_cl[i];
-    /* Which primary holds each partition ({bench#i}). */
-    memset(dqb_cl_share, 0, sizeof(dqb_cl_share));
-    for (int p = 0; p < DQB_CL_PARTS; p++) {
-        char key[64];
-        snprintf(key, sizeof(key), "dq:{%s#%d}:due", DQB_QUEUE, p);
-        int o = thc_owner(&dqb_cl_cl, thc_slot_of(key));
-        if (o >= 0 && o < DQB_CL_NODES)
-            dqb_cl_share[o]++;
+    for (int s = DQB_CS_CL16; s <= DQB_CS_CLEVEN; s++) {
+        dqb_cs[s].parts = s == DQB_CS_CL16 ? DQB_CL_PARTS : DQB_CL_EVEN;
+        snprintf(dqb_cs[s].uri, sizeof(dqb_cs[0].uri), "%s?partitions=%d",
+                 cu, dqb_cs[s].parts);
+        dqb_cs[s].n = DQB_CL_NODES;
+        for (int i = 0; i < DQB_CL_NODES; i++) {
+            dqb_cs[s].adm[i] = dqb_cl_adm_cl[i];
+            dqb_cs[s].srv[i] = &dqb_cl_cl.nodes[i].r;
+        }
     }
+    dqb_cl_shares(DQB_CL_PARTS, dqb_cl_share);
+    dqb_cl_shares(DQB_CL_EVEN, dqb_cl_share_even);
     return 0;
 }
 
@@ -424,19 +453,12 @@ static void dqb_cl_push(int s, int batch, long n, dqb_cl_meas *m) {
     dq_close(cl);
 }
 
-/* n due jobs, then one consumer (this process) polls max 1000 and acks
- * each poll with one ack_batch until nothing is left. */
-static void dqb_cl_drain(int s, long n, dqb_cl_meas *m) {
-    dq_client *cl = dqb_cl_phase_client(s, 1, m);
-    if (cl == NULL)
-        return;
-    uint64_t seed = 11;
-    dqb_fill(cl, n, 1000, 16, 0, 0, &seed);
-    dq_stats(cl, DQB_QUEUE, NULL, NULL, NULL, NULL, NULL);
+/* The consumer of a drain: polls max 1000 and acks each poll with one
+ * ack_batch until n jobs are acked, nothing more is due or secs passed
+ * (a FAIL line if a call failed).  Returns the jobs acked. */
+static long dqb_cl_drain_n(dq_client *cl, long n, int64_t secs) {
     long got = 0;
-    int64_t deadline = dqb_mono_ns() + INT64_C(120) * 1000000000;
-    dqb_cl_mark mk;
-    dqb_cl_begin(s, &mk);
+    int64_t deadline = dqb_mono_ns() + secs * 1000000000;
     while (got < n && dqb_mono_ns() < deadline) {
         dq_jobs *js = NULL;
         int64_t next = 0;
@@ -454,6 +476,21 @@ static void dqb_cl_drain(int s, long n, dqb_cl_meas *m) {
         if (k == 0 && next != 0)
             break; /* nothing due, nothing more to come */
     }
+    return got;
+}
+
+/* n due jobs, then one consumer (this process) polls max 1000 and acks
+ * each poll with one ack_batch until nothing is left. */
+static void dqb_cl_drain(int s, long n, dqb_cl_meas *m) {
+    dq_client *cl = dqb_cl_phase_client(s, 1, m);
+    if (cl == NULL)
+        return;
+    uint64_t seed = 11;
+    dqb_fill(cl, n, 1000, 16, 0, 0, &seed);
+    dq_stats(cl, DQB_QUEUE, NULL, NULL, NULL, NULL, NULL);
+    dqb_cl_mark mk;
+    dqb_cl_begin(s, &mk);
+    long got = dqb_cl_drain_n(cl, n, 120);
     dqb_cl_end(s, &mk, n, m);
     if (got != n)
         dqb_fail("cluster (%s): drain: %ld jobs acked, expected %ld",
@@ -516,6 +553,164 @@ static void dqb_cl_lateness(const dqb_cfg *c, int run, int s, dqb_pctl *p,
     if (lr.res->got > 0)
         *p = dqb_percentiles(lr.res->lat_ms, (size_t)lr.res->got);
     dqb_late_free(&lr);
+}
+
+/* ---- deterministic: Redis instructions per job (callgrind) ------------ */
+
+/* The same servers, each under callgrind (bench/cg-redis.sh, through
+ * DQ_REDIS_SERVER: only what the clients' commands cost is counted, from
+ * reading a command to writing its reply); every setup of DQB_NCS_ALL:
+ * cl_cg_drain_n due jobs pushed (not counted: they also take every
+ * partition's hashes past their listpack sizes), then the two phases of a
+ * job's life, each counted on every node between a vgdb "zero" and
+ * "dump": push_batch of 1000 of cl_cg_n far-future jobs, and the drain of
+ * the due jobs, as the timed drain does.  Ids are the bench's own, so
+ * every node gets the same jobs every time.  The single node's setups run
+ * in a child process while this one counts the cluster's: a count does not
+ * depend on the timing. */
+static double (*dqb_cg_ir)[2][DQB_CL_NODES]; /* [setup]: Ir per job, shared */
+static int dqb_cg_dumps[1 + DQB_CL_NODES]; /* dumps so far per server */
+static int dqb_cg_ok;                        /* counted (rows follow) */
+
+/* Index of a server in dqb_cg_dumps: 0 the single node, 1.. the cluster's. */
+static int dqb_cg_slot(const th_redis *r) {
+    for (int i = 0; i < DQB_CL_NODES; i++)
+        if (r == &dqb_cl_cl.nodes[i].r)
+            return 1 + i;
+    return 0;
+}
+
+/* Sends callgrind's monitor command cmd ("zero", "dump", ...) to each node of
+ * setup s with vgdb; for "dump", stores each node's Ir / jobs into ir.
+ * 0, or -1 (and a FAIL line). */
+static int dqb_cg_ctl(int s, const char *cmd, long jobs, double *ir) {
+    char vg[4096], pidarg[32], out[600], path[600], desc[128];
+    if (th_find_bin("DQB_VGDB", "vgdb", "/usr/bin/vgdb", vg, sizeof(vg)) != 0)
+        return -1;
+    for (int i = 0; i < dqb_cs[s].n; i++) {
+        th_redis *r = dqb_cs[s].srv[i];
+        snprintf(pidarg, sizeof(pidarg), "--pid=%ld", (long)r->pid);
+        snprintf(out, sizeof(out), "%s/vgdb.out", r->dir);
+        char *argv[] = {vg, pidarg, (char *)cmd, NULL};
+        int st = 0;
+        pid_t p = th_spawn(argv, out);
+        if (p <= 0 || !th_proc_wait(p, 60000, &st) || !WIFEXITED(st) ||
+            WEXITSTATUS(st) != 0) {
+            dqb_fail("cluster callgrind: vgdb %s on pid %ld failed (see %s)",
+                     cmd, (long)r->pid, out);
+            return -1;
+        }
+        if (strcmp(cmd, "dump") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/cg.out.%d", r->dir,
+                 ++dqb_cg_dumps[dqb_cg_slot(r)]);
+        ir[i] = dqb_cg_total(path, desc, sizeof(desc)) / (double)jobs;
+        if (isnan(ir[i])) {
+            dqb_fail("cluster callgrind: no count in %s", path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Setup s's job's life under callgrind into dqb_cg_ir[s]. 0 or -1. */
+static int dqb_cg_setup(const dqb_cfg *c, int s) {
+    int64_t t0 = dqb_mono_ns();
+    dqb_cl_meas unused;
+    dq_client *cl = dqb_cl_phase_client(s, 1, &unused);
+    if (cl == NULL)
+        return -1;
+    long n = c->cl_cg_n, nd = c->cl_cg_drain_n, idn = 0;
+    uint64_t seed = 17;
+    int rc = dqb_fill_ids(cl, DQB_QUEUE, nd, 1000, 16, 0, 0, &seed, "d",
+                          &idn);
+    idn = 0;
+    rc = rc ? rc : dqb_cg_ctl(s, "instrumentation on", n, NULL);
+    rc = rc ? rc : dqb_cg_ctl(s, "zero", n, NULL);
+    rc = rc ? rc : dqb_fill_ids(cl, DQB_QUEUE, n, 1000, 16, 3600000,
+                                86400000, &seed, "p", &idn);
+    rc = rc ? rc : dqb_cg_ctl(s, "dump", n, dqb_cg_ir[s][0]);
+    rc = rc ? rc : dqb_cg_ctl(s, "zero", nd, NULL);
+    long got = rc ? 0 : dqb_cl_drain_n(cl, nd, 900); /* callgrind: slow */
+    rc = rc ? rc : dqb_cg_ctl(s, "dump", nd, dqb_cg_ir[s][1]);
+    rc = rc ? rc : dqb_cg_ctl(s, "instrumentation off", nd, NULL);
+    int64_t sch = -1, inf = -1;
+    if (rc == 0 && (got != nd ||
+                    dq_stats(cl, DQB_QUEUE, &sch, NULL, &inf, NULL, NULL) ||
+                    sch != n || inf != 0)) {
+        dqb_fail("cluster callgrind (%s): %ld acked of %ld, %" PRId64
+                 " scheduled, %" PRId64 " in flight afterwards",
+                 dqb_cs_name[s], got, nd, sch, inf);
+        rc = -1;
+    }
+    dq_close(cl);
+    dqb_cl_flush(s);
+    dqb_log("cluster callgrind, %s: %s in %.1f s", dqb_cs_name[s],
+            rc ? "failed" : "counted", (double)(dqb_mono_ns() - t0) / 1e9);
+    return rc;
+}
+
+/* Setups from..to (0 each counted), or -1. */
+static int dqb_cg_setups(const dqb_cfg *c, int from, int to) {
+    int rc = 0;
+    for (int s = from; s <= to && rc == 0; s++)
+        rc = dqb_cg_setup(c, s);
+    return rc;
+}
+
+/* The whole count: servers under callgrind, every setup, servers stopped. */
+static void dqb_cg_count(const dqb_cfg *c) {
+    if (dqb_cg_ir == NULL)
+        dqb_cg_ir = dqb_shared_alloc(sizeof(*dqb_cg_ir) * DQB_NCS_ALL);
+    if (dqb_cg_ir == NULL) {
+        dqb_fail("cluster callgrind: no shared memory");
+        return;
+    }
+    char wrap[4096];
+    snprintf(wrap, sizeof(wrap), "%s/cg-redis.sh", DQB_SRCDIR);
+    const char *old = getenv("DQ_REDIS_SERVER");
+    char *keep = old ? strdup(old) : NULL;
+    setenv("DQB_CG_SERVER", keep ? keep : "redis-server", 1);
+    setenv("DQ_REDIS_SERVER", wrap, 1);
+    memset(dqb_cg_dumps, 0, sizeof(dqb_cg_dumps));
+    int64_t t0 = dqb_mono_ns();
+    int rc = dqb_cl_start();
+    if (keep)
+        setenv("DQ_REDIS_SERVER", keep, 1);
+    else
+        unsetenv("DQ_REDIS_SERVER");
+    free(keep);
+    if (rc != 0)
+        return;
+    dqb_log("cluster: the servers again, under callgrind (%s): started in "
+            "%.1f s", wrap, (double)(dqb_mono_ns() - t0) / 1e9);
+    fflush(NULL);
+    pid_t kid = fork();
+    if (kid == 0)
+        _exit(dqb_cg_setups(c, DQB_CS_ONE, DQB_CS_ONE16) || dqb_failed);
+    if (kid < 0) /* then one after the other */
+        rc = dqb_cg_setups(c, DQB_CS_ONE, DQB_CS_ONE16);
+    rc |= dqb_cg_setups(c, DQB_CS_CL16, DQB_CS_CLEVEN);
+    int st = 0;
+    if (kid > 0 && (waitpid(kid, &st, 0) != kid || !WIFEXITED(st) ||
+                    WEXITSTATUS(st) != 0)) {
+        dqb_fail("cluster callgrind: the single node's count failed");
+        rc = -1;
+    }
+    dqb_cg_ok = rc == 0;
+    for (int s = 0; s < DQB_NCS_ALL && dqb_cg_ok && dqb_cl_fig; s++)
+        for (int ph = 0; ph < 2; ph++) {
+            fprintf(dqb_cl_fig, "figures: callgrind | %-15s | %-18s | %ld "
+                    "jobs | Ir/job by node", dqb_cs_name[s],
+                    ph ? "drain max 1000" : "push_batch of 1000",
+                    ph ? c->cl_cg_drain_n : c->cl_cg_n);
+            for (int i = 0; i < dqb_cs[s].n; i++)
+                fprintf(dqb_cl_fig, " %.0f", dqb_cg_ir[s][ph][i]);
+            fprintf(dqb_cl_fig, "\n");
+        }
+    dqb_log("cluster callgrind: %.1f s in all",
+            (double)(dqb_mono_ns() - t0) / 1e9);
+    dqb_cl_stop();
 }
 
 /* ---- one run ---------------------------------------------------------- */
@@ -634,6 +829,86 @@ void dqb_scen_cluster_run(const dqb_cfg *c, int run) {
     dqb_cl_stop();
 }
 
+/* ---- rows of the callgrind count -------------------------------------- */
+
+/* Ir of a job's life (push_batch + drain) on node i of setup s. */
+static double dqb_cg_life(int s, int i) {
+    return dqb_cg_ir[s][0][i] + dqb_cg_ir[s][1][i];
+}
+
+/* Summed over the nodes of setup s (busiest = 0), or its busiest node's. */
+static double dqb_cg_of(int s, int busiest) {
+    double t = 0;
+    for (int i = 0; i < dqb_cs[s].n; i++)
+        t = busiest ? fmax(t, dqb_cg_life(s, i)) : t + dqb_cg_life(s, i);
+    return t;
+}
+
+/* A row of Ir per job, beside one node's when one is a number. */
+static dqb_row *dqb_cg_row(const char *name, double v, double one) {
+    dqb_row *rw = dqb_add_row(name);
+    dqb_fmt_int(rw->value, sizeof(rw->value), v);
+    snprintf(rw->unit, sizeof(rw->unit), "Ir");
+    snprintf(rw->spread, sizeof(rw->spread), "counted once");
+    if (!isnan(one)) {
+        snprintf(rw->limit, sizeof(rw->limit), "1 node");
+        dqb_fmt_int(rw->lval, sizeof(rw->lval), one);
+        snprintf(rw->ratio, sizeof(rw->ratio), "%.3f", v / one);
+    }
+    return rw;
+}
+
+static void dqb_cg_rows(const dqb_cfg *c) {
+    char title[400];
+    snprintf(title, sizeof(title),
+             "cluster, callgrind: Redis instructions per job's life (read "
+             "to reply), no timing noise; push_batch of %ld onto %ld due "
+             "jobs + their drain; model: 1 node / busiest", c->cl_cg_n,
+             c->cl_cg_drain_n);
+    dqb_add_section(title);
+    if (!dqb_cg_ok) {
+        dqb_row *rw = dqb_add_row("(skipped)");
+        snprintf(rw->status, sizeof(rw->status), "%s",
+                 !c->callgrind ? "--no-callgrind"
+                 : c->cl_cg_n > 0 ? "failed (see above)" : "smoke run");
+        return;
+    }
+    double one = dqb_cg_life(DQB_CS_ONE, 0);
+    dqb_cg_row("instructions, 1 node", one, NAN);
+    dqb_cg_row("instructions, 1 node 16p", dqb_cg_life(DQB_CS_ONE16, 0), one);
+    for (int s = DQB_CS_CL16; s <= DQB_CS_CLEVEN; s++) {
+        const int *sh = s == DQB_CS_CL16 ? dqb_cl_share : dqb_cl_share_even;
+        char name[80];
+        snprintf(name, sizeof(name), "instructions, %s (sum)",
+                 dqb_cs_name[s]);
+        dqb_row *rw = dqb_cg_row(name, dqb_cg_of(s, 0), one);
+        if (s == DQB_CS_CL16)
+            dqb_set_target(rw, "<= 1.2x", dqb_cg_of(s, 0) / one, 1.2, 0);
+        for (int i = 0; i < dqb_cs[s].n; i++) {
+            snprintf(name, sizeof(name), "  primary %d (%d of %d partitions)",
+                     i + 1, sh[i], dqb_cs[s].parts);
+            dqb_cg_row(name, dqb_cg_life(s, i), one);
+        }
+        int most = 0;
+        for (int i = 0; i < DQB_CL_NODES; i++)
+            most = sh[i] > most ? sh[i] : most;
+        snprintf(name, sizeof(name), "modelled %dp, 1 node / busiest (cap "
+                 "%.2f)", dqb_cs[s].parts, (double)dqb_cs[s].parts / most);
+        rw = dqb_add_row(name);
+        double mr = one / dqb_cg_of(s, 1);
+        snprintf(rw->value, sizeof(rw->value), "%.2f", mr);
+        snprintf(rw->unit, sizeof(rw->unit), "x");
+        snprintf(rw->spread, sizeof(rw->spread), "counted once");
+        dqb_set_target(rw, ">= 2.5x", mr, 2.5, 1);
+        if (dqb_cl_fig)
+            fprintf(dqb_cl_fig, "figures: callgrind | %s | a job's life: "
+                    "Ir sum %.0f (1 node %.0f: %.3fx), busiest %.0f, "
+                    "modelled %.3fx (cap %.3fx)\n", dqb_cs_name[s],
+                    dqb_cg_of(s, 0), one, dqb_cg_of(s, 0) / one,
+                    dqb_cg_of(s, 1), mr, (double)dqb_cs[s].parts / most);
+    }
+}
+
 /* ---- rows ------------------------------------------------------------- */
 
 /* A row compared with the 1 node setup of the same runs. */
@@ -648,6 +923,8 @@ static dqb_row *dqb_cl_vs_one(const char *name, const dqb_series *v,
 }
 
 void dqb_scen_cluster_rows(const dqb_cfg *c) {
+    if (c->callgrind && c->cl_cg_n > 0)
+        dqb_cg_count(c);
     char title[400];
     snprintf(title, sizeof(title),
              "cluster: 16 partitions (16p) over 3 local primaries (%d/%d/%d "
@@ -733,6 +1010,7 @@ void dqb_scen_cluster_rows(const dqb_cfg *c) {
                             &dqb_cl_model[DQB_CS_ONE]);
     snprintf(rw->ratio, sizeof(rw->ratio), "%.2f", mr);
     dqb_set_target(rw, ">= 2.5x", mr, 2.5, 1);
+    dqb_cg_rows(c);
 
     char lt[300];
     snprintf(lt, sizeof(lt),

@@ -29,8 +29,7 @@ static const struct {
     {"pollack100", "  per job in poll(100)+ack_batch"},
 };
 
-/* Reads "totals:" (or "summary:") of a callgrind dump file. */
-static double dqb_cg_total(const char *path, char *desc, size_t dsize) {
+double dqb_cg_total(const char *path, char *desc, size_t dsize) {
     desc[0] = '\0';
     FILE *f = fopen(path, "r");
     if (f == NULL)
