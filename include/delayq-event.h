@@ -160,6 +160,11 @@ typedef void dq_stats_cb(dq_async *a, int64_t scheduled, int64_t due,
                          int64_t inflight, int64_t dead, int64_t next_due_ms,
                          int status, void *userdata);
 
+/* count due: as dq_count_due, counts[0..n-1] (n = nbounds + 1) valid
+ * during the call (NULL and n 0 on failure), now_ms 0 on failure. */
+typedef void dq_count_due_cb(dq_async *a, size_t n, const int64_t *counts,
+                             int64_t now_ms, int status, void *userdata);
+
 /* get: the job (NULL when status is not 1: unknown, or a failure),
  * borrowed for the callback (dq_job_info_dup keeps it). */
 typedef void dq_get_cb(dq_async *a, const dq_job_info *info, int status,
@@ -231,6 +236,11 @@ DQ_EXTERN int dq_async_dead_purge(dq_async *a, const char *queue,
                                   void *userdata);
 DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
                              void *userdata);
+/* As dq_count_due: the same checks (bounds_ms is read during the call
+ * only); the counts come to cb. */
+DQ_EXTERN int dq_async_count_due(dq_async *a, const char *queue,
+                                 const int64_t *bounds_ms, int nbounds,
+                                 dq_count_due_cb *cb, void *userdata);
 /* As dq_config_set and dq_config_get. */
 DQ_EXTERN int dq_async_config_set(dq_async *a, const char *queue, size_t n,
                                   const int *settings, const int64_t *values,

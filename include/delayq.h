@@ -238,8 +238,8 @@ typedef struct dq_client dq_client;
  * call; the call that saw the break fails with DQ_EIO or DQ_ETIMEDOUT (and
  * may or may not have taken effect: pushes with a caller-chosen id and
  * DQ_PUSH_KEEP/REPLACE are safe to retry).  The read-only calls (dq_stats,
- * dq_list, dq_dead_list, dq_counters, dq_get) reconnect and try once more by
- * themselves after a DQ_EIO.
+ * dq_list, dq_dead_list, dq_counters, dq_get, dq_count_due) reconnect and
+ * try once more by themselves after a DQ_EIO.
  */
 DQ_EXTERN int dq_open(const char *uri, const dq_options *opts,
                       dq_client **out);
@@ -889,6 +889,43 @@ DQ_EXTERN void dq_job_info_free(dq_job_info *info);
 DQ_EXTERN int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
                        int64_t *due, int64_t *inflight, int64_t *dead,
                        int64_t *next_due_ms);
+
+/* Defined when dq_count_due exists (added in the same version as it). */
+#define DQ_HAVE_COUNT_DUE 1
+#define DQ_COUNT_DUE_MAX 64 /* bounds in one dq_count_due */
+
+/*
+ * Counts the pending jobs of a queue by when they fall due, in windows
+ * relative to the Redis server's clock, without reading any job: one
+ * read-only script (one ZCOUNT per window on the queue's due set; it also
+ * runs on a replica).  On a partitioned queue every partition is counted
+ * (one call each, in one pipeline) and the counts are summed.  For a
+ * histogram of a big queue at the cost of a few commands.
+ *
+ * bounds_ms: nbounds (1..DQ_COUNT_DUE_MAX) upper bounds of the windows, ms
+ *            from now (server clock), strictly increasing, each in
+ *            -DQ_DELAY_MAX..DQ_DELAY_MAX; read during the call only.
+ * counts:    nbounds + 1 int64_t, receiving: counts[0] the jobs due at or
+ *            before now + bounds_ms[0] (with bounds_ms[0] = 0: those due
+ *            now); counts[i], 0 < i < nbounds, those due after now +
+ *            bounds_ms[i-1] and at or before now + bounds_ms[i];
+ *            counts[nbounds] those due after now + bounds_ms[nbounds-1].
+ *            They add up to the queue's pending jobs (scheduled + due of
+ *            dq_stats, less the in-flight jobs whose lease ran out, which
+ *            dq_stats counts as due).  Left unchanged on failure.
+ * now_ms:    NULL, or receives the server time the windows count from (on
+ *            a partitioned queue each partition counts from its own
+ *            reading of the time; this is the latest of them).
+ *
+ * Returns 0 or a negative code: DQ_EINVAL for bounds_ms NULL, nbounds out
+ * of range, a bound out of range or not above the one before; DQ_ENULL
+ * for counts NULL; DQ_EQUEUE for a bad queue name (in every such case
+ * nothing was sent).  Like the other read-only calls it reconnects and
+ * tries once more by itself after a DQ_EIO.
+ */
+DQ_EXTERN int dq_count_due(dq_client *c, const char *queue,
+                           const int64_t *bounds_ms, int nbounds,
+                           int64_t *counts, int64_t *now_ms);
 
 /* Totals for one queue kept by the clients that set DQ_OPT_COUNTERS (all 0
  * while none did), read atomically; each out pointer may be NULL.

@@ -48,7 +48,7 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 
 /* Callback shapes (which one an op has follows from op.kind). */
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
-       CB_STATS, CB_COUNTS, CB_GET, CB_CONFIG };
+       CB_STATS, CB_COUNTS, CB_GET, CB_CONFIG, CB_COUNT_DUE };
 
 /* What a call of an op is at (cst[]): to send, to send to op->ask after an
  * ASKING, sent, done; with flags for a call sent behind an ASKING and for
@@ -87,6 +87,7 @@ struct aop {
         dq_counters_cb *counts;
         dq_get_cb *get;
         dq_config_cb *conf;
+        dq_count_due_cb *due;
         void (*any)(void);
     } cb;                 /* caller's callback (see has_cb) */
     int has_cb;           /* cb set and not forgotten */
@@ -372,6 +373,11 @@ static void op_finish(dq_async *a, aop *op) {
         }
         case CB_GET:
             op->cb.get(a, st == 1 ? o->info : NULL, st, op->ud);
+            break;
+        case CB_COUNT_DUE:
+            op->cb.due(a, st == DQ_OK ? (size_t)o->nbounds + 1 : 0,
+                       st == DQ_OK ? o->due_counts : NULL,
+                       st == DQ_OK ? o->now_ms : 0, st, op->ud);
             break;
         case CB_CONFIG:
             op->cb.conf(a, o->conf_n,
@@ -1264,6 +1270,16 @@ int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
     NEW_OP(a);
     int rc = dq__op_stats(&op->op, &a->core, queue, &a->err);
     return submit(a, op, rc, CB_STATS, CB(cb), userdata);
+}
+
+int dq_async_count_due(dq_async *a, const char *queue,
+                       const int64_t *bounds_ms, int nbounds,
+                       dq_count_due_cb *cb, void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_count_due(&op->op, &a->core, queue, bounds_ms, nbounds,
+                              &a->err);
+    return submit(a, op, rc, CB_COUNT_DUE, CB(cb), userdata);
 }
 
 int dq_async_counters(dq_async *a, const char *queue, dq_counters_cb *cb,

@@ -882,6 +882,30 @@ int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
     return rc;
 }
 
+int dq_count_due(dq_client *c, const char *queue, const int64_t *bounds_ms,
+                 int nbounds, int64_t *counts, int64_t *now_ms) {
+    ENTER(c);
+    if (counts == NULL)
+        return dq__err_set(&c->err, DQ_ENULL, "counts is NULL");
+    dq__op op;
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op, dq__op_count_due(&op, &c->core, queue, bounds_ms,
+                                             nbounds, &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
+    if (rc == DQ_OK) {
+        memcpy(counts, op.due_counts,
+               ((size_t)op.nbounds + 1) * sizeof(*counts));
+        if (now_ms != NULL)
+            *now_ms = op.now_ms;
+    }
+    dq__op_clear(&op);
+    return rc;
+}
+
 int dq_config_set(dq_client *c, const char *queue, size_t n,
                   const int *settings, const int64_t *values) {
     ENTER(c);

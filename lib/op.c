@@ -477,6 +477,24 @@ int dq__op_counts(dq__op *op, dq__core *core, const char *queue,
     return oom(op, dq__build_counts(&op->one, core), err);
 }
 
+static int build_count_due_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    return dq__build_count_due(c, core, op->bounds, op->nbounds);
+}
+
+int dq__op_count_due(dq__op *op, dq__core *core, const char *queue,
+                     const int64_t *bounds_ms, int nbounds, dq__err *err) {
+    op_init(op, DQ_OPK_COUNT_DUE, "count due");
+    int rc = dq__check_count_due(queue, bounds_ms, nbounds, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    op->nbounds = nbounds;
+    memcpy(op->bounds, bounds_ms, (size_t)nbounds * sizeof(*bounds_ms));
+    if (parted(op, core, queue))
+        return each_part(op, core, queue, build_count_due_part, err);
+    single(op, core, queue);
+    return oom(op, build_count_due_part(op, &op->one, core), err);
+}
+
 /* ---- Replies ---- */
 
 /* The WAIT reply of a push. */
@@ -731,6 +749,15 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
             op->stats[i] += ct[i]; /* summed over partitions */
         break;
     }
+    case DQ_OPK_COUNT_DUE: {
+        int64_t ct[DQ_COUNT_DUE_MAX + 1], now = 0;
+        rc = dq__decode_count_due(r, op->nbounds, ct, &now, &e);
+        for (int i = 0; rc >= 0 && i <= op->nbounds; i++)
+            op->due_counts[i] += ct[i]; /* summed over partitions */
+        if (rc >= 0 && now > op->now_ms)
+            op->now_ms = now;
+        break;
+    }
     case DQ_OPK_STATS: {
         int64_t st[5];
         rc = dq__decode_stats(r, st, &e);
@@ -846,6 +873,7 @@ int dq__op_status(const dq__op *op) {
     case DQ_OPK_COUNTS:
     case DQ_OPK_CONFIG_SET:
     case DQ_OPK_CONFIG_GET:
+    case DQ_OPK_COUNT_DUE:
         return DQ_OK;
     case DQ_OPK_PUSH_BATCH:
         return dq__push_plan_count(&op->plan);

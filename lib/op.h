@@ -48,7 +48,7 @@ enum dq__op_kind {
     DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
     DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS,
-    DQ_OPK_GET, DQ_OPK_CONFIG_SET, DQ_OPK_CONFIG_GET
+    DQ_OPK_GET, DQ_OPK_CONFIG_SET, DQ_OPK_CONFIG_GET, DQ_OPK_COUNT_DUE
 };
 
 /* What a driver does after dq__op_feed. */
@@ -121,6 +121,10 @@ typedef struct dq__op {
     const int64_t *conf_in;
     int64_t offset;       /* list: the page wanted */
     int count;
+    int nbounds;          /* count due: windows' bounds (checked) */
+    int64_t bounds[DQ_COUNT_DUE_MAX]; /* count due: the bounds (copied) */
+    int64_t due_counts[DQ_COUNT_DUE_MAX + 1]; /* count due: per window,
+                                                 summed over partitions */
 } dq__op;
 
 /* Builders: check every argument, then build.  DQ_OK, or the code with
@@ -168,6 +172,11 @@ int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
 int dq__op_stats(dq__op *op, dq__core *core, const char *queue, dq__err *err);
 int dq__op_counts(dq__op *op, dq__core *core, const char *queue,
                  dq__err *err);
+/* The pending jobs per due-time window (dq_count_due): op->due_counts
+ * (nbounds + 1) summed over the partitions, op->now_ms the latest of
+ * their times. */
+int dq__op_count_due(dq__op *op, dq__core *core, const char *queue,
+                     const int64_t *bounds_ms, int nbounds, dq__err *err);
 
 /* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);

@@ -614,6 +614,33 @@ int dq__check_get(const char *queue, const char *id, dq__err *err) {
     return rc;
 }
 
+int dq__check_count_due(const char *queue, const int64_t *bounds_ms,
+                        int nbounds, dq__err *err) {
+    int rc = dq__check_queue(queue, err);
+    if (rc != DQ_OK)
+        return rc;
+    if (bounds_ms == NULL)
+        return dq__err_set(err, DQ_EINVAL, "bounds_ms is NULL");
+    if (nbounds < 1 || nbounds > DQ_COUNT_DUE_MAX)
+        return dq__err_set(err, DQ_EINVAL,
+                          "nbounds is %d; it must be 1..%d", nbounds,
+                          DQ_COUNT_DUE_MAX);
+    for (int i = 0; i < nbounds; i++) {
+        if (bounds_ms[i] < -DQ_DELAY_MAX || bounds_ms[i] > DQ_DELAY_MAX)
+            return dq__err_set(err, DQ_EINVAL,
+                              "bounds_ms[%d] is %" PRId64 "; it must be "
+                              "-%" PRId64 "..%" PRId64,
+                              i, bounds_ms[i], DQ_DELAY_MAX, DQ_DELAY_MAX);
+        if (i > 0 && bounds_ms[i] <= bounds_ms[i - 1])
+            return dq__err_set(err, DQ_EINVAL,
+                              "bounds_ms[%d] is %" PRId64 ", not above "
+                              "bounds_ms[%d] (%" PRId64 "): the bounds "
+                              "must increase",
+                              i, bounds_ms[i], i - 1, bounds_ms[i - 1]);
+    }
+    return DQ_OK;
+}
+
 int dq__check_extend(const char *queue, const char *id, const char *token,
                     int64_t lease_ms, dq__err *err) {
     int rc = check_held(queue, id, token, err);
@@ -916,6 +943,16 @@ int dq__build_stats(dq__cmd *c, dq__core *core) {
     return rc != DQ_OK ? rc : dq__cmd_seal(c);
 }
 
+int dq__build_count_due(dq__cmd *c, dq__core *core, const int64_t *bounds_ms,
+                        int nbounds) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_COUNT_DUE, &core->keys, nbounds);
+    if (rc != DQ_OK)
+        return rc;
+    for (int i = 0; i < nbounds; i++)
+        cmd_int(c, bounds_ms[i]);
+    return dq__cmd_seal(c);
+}
+
 int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count) {
     int rc = dq__cmd_begin(c, DQ_SCRIPT_LIST, &core->keys, 3);
@@ -1078,6 +1115,19 @@ int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err) {
     for (size_t i = 0; i < 5; i++)
         if (elem_i64(dq__reply_at(r, i), &out[i]))
             return dq__err_set(err, DQ_EPROTO, "stats: unexpected reply");
+    return DQ_OK;
+}
+
+int dq__decode_count_due(const dq__reply *r, int nbounds, int64_t *counts,
+                         int64_t *now_ms, dq__err *err) {
+    if (dq__reply_type(r) != DQ_R_ARRAY ||
+        dq__reply_len(r) != (size_t)nbounds + 2 ||
+        elem_i64(dq__reply_at(r, 0), now_ms))
+        return dq__err_set(err, DQ_EPROTO, "count due: unexpected reply");
+    for (int i = 0; i <= nbounds; i++)
+        if (elem_i64(dq__reply_at(r, (size_t)i + 1), &counts[i]) ||
+            counts[i] < 0)
+            return dq__err_set(err, DQ_EPROTO, "count due: unexpected reply");
     return DQ_OK;
 }
 

@@ -156,6 +156,10 @@ int dq__check_extend(const char *queue, const char *id, const char *token,
  * DQ_REASON_MAX bytes. */
 int dq__check_reason(const void *reason, size_t len, dq__err *err);
 int dq__check_get(const char *queue, const char *id, dq__err *err);
+/* dq_count_due: bounds_ms not NULL, nbounds 1..DQ_COUNT_DUE_MAX, each
+ * bound in -DQ_DELAY_MAX..DQ_DELAY_MAX and above the one before. */
+int dq__check_count_due(const char *queue, const int64_t *bounds_ms,
+                        int nbounds, dq__err *err);
 /* Dead requeue/purge: id may be NULL (a bounded batch). */
 int dq__check_dead_change(const char *queue, const char *id, int64_t delay_ms,
                          dq__err *err);
@@ -269,6 +273,9 @@ int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
 int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags);
 int dq__build_stats(dq__cmd *c, dq__core *core);
 int dq__build_counts(dq__cmd *c, dq__core *core);
+/* nbounds (1..DQ_COUNT_DUE_MAX) window bounds, ms from now (checked). */
+int dq__build_count_due(dq__cmd *c, dq__core *core, const int64_t *bounds_ms,
+                        int nbounds);
 /* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
 int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count);
@@ -290,6 +297,10 @@ int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err);
 int dq__decode_int(const dq__reply *r, long long *v, dq__err *err);
 /* Counters: out[4] = delivered, acked, retried, failed. */
 int dq__decode_counts(const dq__reply *r, int64_t out[4], dq__err *err);
+/* Count due: counts[nbounds + 1] per window and *now_ms, the script's
+ * time. */
+int dq__decode_count_due(const dq__reply *r, int nbounds, int64_t *counts,
+                         int64_t *now_ms, dq__err *err);
 /* Stats: out[5] = scheduled, due, inflight, dead, next_ms. */
 int dq__decode_stats(const dq__reply *r, int64_t out[5], dq__err *err);
 /* List: jobs with attempt and time (and lease deadline for in-flight jobs)

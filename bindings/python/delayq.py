@@ -338,6 +338,9 @@ _OPTIONAL_PROTOTYPES = {
     "dq_setting_name": (_c_str, [_c_int]),
     "dq_setting_by_name": (_c_int, [_c_str]),
     "dq_job_info_repeat": (_c_str, [_P_INFO]),
+    # pending jobs per due-time window, without reading them
+    "dq_count_due": (_c_int, [_P_CLIENT, _c_str, _P_I64, _c_int, _P_I64,
+                              _P_I64]),
     # push options (per job max attempts, expiry, repeat)
     "dq_push_opts_new": (_P_PUSHOPTS, []),
     "dq_push_opts_free": (None, [_P_PUSHOPTS]),
@@ -405,6 +408,8 @@ HAVE_COUNTERS = hasattr(_lib, "dq_counters")
 HAVE_CONSUMER = hasattr(_lib, "dq_consumer_new_sync")
 HAVE_GET = hasattr(_lib, "dq_get")
 HAVE_CONFIG = hasattr(_lib, "dq_config_set")
+HAVE_COUNT_DUE = hasattr(_lib, "dq_count_due")
+COUNT_DUE_MAX = 64
 
 
 def version():
@@ -1051,6 +1056,28 @@ class Client:
                                          *[ctypes.byref(x) for x in v]))
         return dict(zip(("delivered", "acked", "retried", "failed"),
                         (x.value for x in v)))
+
+    def count_due(self, queue, bounds_ms):
+        """The pending jobs of queue per due-time window, counted in Redis
+        without reading them (dq_count_due): bounds_ms is a sequence of 1..
+        COUNT_DUE_MAX increasing offsets from the server's now (ms).
+        Returns (now_ms, counts) with len(bounds_ms) + 1 counts: due at or
+        before now + bounds_ms[0], then in each window (bounds_ms[i-1],
+        bounds_ms[i]], then after the last bound.  Needs a library with
+        dq_count_due."""
+        if not HAVE_COUNT_DUE:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_count_due")
+        q = _enc(queue, "queue", "EQUEUE")
+        bounds = list(bounds_ms)
+        n = len(bounds)
+        c_bounds = (_c_i64 * max(n, 1))(*bounds)
+        counts = (_c_i64 * (n + 1))()
+        now = _c_i64(0)
+        with self._lock:
+            self._check(_lib.dq_count_due(self._handle(), q, c_bounds, n,
+                                          counts, ctypes.byref(now)))
+        return now.value, list(counts)
 
     # -- queue settings
 

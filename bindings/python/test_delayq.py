@@ -662,6 +662,20 @@ class TestCounters(Base):
 
 @unittest.skipUnless(delayq.HAVE_CONSUMER or os.environ.get(
     "DELAYQ_REQUIRE_CONSUMER") == "1", "library without delayq-consumer.h")
+class TestCountDue(Base):
+    def test_windows_and_bad_input(self):
+        for d in (0, 0, 30000, 120000, 120000, 7200000):
+            self.c.push(self.q, b"x", delay_ms=d)
+        now, counts = self.c.count_due(self.q, [0, 60000, 3600000])
+        self.assertEqual(counts, [2, 1, 2, 1])
+        self.assertGreater(now, 1600000000000)
+        self.assertEqual(self.c.count_due(new_queue("empty"), [0])[1], [0, 0])
+        for bad in ([], [5, 5], [1] * (delayq.COUNT_DUE_MAX + 1),
+                    [delayq.DELAY_MAX + 1]):
+            with self.assertRaises(delayq.InvalidArgument):
+                self.c.count_due(self.q, bad)
+
+
 class TestConsumer(Base):
     def test_handler_outcomes(self):
         q = self.q
