@@ -98,7 +98,6 @@ const dqt_optspec dqt_web_opts[] = {{"listen", 0, 1, DQT_O_LISTEN},
 #define W_SCAN_ROUNDS 100           /* SCAN calls per request */
 #define W_MAX_QUEUES 1000           /* queues per listing */
 #define W_LIST_PAGE_MAX 200         /* jobs per page of the API */
-#define W_HIST_MAX 10000            /* scheduled jobs in the histogram */
 #define W_PAYLOAD_SHORT 256         /* payload bytes shown in lists */
 #define W_PAYLOAD_FULL (1024 * 1024) /* payload bytes shown on a job */
 #define W_SAMPLES 120               /* stats samples kept per queue */
@@ -1034,31 +1033,19 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
         send_dq_error(w, req, rc);
         return;
     }
-    int64_t hist[W_NHIST] = {0}, seen = 0, now = 0;
-    int complete = 1;
-    for (int64_t off = 0;; off += 500) {
-        if (off >= W_HIST_MAX) {
-            complete = 0;
-            break;
-        }
-        dq_jobs *jobs = NULL;
-        int got = dq_list(w->c, q, DQ_LIST_SCHEDULED, off, 500, &jobs, &now);
-        if (got < 0) {
-            send_dq_error(w, req, got);
-            return;
-        }
-        for (int i = 0; i < got; i++) {
-            int64_t d = dq_job_due_ms(dq_jobs_at(jobs, (size_t)i)) - now;
-            size_t k = 0;
-            while (k + 1 < W_NHIST && d > hist_b[k].upto)
-                k++;
-            hist[k]++;
-        }
-        seen += got;
-        dq_jobs_free(jobs);
-        if (got < 500)
-            break;
+    /* the histogram: pending jobs per window, counted in Redis
+     * (dq_count_due: a ZCOUNT per window, no job read) */
+    int64_t bounds[W_NHIST - 1], hist[W_NHIST] = {0}, seen = 0, now = 0;
+    for (size_t k = 0; k + 1 < W_NHIST; k++)
+        bounds[k] = hist_b[k].upto;
+    if ((rc = dq_count_due(w->c, q, bounds, (int)W_NHIST - 1, hist, &now)) <
+        0) {
+        send_dq_error(w, req, rc);
+        return;
     }
+    for (size_t k = 0; k < W_NHIST; k++)
+        seen += hist[k];
+    int complete = 1; /* every pending job is counted */
     struct evbuffer *b = evbuffer_new();
     W_ADD(b, "{");
     j_name(b, "name", q);

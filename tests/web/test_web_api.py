@@ -505,6 +505,16 @@ class TestQueuesAndJobs(WebCase):
         self.assertEqual([b["upto_ms"] for b in h["buckets"]],
                          [0, 60000, 300000, 900000, 3600000, 21600000,
                           86400000, 604800000, -1])
+        # beyond the 10,000 jobs the histogram once read with their
+        # payloads: every one counted (dq_count_due reads no job)
+        big = new_queue("histbig")
+        fill("push", big, 12000, 600000, "b-")
+        fill("push", big, 500, 30000, "s-")
+        h = self.srv.get("/api/queues/" + seg(big))["histogram"]
+        self.assertEqual(h["jobs"], 12500)
+        self.assertTrue(h["complete"])
+        got = {b["label"]: b["jobs"] for b in h["buckets"]}
+        self.assertEqual((got["<1m"], got["5-15m"]), (500, 12000))
         # a partitioned queue: the partitions' counts combined
         pq = new_queue("histparts")
         for _label, n, delay in want[:4]:
