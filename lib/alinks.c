@@ -25,6 +25,7 @@
 #define BACKOFF_MAX_MS 2000
 #define REFRESH_GAP_US 100000 /* at most one map refresh per 100 ms */
 #define WANTED_US 10000000    /* a node wanted this recently reconnects */
+#define SSUB_CHECK_US 5000000 /* the Sentinel subscription's liveness check */
 
 /* ---- Link mechanics ---- */
 
@@ -311,6 +312,7 @@ struct dq__routes {
     dq__uri ssuri;           /* its URI: no credentials, database 0 */
     char sshost[256];
     int ssidx;               /* the Sentinel it is on, or to try next */
+    struct event *ssub_ev;   /* its liveness check */
 };
 
 int dq__routes_routed(const dq__routes *R) {
@@ -778,13 +780,15 @@ static void primary_down(dq__alink *l, int code, const char *msg,
  * SENTINEL GET-MASTER-ADDR-BY-NAME, then SUBSCRIBE +switch-master in the
  * same pipeline (the Sentinel does nothing between the two).  A
  * +switch-master for our master name moves the primary's link at once,
- * so a demoted primary that stays reachable is not used until it answers
- * READONLY.  The answer before the subscription is compared with the
+ * so a demoted primary that stays reachable is not used on until it
+ * answers READONLY.  The answer before the subscription is compared with the
  * primary in use: another address means a failover was missed while no
  * subscriber listened, and the Sentinels are asked again.  The link
  * reconnects by itself (the next Sentinel each time, 50 ms doubling to
- * 2 s); with every Sentinel down nothing else changes: READONLY and
- * broken links still send the client to the Sentinels. */
+ * 2 s), also when its Sentinel hangs (the subscription is renewed every
+ * 5 s, its confirmation due within the command timeout).  With every
+ * Sentinel down nothing else changes: READONLY and broken links still
+ * send the client to the Sentinels. */
 
 static const char switch_chan[] = "+switch-master";
 
@@ -842,6 +846,11 @@ static void on_switch(void *priv, size_t tag, const dq__reply *r) {
     (void)tag;
     dq__routes *R = priv;
     dq_async *a = R->a;
+    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 3 &&
+        str_is(dq__reply_at(r, 0), "subscribe")) {
+        dq__alink_replied(&R->ssub); /* each SUBSCRIBE counted pending */
+        return;
+    }
     if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 3 ||
         !str_is(dq__reply_at(r, 0), "message") ||
         !str_is(dq__reply_at(r, 1), switch_chan))
@@ -881,8 +890,37 @@ static void ssub_up(dq__alink *l) {
     free(p);
     if (rc == DQ_OK)
         rc = dq__aconn_subscribe(l->conn, switch_chan, on_switch, R, &e);
-    if (rc != DQ_OK)
+    if (rc != DQ_OK) {
         dq__alink_fail(l, rc, e.msg);
+        return;
+    }
+    dq__alink_sent(l); /* its confirmation is due within the timeout */
+    if (!evtimer_pending(R->ssub_ev, NULL))
+        arm(R->ssub_ev, SSUB_CHECK_US);
+}
+
+/* A Sentinel that hangs never closes the link: every SSUB_CHECK_US the
+ * subscription is asked for again (Redis confirms it once more), and a
+ * confirmation later than the command timeout fails the link (the link's
+ * own timer), which then moves to the next Sentinel. */
+static void on_ssub_check(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    dq__routes *R = arg;
+    dq_async *a = R->a;
+    dq__async_enter(a);
+    dq__alink *l = &R->ssub;
+    dq__err e;
+    if (l->state == DQ_AL_UP && l->pending == 0) {
+        if (dq__aconn_subscribe(l->conn, switch_chan, on_switch, R, &e) ==
+            DQ_OK)
+            dq__alink_sent(l);
+        else
+            dq__alink_fail(l, e.code, e.msg);
+    }
+    if (l->state != DQ_AL_CLOSED && R->ssub_ev != NULL)
+        arm(R->ssub_ev, SSUB_CHECK_US);
+    dq__async_leave(a);
 }
 
 /* The subscriber's Sentinel is gone: the next one, after the backoff.
@@ -929,6 +967,10 @@ int dq__routes_new(dq_async *a, const dq__uri *uri, const dq_options *opts,
         if (rc == DQ_OK)
             rc = dq__alink_init(&R->ssub, a, R, NULL, &R->sopts, ssub_up,
                                 ssub_down);
+        if (rc == DQ_OK &&
+            (R->ssub_ev = evtimer_new(dq__async_base(a), on_ssub_check, R)) ==
+                NULL)
+            rc = DQ_ENOMEM;
         R->main.target = primary_target;
         R->sent.target = sentinel_target;
         R->ssub.target = ssub_target;
@@ -963,6 +1005,9 @@ void dq__routes_close(dq__routes *R) {
     dq__alink_close(&R->main);
     dq__alink_close(&R->sent);
     dq__alink_close(&R->ssub);
+    if (R->ssub_ev != NULL)
+        event_free(R->ssub_ev);
+    R->ssub_ev = NULL;
     for (int i = 0; i < R->nnodes; i++)
         if (R->nodes[i] != NULL)
             dq__alink_close(&R->nodes[i]->l);

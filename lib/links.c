@@ -11,12 +11,14 @@
  * the calls of one operation, whose calls and WAIT stay on one primary.
  * A message for our master name makes the route stale and names the new
  * primary, which is tried first (ROLE master): a demoted primary that
- * stays reachable is left at once, not when it first answers READONLY.  A subscriber that
- * died is reopened on demand, one Sentinel per try, at most every 100 ms
- * doubling to 5 s while they fail; its first answer is compared with the
- * primary in use (a failover missed meanwhile).  With every Sentinel down
- * the client works as it did before: READONLY or a broken link sends it
- * to the Sentinels.
+ * stays reachable is left at once, not when it first answers READONLY.
+ * A subscriber that died (closed, or quiet for 5 s and then silent to a
+ * PING for the command timeout) is reopened on demand, one Sentinel per
+ * try (waiting at most 500 ms for it), at most every 100 ms doubling to
+ * 30 s while they fail; its first answer is compared with the primary in
+ * use (a failover missed meanwhile).  With every Sentinel down the client
+ * works as it did before: READONLY or a broken link sends it to the
+ * Sentinels.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,10 @@
 #include "uri.h"
 
 #define SUB_GAP_MIN_US 100000  /* a failed subscriber: the next try after */
-#define SUB_GAP_MAX_US 5000000 /* ... 100 ms, doubling to 5 s */
+#define SUB_GAP_MAX_US 30000000 /* ... 100 ms, doubling to 30 s */
+#define SUB_OPEN_MS 500        /* a reopen inside a call waits at most this
+                                  for the connect and for the answer */
+#define SUB_QUIET_US 5000000   /* a subscriber quiet this long gets a PING */
 
 struct dq__links {
     const dq__uri *uri;
@@ -44,6 +49,8 @@ struct dq__links {
     int sub_idx;          /* the Sentinel it is on, or to try next */
     int64_t sub_next_us;  /* no new subscriber before (after failures) */
     int64_t sub_gap_us;   /* the pause after the next failure */
+    int64_t sub_heard_us; /* its last reply (or its opening) */
+    int64_t sub_ping_us;  /* a PING awaits its answer since, 0: none */
     char nhost[256];      /* the new primary +switch-master named, "" */
     int nport;
     unsigned epoch;       /* changes with the primary's address */
@@ -85,11 +92,11 @@ int dq__links_cluster(const dq__links *L) {
 
 /* Connects to host:port with the URI's TLS, database and credentials
  * (creds = 0: none and database 0, for a Sentinel). */
-static int open_at(dq__links *L, const char *host, int port, int creds,
-                   dq__conn **out, dq__err *err) {
+static int open_with(dq__links *L, const char *host, int port, int creds,
+                     const dq_options *opts, dq__conn **out, dq__err *err) {
     dq__uri node;
     dq__uri_node(L->uri, host, port, &node);
-    dq_options o = *L->opts;
+    dq_options o = *opts;
     if (!creds) {
         node.user = node.password = NULL;
         node.db = 0;
@@ -97,6 +104,12 @@ static int open_at(dq__links *L, const char *host, int port, int creds,
     }
     dq__conn_cfg cfg = {&node, &o, NULL};
     return dq__conn_open(&cfg, out, err);
+}
+
+/* open_with the client's own timeouts. */
+static int open_at(dq__links *L, const char *host, int port, int creds,
+                   dq__conn **out, dq__err *err) {
+    return open_with(L, host, port, creds, L->opts, out, err);
 }
 
 /* ---- Sentinel ---- */
@@ -118,7 +131,16 @@ static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
                         size_t hsize, int *port, int subscribe,
                         dq__err *err) {
     dq__conn *s;
-    int rc = open_at(L, seed->host, seed->port, 0, &s, err);
+    /* A reopen (the primary is known) runs inside a call: a Sentinel that
+     * hangs must not hold that call for the whole timeouts. */
+    dq_options o = *L->opts;
+    if (subscribe && L->one != NULL) {
+        if (o.connect_timeout_ms <= 0 || o.connect_timeout_ms > SUB_OPEN_MS)
+            o.connect_timeout_ms = SUB_OPEN_MS;
+        if (o.command_timeout_ms <= 0 || o.command_timeout_ms > SUB_OPEN_MS)
+            o.command_timeout_ms = SUB_OPEN_MS;
+    }
+    int rc = open_with(L, seed->host, seed->port, 0, &o, &s, err);
     if (rc != DQ_OK)
         return rc;
     const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
@@ -163,6 +185,8 @@ static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
             dq__conn_free(L->sub);
             L->sub = s;
             s = NULL;
+            L->sub_heard_us = dq__mono_us();
+            L->sub_ping_us = 0;
         }
         dq__reply_free(r);
     }
@@ -327,9 +351,31 @@ int dq__links_listen(dq__links *L) {
     while ((got = dq__conn_buffered(L->sub, &r, &e)) == 1) {
         take_switch(L, r);
         dq__reply_free(r);
+        L->sub_heard_us = now; /* a message or the PING's answer */
+        L->sub_ping_us = 0;
     }
-    if (rc < 0 || got < 0)
-        sub_failed(L, now); /* a Sentinel died: reopened on demand */
+    /* A Sentinel that hangs (its host cut off, the process stopped) never
+     * closes the link: one quiet for SUB_QUIET_US gets a PING, answered
+     * within the command timeout or the link counts as dead. */
+    int64_t limit = L->opts->command_timeout_ms > 0
+                        ? L->opts->command_timeout_ms * 1000
+                        : SUB_QUIET_US;
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    if (rc >= 0 && got >= 0 && L->sub_ping_us > 0 &&
+        now - L->sub_ping_us > limit)
+        rc = -1;
+    else if (rc >= 0 && got >= 0 && L->sub_ping_us == 0 &&
+             now - L->sub_heard_us > SUB_QUIET_US) {
+        if (dq__conn_append_raw(L->sub, ping, sizeof(ping) - 1, &e) != DQ_OK ||
+            dq__conn_flush(L->sub, &e) != DQ_OK)
+            rc = -1;
+        L->sub_ping_us = now;
+    }
+    if (rc < 0 || got < 0) {
+        /* That Sentinel died or hangs: reopened on demand, on the next. */
+        L->sub_idx = (L->sub_idx + 1) % L->uri->nseeds;
+        sub_failed(L, now);
+    }
     return L->stale;
 }
 

@@ -45,9 +45,10 @@ int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
 /* 1 if c is still one of L's links (links are replaced after failures). */
 int dq__links_owns(const dq__links *L, const dq__conn *c);
 /* Sentinel: reads what the +switch-master subscriber got, without
- * blocking (reopening it first when it died, at most every 100 ms
- * doubling to 5 s); a failover of our master name makes the route stale
- * and the next dq__links_get goes to the new primary.  Returns 1 while
+ * blocking (reopening it first when it died or stays silent to a PING,
+ * at most every 100 ms doubling to 30 s); a failover of our master name
+ * makes the route stale and the next dq__links_get goes to the new
+ * primary.  Returns 1 while
  * the route is stale (the primary is to be found again), else 0; 0 for
  * other kinds.  Called before an operation is routed, not between its
  * calls (dq__links_get does not): an operation's calls and its WAIT stay

@@ -2244,8 +2244,8 @@ static int64_t stats_calls(dq_client *c, const char *q, int n) {
  * SENTINEL FAILOVER run by that one is followed as in sentinel_switch (no
  * script at the old primary, no READONLY).  Then every Sentinel dies: the
  * client keeps working on the primary it knows, each call still quick
- * (a reopen is tried at most every 100 ms doubling to 5 s, and refused
- * at once here).
+ * (a reopen is tried at most every 100 ms doubling to 30 s, and
+ * refused at once here).
  */
 START_TEST(sentinel_resubscribe) {
     at_exit_once();
@@ -2336,6 +2336,108 @@ START_TEST(sentinel_resubscribe) {
 }
 END_TEST
 
+/* 1 if some client of the Sentinel at port is subscribed (CLIENT LIST). */
+static int sentinel_has_subscriber(int port) {
+    redisReply *r = port_cmd(port, "CLIENT LIST");
+    int yes = r->type == REDIS_REPLY_STRING && strstr(r->str, " sub=1") != NULL;
+    freeReplyObject(r);
+    return yes;
+}
+
+/*
+ * The Sentinel the client listens on hangs (SIGSTOP: the link stays open,
+ * nothing comes): the client's calls go on without waiting for it, the
+ * quiet subscription is checked with a PING (after 5 s) and, unanswered
+ * within the command timeout, reopened on another Sentinel, which then
+ * brings the +switch-master of a SENTINEL FAILOVER: no script runs at the
+ * old primary after it.
+ */
+START_TEST(sentinel_hung) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqhung") == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    char uri[512];
+    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    const char *q = "hg-q";
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 2000);
+    dq_client *c = open_uri(uri, o);
+    push_now(c, q, "j-0", 60000);
+    ck_assert_msg(sentinel_has_subscriber(g_sn.sentinels[0].port),
+                  "the client does not listen on the first Sentinel");
+    pid_t stopped = g_sn.sentinels[0].pid;
+    ck_assert_int_eq(kill(stopped, SIGSTOP), 0);
+    g_sn.sentinels[0].pid = 0; /* the harness asks only the others */
+    /* Calls every 50 ms until another Sentinel has the subscription. */
+    int64_t t0 = th_mono_ms(), worst = 0;
+    int moved = 0, calls = 0;
+    while (!moved && th_mono_ms() - t0 < 20000) {
+        int64_t t = th_mono_us();
+        int rc = dq_stats(c, q, NULL, NULL, NULL, NULL, NULL);
+        CK_RC(rc, 0, c, "stats with a Sentinel hung");
+        calls++;
+        if ((th_mono_us() - t) / 1000 > worst)
+            worst = (th_mono_us() - t) / 1000;
+        th_sleep_ms(50);
+        moved = sentinel_has_subscriber(g_sn.sentinels[1].port) ||
+                sentinel_has_subscriber(g_sn.sentinels[2].port);
+    }
+    int64_t moved_ms = th_mono_ms() - t0;
+    int old = g_sn.primary, oport = g_sn.data[old].port;
+    long long calls0 = script_calls(oport);
+    int64_t t1 = th_mono_ms();
+    int asked = 0;
+    while (moved && !asked && th_mono_ms() - t1 < 20000) {
+        redisReply *r = port_cmd(g_sn.sentinels[1].port,
+                                 "SENTINEL FAILOVER %s", g_sn.master_name);
+        asked = r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (!asked)
+            th_sleep_ms(200);
+    }
+    int nport = -1;
+    while (asked && th_mono_ms() - t1 < 30000 &&
+           ((nport = sentinels_agree()) <= 0 || nport == oport))
+        th_sleep_ms(20);
+    for (int i = 0; i < g_sn.ndata; i++)
+        if (g_sn.data[i].port == nport)
+            g_sn.primary = i;
+    int64_t fo_ms = th_mono_ms() - t1;
+    int rc = -1;
+    long long calls1 = calls0;
+    if (nport > 0 && nport != oport) {
+        char id[] = "j-1";
+        int oc = 0;
+        rc = dq_push(c, q, id, 3, 60000, id, 0, NULL, 0, &oc);
+        calls1 = script_calls(oport);
+    }
+    kill(stopped, SIGCONT);
+    g_sn.sentinels[0].pid = stopped;
+    printf("figures: sentinel_hung: resubscribed_after_ms=%" PRId64
+           " calls_meanwhile=%d worst_call_ms=%" PRId64 " failover_ms=%"
+           PRId64 " push_after=%s script_calls_at_old_after=%lld\n",
+           moved_ms, calls, worst, fo_ms, rc == -1 ? "none" : dq_errname(rc),
+           calls1 - calls0);
+    fflush(stdout);
+    ck_assert_msg(moved, "no other Sentinel got the subscription in 20 s");
+    ck_assert_msg(moved_ms < 12000, "resubscribed only after %" PRId64 " ms "
+                  "(quiet 5 s + PING 2 s + reopen)", moved_ms);
+    ck_assert_msg(worst < 500, "a call took %" PRId64 " ms with a Sentinel "
+                  "hung", worst);
+    ck_assert_msg(nport > 0 && nport != oport,
+                  "the failover did not complete in 30 s");
+    ck_assert_msg(rc == 0, "push after the failover: %s: %s", dq_errname(rc),
+                  dq_errmsg(c));
+    ck_assert_msg(calls1 == calls0, "%lld script calls at the old primary",
+                  calls1 - calls0);
+    dq_close(c);
+    dq_options_free(o);
+    thc_sentinel_stop(&g_sn);
+    g_sn_up = 0;
+}
+END_TEST
+
 TEST_SUITE("cluster", TU_SRV_NONE,
     {"core_plain", core_plain, 120, NULL},
     {"core_partitioned", core_partitioned, 120, NULL},
@@ -2347,5 +2449,6 @@ TEST_SUITE("cluster", TU_SRV_NONE,
     {"sentinel", sentinel, 120, NULL},
     {"sentinel_switch", sentinel_switch, 150, NULL},
     {"sentinel_resubscribe", sentinel_resubscribe, 120, NULL},
+    {"sentinel_hung", sentinel_hung, 120, NULL},
     {"sync_consumer", sync_consumer, 120, NULL},
     {"slots_fallback", slots_fallback, 90, NULL})

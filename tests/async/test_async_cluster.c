@@ -1041,6 +1041,98 @@ START_TEST(sentinel_switch) {
 }
 END_TEST
 
+/* 1 if some client of the Sentinel at port is subscribed (CLIENT LIST). */
+static int has_subscriber(int port) {
+    redisReply *rep = port_cmd(port, "CLIENT LIST");
+    int yes = rep->type == REDIS_REPLY_STRING &&
+              strstr(rep->str, " sub=1") != NULL;
+    freeReplyObject(rep);
+    return yes;
+}
+
+/* Sentinel 1 or 2 has a subscriber (asked at most every 50 ms: a loop
+ * condition). */
+static int others_subscribed(void) {
+    static int64_t last;
+    static int yes;
+    if (th_mono_ms() - last >= 50) {
+        last = th_mono_ms();
+        yes = has_subscriber(g_s.sentinels[1].port) ||
+              has_subscriber(g_s.sentinels[2].port);
+    }
+    return yes;
+}
+
+/*
+ * The Sentinel the client listens on hangs (SIGSTOP): the subscription,
+ * renewed every 5 s, gets no confirmation within the command timeout, so
+ * the link moves to another Sentinel, whose +switch-master of a SENTINEL
+ * FAILOVER then moves the client (no script at the old primary).
+ */
+START_TEST(sentinel_hung) {
+    ck_assert_msg(thc_sentinel_start(&g_s, 1, 3, "dqahung") == 0,
+                  "sentinels did not start (see thc: messages)");
+    thc_sentinel_uri(&g_s, g_uri, sizeof(g_uri));
+    dq_options *o = opts(2000, 0, 0);
+    dq_async *a = copen(g_uri, o, NULL);
+    dq_options_free(o);
+    ck_assert_msg(RUN_UNTIL(has_subscriber(g_s.sentinels[0].port), 5000),
+                  "the client does not listen on the first Sentinel");
+    pid_t stopped = g_s.sentinels[0].pid;
+    ck_assert_int_eq(kill(stopped, SIGSTOP), 0);
+    g_s.sentinels[0].pid = 0; /* not asked while stopped */
+    int64_t t0 = th_mono_ms();
+    int moved = RUN_UNTIL(others_subscribed(), 20000);
+    int64_t moved_ms = th_mono_ms() - t0;
+    int old = g_s.primary, oport = g_s.data[old].port;
+    long long calls0 = script_calls(oport);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "SENTINEL FAILOVER %s", g_s.master_name);
+    int asked = 0;
+    for (int64_t end = th_mono_ms() + 20000; moved && !asked &&
+                                             th_mono_ms() < end;) {
+        redisReply *rep = port_cmd(g_s.sentinels[1].port, cmd);
+        asked = rep->type == REDIS_REPLY_STATUS;
+        freeReplyObject(rep);
+        if (!asked)
+            run_for(200);
+    }
+    int nport = -1;
+    int agreed = asked && RUN_UNTIL((nport = agreed_port()) > 0 &&
+                                        nport != oport,
+                                    30000);
+    run_for(200); /* the loop runs on, as a service's does */
+    res p1;
+    memset(&p1, 0, sizeof(p1));
+    if (agreed) {
+        ck_assert_int_eq(dq_async_push(a, "ahq", "x", 1, 0, "h1", 0,
+                                       push_rec, &p1),
+                         0);
+        ck_assert_msg(RUN_UNTIL(p1.calls > 0, 10000), "no callback");
+    }
+    long long calls1 = script_calls(oport);
+    kill(stopped, SIGCONT);
+    g_s.sentinels[0].pid = stopped;
+    for (int i = 0; i < g_s.ndata; i++)
+        if (g_s.data[i].port == nport)
+            g_s.primary = i;
+    printf("figures: async_cluster: sentinel_hung: resubscribed_after_ms=%"
+           PRId64 " push_after=%s script_calls_at_old_after=%lld\n",
+           moved_ms, p1.calls ? dq_errname(p1.status) : "none",
+           calls1 - calls0);
+    fflush(stdout);
+    ck_assert_msg(moved, "no other Sentinel got the subscription in 20 s");
+    ck_assert_msg(moved_ms < 9000, "resubscribed after %" PRId64 " ms "
+                  "(check every 5 s, confirmation due in 2 s)", moved_ms);
+    ck_assert_msg(agreed, "the failover did not complete");
+    ck_assert_msg(p1.status == 0, "push after the failover: %s: %s",
+                  dq_errname(p1.status), p1.msg);
+    ck_assert_msg(calls1 == calls0, "%lld script calls at the old primary",
+                  calls1 - calls0);
+    dq_async_free(a);
+}
+END_TEST
+
 TEST_SUITE("async_cluster", TU_SRV_NONE,
            {"spread_ops", spread_ops, 120, &cl_fixture},
            {"batch_3000", batch_3000, 120, &cl_fixture},
@@ -1049,4 +1141,5 @@ TEST_SUITE("async_cluster", TU_SRV_NONE,
            {"failover", failover, 180, &cl_fixture},
            {"sentinel", sentinel, 180, &cl_fixture},
            {"sentinel_switch", sentinel_switch, 180, &cl_fixture},
+           {"sentinel_hung", sentinel_hung, 120, &cl_fixture},
            {"slots_fallback", slots_fallback, 120, &cl_fixture})
