@@ -45,6 +45,11 @@
  *      dq_poll_wait moves its wake-ups to the new primary and is woken
  *      there; pushes with DQ_OPT_WAIT_REPLICAS land throughout and are
  *      acknowledged again once the old primary replicates the new one.
+ *  sentinel_resubscribe / sentinel_hung
+ *      the Sentinel the client listens on dies (or hangs: SIGSTOP): the
+ *      subscription moves to another Sentinel without slowing calls, and
+ *      a SENTINEL FAILOVER that one runs is followed; with every Sentinel
+ *      dead the known primary keeps serving.
  *  sync_consumer
  *      dq_consumer_new_sync on a plain and a 4-partition queue over the
  *      3 primaries: every job handled once, an idle consumer woken by a
