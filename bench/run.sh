@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
 
-usage() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
 
 SAVE=0
 ARGS=()

@@ -865,7 +865,9 @@ static void dqb_cg_rows(const dqb_cfg *c) {
              "to reply), no timing noise; push_batch of %ld onto %ld due "
              "jobs + their drain; model: 1 node / busiest", c->cl_cg_n,
              c->cl_cg_drain_n);
-    dqb_add_section(title);
+    dqb_add_section(dqb_cg_ok ? title
+                              : "cluster, callgrind: Redis instructions per "
+                                "job's life");
     if (!dqb_cg_ok) {
         dqb_row *rw = dqb_add_row("(skipped)");
         snprintf(rw->status, sizeof(rw->status), "%s",
