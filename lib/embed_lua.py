@@ -3,15 +3,78 @@
 
 usage: embed_lua.py OUT.c OUT.h common.lua op1.lua op2.lua ...
 
-Each script's body is common.lua followed by the op's file.  An op file that
-starts with a Redis 7 shebang line ("#!lua" or "#!lua flags=no-writes") has
-that line moved to the very top, where Redis looks for it.  The C side gets
+Each script's body is the part of common.lua it uses, followed by the op's
+file.  Redis runs a script's whole body on every call, and each top-level
+`local function` of the prelude costs a closure per call whether the op
+calls it or not; so the prelude is cut into its top-level definitions (each
+with the comment above it), and an op gets those whose names it mentions,
+then those they mention, and so on, in the prelude's order (which keeps
+Lua's scoping: a definition only sees the ones before it).  Top-level code
+that defines no name is always kept.  An op file that starts with a Redis 7
+shebang line ("#!lua" or "#!lua flags=no-writes") has that line moved to the
+very top, where Redis looks for it.  The C side gets
 one table, dq__scripts[], indexed by DQ_SCRIPT_<NAME>, with the body, its
 length and its SHA1 (what EVALSHA needs), so no SHA1 is computed at run time.
 """
 import hashlib
 import os
+import re
 import sys
+
+DEF_FUNC = re.compile(rb"^local\s+function\s+([A-Za-z_][A-Za-z0-9_]*)")
+DEF_VARS = re.compile(rb"^local\s+([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*=")
+NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def split_prelude(prelude: bytes):
+    """Cuts the prelude into chunks [(names, text)], each a top-level
+    `local` definition with the comment lines right above it; text before
+    the first definition (the header comment) is a chunk without names."""
+    chunks, cur, names, pending = [], [], set(), []
+    for line in prelude.splitlines(keepends=True):
+        m = DEF_FUNC.match(line) or DEF_VARS.match(line)
+        if m:
+            if cur or names:
+                chunks.append((names, b"".join(cur)))
+            cur, pending = pending, []
+            names = {n.strip() for n in m.group(1).split(b",")}
+            cur.append(line)
+        elif line.startswith(b"--"):
+            pending.append(line)   # may be the comment of the next definition
+        elif line.strip() == b"":
+            cur.extend(pending)
+            pending = []
+            cur.append(line)
+        else:
+            cur.extend(pending)
+            pending = []
+            cur.append(line)
+    cur.extend(pending)
+    if cur or names:
+        chunks.append((names, b"".join(cur)))
+    return chunks
+
+
+def mentions(text: bytes):
+    """The identifiers of text, full-line comments left out."""
+    code = b"".join(l for l in text.splitlines(keepends=True)
+                    if not l.lstrip().startswith(b"--"))
+    return set(NAME.findall(code))
+
+
+def prelude_for(chunks, op: bytes) -> bytes:
+    """The chunks op needs, directly or through other chunks, in order."""
+    want = mentions(op)
+    keep = [not names for names, _ in chunks]
+    changed = True
+    while changed:
+        changed = False
+        for k, (names, text) in enumerate(chunks):
+            if not keep[k] and names & want:
+                keep[k] = True
+                want |= mentions(text)
+                changed = True
+    return b"".join(text for k, (_, text) in enumerate(chunks) if keep[k])
 
 
 def c_string(data: bytes) -> str:
@@ -35,7 +98,7 @@ def c_string(data: bytes) -> str:
 def main() -> int:
     out_c, out_h, common, *ops = sys.argv[1:]
     with open(common, "rb") as f:
-        prelude = f.read()
+        chunks = split_prelude(f.read())
     names, entries = [], []
     for path in ops:
         name = os.path.splitext(os.path.basename(path))[0]
@@ -45,7 +108,7 @@ def main() -> int:
         if op.startswith(b"#!"):
             shebang, _, op = op.partition(b"\n")
             shebang += b"\n"
-        body = shebang + prelude + b"\n" + op
+        body = shebang + prelude_for(chunks, op) + b"\n" + op
         sha = hashlib.sha1(body).hexdigest()
         names.append(name)
         entries.append((name, body, sha))
@@ -58,7 +121,7 @@ def main() -> int:
         h.write("    DQ_SCRIPT__COUNT\n};\n\n")
         h.write("typedef struct dq__script {\n")
         h.write("    const char *name; /* file name without .lua */\n")
-        h.write("    const char *body; /* common.lua + the op's file */\n")
+        h.write("    const char *body; /* what it uses of common.lua + the op's file */\n")
         h.write("    size_t len;       /* bytes in body */\n")
         h.write("    const char *sha;  /* SHA1 of body, 40 hex digits */\n")
         h.write("} dq__script;\n\n")
