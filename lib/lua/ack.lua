@@ -31,11 +31,15 @@ end
 local res, dead, dup, exts = check_tokens(ids, toks) -- reads jobs
 local ok, zadd, in_dead, out, failed = {}, {}, {}, {}, {}
 local rep = {} -- positions in ok of jobs that say they repeat
+local repeats = {} -- their ids
 for i, id in ipairs(ids) do
     if res[i] >= 0 then
         out[i] = 0
         ok[#ok + 1] = id
-        if meta_opt(exts[i], 'r') then rep[#rep + 1] = { #ok, i } end
+        if exts[i] ~= '' and meta_opt(exts[i], 'r') then
+            rep[#rep + 1] = { #ok, i }
+            repeats[id] = true
+        end
         if window > 0 then
             zadd[#zadd + 1] = toks[i] -- the done record: id -> token
             zadd[#zadd + 1] = id
@@ -105,7 +109,9 @@ counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
 if #in_dead < n then redis.call('ZREM', K_LEASE, unpack(ok)) end
 if #in_dead > 0 then redis.call('ZREM', K_DEAD, unpack(in_dead)) end
-if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(job_fields(gone))) end
+if #gone > 0 then
+    redis.call('HDEL', K_JOBS, unpack(job_fields(gone, repeats)))
+end
 if #again > 0 then
     local efl = {}
     for k = 2, #again, 2 do efl[#efl + 1] = ef(again[k]) end

@@ -122,12 +122,24 @@ end
 local function rf(id) return id .. '\0r' end
 
 -- Every field of the jobs ids (payload, meta, reason, repeat rule): one
--- HDEL of them deletes all their data.
-local function job_fields(ids)
+-- HDEL of them deletes all their data.  A caller that read the jobs' metas
+-- passes repeats, the set of those ids that repeat ("|r"): only those get
+-- their rule's field named, since each name that misses still costs a
+-- lookup in what is usually a very big hash.
+local function job_fields(ids, repeats)
     local n, out = #ids, {}
+    if not repeats then
+        for i, id in ipairs(ids) do
+            out[i], out[n + i], out[2 * n + i], out[3 * n + i] =
+                id, mf(id), ef(id), rf(id)
+        end
+        return out
+    end
     for i, id in ipairs(ids) do
-        out[i], out[n + i], out[2 * n + i], out[3 * n + i] =
-            id, mf(id), ef(id), rf(id)
+        out[i], out[n + i], out[2 * n + i] = id, mf(id), ef(id)
+    end
+    for _, id in ipairs(ids) do
+        if repeats[id] then out[#out + 1] = rf(id) end
     end
     return out
 end
@@ -160,7 +172,10 @@ local function parse_meta(v)
 end
 
 local function fmt_meta(attempts, token, ext)
-    return string.format('%d:%s', attempts, token) .. (ext or '')
+    if ext and ext ~= '' then
+        return string.format('%d:%s%s', attempts, token, ext)
+    end
+    return string.format('%d:%s', attempts, token)
 end
 
 -- The value of option tag (one letter) in a meta's options, as a number

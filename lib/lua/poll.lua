@@ -110,6 +110,7 @@ if n > 0 then
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
+    local queue_most = max_attempts_of('', conf, max_attempts)
     -- A job that is not delivered goes to dead with a reason (or, expired
     -- in a queue that drops those, is deleted).  Its holder, if its token
     -- is still valid, may still ack it there: the meta marks that ("d").
@@ -125,8 +126,11 @@ if n > 0 then
     end
     for j, id in ipairs(ids) do
         local attempts, cur, _, ext = parse_meta(got[n + j])
-        local expires = meta_opt(ext, 'x')
-        local most = max_attempts_of(ext, conf, max_attempts)
+        local expires, most = nil, queue_most -- most jobs carry no options
+        if ext ~= '' then
+            expires = meta_opt(ext, 'x')
+            most = max_attempts_of(ext, conf, max_attempts)
+        end
         if not got[j] then
             gone[#gone + 1] = id -- an index entry without a job: drop it
         elseif expires and now > expires then
