@@ -779,11 +779,11 @@ static void primary_down(dq__alink *l, int code, const char *msg,
  * One more link, to one Sentinel at a time, kept for the client's life:
  * SENTINEL GET-MASTER-ADDR-BY-NAME, then SUBSCRIBE +switch-master in the
  * same pipeline (the Sentinel does nothing between the two).  A
- * +switch-master for our master name moves the primary's link at once,
- * so a demoted primary that stays reachable is not used on until it
- * answers READONLY.  The answer before the subscription is compared with the
- * primary in use: another address means a failover was missed while no
- * subscriber listened, and the Sentinels are asked again.  The link
+ * +switch-master for our master name moves the primary's link at once:
+ * a demoted primary that stays reachable is left, not used until it
+ * answers READONLY.  The answer before the subscription is compared with
+ * the primary in use: another address means a failover was missed while
+ * no subscriber listened, and the Sentinels are asked again.  The link
  * reconnects by itself (the next Sentinel each time, 50 ms doubling to
  * 2 s), also when its Sentinel hangs (the subscription is renewed every
  * 5 s, its confirmation due within the command timeout).  With every

@@ -208,7 +208,8 @@ int dq__wake_wait(dq__wake *w, dq__links *links, int64_t timeout_us,
     }
     /* The wake-up links and, last, the Sentinel's subscriber. */
     dq__conn *small[9];
-    dq__conn **cs = w->n < 9 ? small : malloc(sizeof(*cs) * (size_t)(w->n + 1));
+    dq__conn **cs =
+        w->n < 9 ? small : malloc(sizeof(*cs) * (size_t)(w->n + 1));
     if (cs == NULL)
         return dq__err_set(err, DQ_ENOMEM, "out of memory");
     for (int i = 0; i < w->n; i++)
