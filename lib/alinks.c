@@ -677,20 +677,9 @@ static void on_master(void *priv, size_t tag, const dq__reply *r) {
     dq_async *a = R->a;
     dq__async_enter(a);
     dq__alink_replied(&R->sent);
-    size_t hl = 0, pl = 0;
-    const char *h = NULL, *p = NULL;
-    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
-        h = dq__reply_str(dq__reply_at(r, 0), &hl);
-        p = dq__reply_str(dq__reply_at(r, 1), &pl);
-    }
-    char pb[8] = "";
-    if (p != NULL && pl > 0 && pl < sizeof(pb)) {
-        memcpy(pb, p, pl);
-        pb[pl] = '\0';
-    }
-    int port = atoi(pb);
-    if (h == NULL || hl == 0 || hl >= sizeof(R->phost) || port <= 0 ||
-        port > 65535) {
+    char host[sizeof(R->phost)];
+    int port;
+    if (dq__sentinel_addr(r, host, sizeof(host), &port) != DQ_OK) {
         char msg[600];
         snprintf(msg, sizeof(msg), "Sentinel %s knows no primary named '%s'",
                  R->sent.where, R->uri->master);
@@ -698,9 +687,6 @@ static void on_master(void *priv, size_t tag, const dq__reply *r) {
         dq__async_leave(a);
         return;
     }
-    char host[256];
-    memcpy(host, h, hl);
-    host[hl] = '\0';
     take_primary(R, host, port);
     dq__async_leave(a);
 }
@@ -790,14 +776,8 @@ static void primary_down(dq__alink *l, int code, const char *msg,
  * Sentinel down nothing else changes: READONLY and broken links still
  * send the client to the Sentinels. */
 
-static const char switch_chan[] = "+switch-master";
 
 /* 1 if string reply r is exactly s. */
-static int str_is(const dq__reply *r, const char *s) {
-    size_t len;
-    const char *p = r != NULL ? dq__reply_str(r, &len) : NULL;
-    return p != NULL && len == strlen(s) && memcmp(p, s, len) == 0;
-}
 
 static int ssub_target(dq__alink *l) {
     dq__routes *R = l->owner;
@@ -820,20 +800,11 @@ static void on_ssub_master(void *priv, size_t tag, const dq__reply *r) {
     dq_async *a = R->a;
     dq__async_enter(a);
     dq__alink_replied(&R->ssub);
-    size_t hl = 0, pl = 0;
-    const char *h = NULL, *p = NULL;
-    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
-        h = dq__reply_str(dq__reply_at(r, 0), &hl);
-        p = dq__reply_str(dq__reply_at(r, 1), &pl);
-    }
-    char pb[8] = "";
-    if (p != NULL && pl > 0 && pl < sizeof(pb)) {
-        memcpy(pb, p, pl);
-        pb[pl] = '\0';
-    }
-    if (R->pknown && h != NULL &&
-        (atoi(pb) != R->pport || hl != strlen(R->phost) ||
-         memcmp(h, R->phost, hl) != 0)) {
+    char host[sizeof(R->phost)];
+    int port;
+    if (R->pknown &&
+        dq__sentinel_addr(r, host, sizeof(host), &port) == DQ_OK &&
+        (port != R->pport || strcmp(host, R->phost) != 0)) {
         R->pstale = 1; /* missed while nobody listened: ask again */
         resolve(R);
     }
@@ -847,24 +818,13 @@ static void on_switch(void *priv, size_t tag, const dq__reply *r) {
     dq__routes *R = priv;
     dq_async *a = R->a;
     if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 3 &&
-        str_is(dq__reply_at(r, 0), "subscribe")) {
+        dq__reply_is(dq__reply_at(r, 0), "subscribe")) {
         dq__alink_replied(&R->ssub); /* each SUBSCRIBE counted pending */
         return;
     }
-    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 3 ||
-        !str_is(dq__reply_at(r, 0), "message") ||
-        !str_is(dq__reply_at(r, 1), switch_chan))
-        return;
-    size_t len;
-    const char *m = dq__reply_str(dq__reply_at(r, 2), &len);
-    char buf[600], name[256], oh[256], nh[256];
-    int op, np;
-    if (m == NULL || len >= sizeof(buf))
-        return;
-    memcpy(buf, m, len);
-    buf[len] = '\0';
-    if (sscanf(buf, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
-        strcmp(name, R->uri->master) != 0 || np <= 0 || np > 65535)
+    char nh[sizeof(R->phost)];
+    int np;
+    if (!dq__sentinel_switch(r, R->uri->master, nh, sizeof(nh), &np))
         return;
     if (R->pknown && !R->pstale && np == R->pport &&
         strcmp(nh, R->phost) == 0)
@@ -889,7 +849,7 @@ static void ssub_up(dq__alink *l) {
     }
     free(p);
     if (rc == DQ_OK)
-        rc = dq__aconn_subscribe(l->conn, switch_chan, on_switch, R, &e);
+        rc = dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R, &e);
     if (rc != DQ_OK) {
         dq__alink_fail(l, rc, e.msg);
         return;
@@ -912,7 +872,7 @@ static void on_ssub_check(evutil_socket_t fd, short what, void *arg) {
     dq__alink *l = &R->ssub;
     dq__err e;
     if (l->state == DQ_AL_UP && l->pending == 0) {
-        if (dq__aconn_subscribe(l->conn, switch_chan, on_switch, R, &e) ==
+        if (dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R, &e) ==
             DQ_OK)
             dq__alink_sent(l);
         else

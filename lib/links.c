@@ -114,14 +114,8 @@ static int open_at(dq__links *L, const char *host, int port, int creds,
 
 /* ---- Sentinel ---- */
 
-static const char switch_chan[] = "+switch-master";
 
 /* 1 if string reply r is exactly s. */
-static int str_is(const dq__reply *r, const char *s) {
-    size_t len;
-    const char *p = r != NULL ? dq__reply_str(r, &len) : NULL;
-    return p != NULL && len == strlen(s) && memcmp(p, s, len) == 0;
-}
 
 /* Asks the Sentinel at seed for the primary's address, into host/port.
  * subscribe: the same connection then subscribes to +switch-master (in
@@ -145,34 +139,17 @@ static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
         return rc;
     const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
                            L->uri->master};
-    const char *sub[2] = {"SUBSCRIBE", switch_chan};
+    const char *sub[2] = {"SUBSCRIBE", DQ_SENTINEL_SWITCH};
     dq__reply *r = NULL;
     rc = dq__conn_append(s, 3, argv, NULL, err);
     if (rc == DQ_OK && subscribe)
         rc = dq__conn_append(s, 2, sub, NULL, err);
     if (rc == DQ_OK)
         rc = dq__conn_read(s, &r, err);
-    if (rc == DQ_OK) {
-        size_t hl = 0, pl = 0;
-        const char *h = NULL, *p = NULL;
-        if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
-            h = dq__reply_str(dq__reply_at(r, 0), &hl);
-            p = dq__reply_str(dq__reply_at(r, 1), &pl);
-        }
-        if (h == NULL || p == NULL || hl == 0 || hl >= hsize || pl == 0 ||
-            pl > 5) {
-            rc = dq__err_set(err, DQ_EREDIS,
-                            "Sentinel %s:%d knows no primary named '%s'",
-                            seed->host, seed->port, L->uri->master);
-        } else {
-            memcpy(host, h, hl);
-            host[hl] = '\0';
-            char pb[8];
-            memcpy(pb, p, pl);
-            pb[pl] = '\0';
-            *port = atoi(pb);
-        }
-    }
+    if (rc == DQ_OK && dq__sentinel_addr(r, host, hsize, port) != DQ_OK)
+        rc = dq__err_set(err, DQ_EREDIS,
+                        "Sentinel %s:%d knows no primary named '%s'",
+                        seed->host, seed->port, L->uri->master);
     dq__reply_free(r);
     r = NULL;
     if (rc == DQ_OK && subscribe) {
@@ -181,7 +158,7 @@ static int ask_sentinel(dq__links *L, const dq__seed *seed, char *host,
         dq__err e;
         if (dq__conn_read(s, &r, &e) == DQ_OK &&
             dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 3 &&
-            str_is(dq__reply_at(r, 0), "subscribe")) {
+            dq__reply_is(dq__reply_at(r, 0), "subscribe")) {
             dq__conn_free(L->sub);
             L->sub = s;
             s = NULL;
@@ -201,7 +178,7 @@ static int is_primary(dq__conn *c, dq__err *err) {
     int yes = 0;
     if (dq__conn_call(c, 1, argv, NULL, &r, err) == DQ_OK &&
         dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1)
-        yes = str_is(dq__reply_at(r, 0), "master");
+        yes = dq__reply_is(dq__reply_at(r, 0), "master");
     dq__reply_free(r);
     return yes;
 }
@@ -279,20 +256,9 @@ static int find_primary(dq__links *L, dq__err *err) {
  * another primary than ours makes the route stale and names the new one.
  * Returns 1 then. */
 static int take_switch(dq__links *L, const dq__reply *r) {
-    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 3 ||
-        !str_is(dq__reply_at(r, 0), "message") ||
-        !str_is(dq__reply_at(r, 1), switch_chan))
-        return 0;
-    size_t len;
-    const char *m = dq__reply_str(dq__reply_at(r, 2), &len);
-    char buf[600], name[256], oh[256], nh[256];
-    int op, np;
-    if (m == NULL || len >= sizeof(buf))
-        return 0;
-    memcpy(buf, m, len);
-    buf[len] = '\0';
-    if (sscanf(buf, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
-        strcmp(name, L->uri->master) != 0 || np <= 0 || np > 65535)
+    char nh[256];
+    int np;
+    if (!dq__sentinel_switch(r, L->uri->master, nh, sizeof(nh), &np))
         return 0;
     if (L->one != NULL && np == L->pport && strcmp(nh, L->phost) == 0)
         return 0; /* followed already */

@@ -1,6 +1,7 @@
 /*
  * route.c - the Redis Cluster slot map (see route.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,4 +253,63 @@ int dq__slotmap_load(dq__slotmap *m, const dq__reply *r, int shards,
     }
     free(owner);
     return rc;
+}
+
+/* ---- Sentinel replies ---- */
+
+int dq__reply_is(const dq__reply *r, const char *s) {
+    size_t len;
+    const char *p = r != NULL ? dq__reply_str(r, &len) : NULL;
+    return p != NULL && len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
+/* Copies the len bytes at s into out (size bytes) as a C string; 0 if
+ * they do not fit or are empty. */
+static int copy_str(char *out, size_t size, const char *s, size_t len) {
+    if (s == NULL || len == 0 || len >= size)
+        return 0;
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 1;
+}
+
+int dq__sentinel_addr(const dq__reply *r, char *host, size_t hsize,
+                      int *port) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 2)
+        return DQ_ENOTFOUND;
+    size_t hl = 0, pl = 0;
+    const char *h = dq__reply_str(dq__reply_at(r, 0), &hl);
+    const char *p = dq__reply_str(dq__reply_at(r, 1), &pl);
+    char hb[256], pb[8];
+    if (!copy_str(hb, sizeof(hb), h, hl) || hl >= hsize ||
+        !copy_str(pb, sizeof(pb), p, pl))
+        return DQ_ENOTFOUND;
+    char *end;
+    long n = strtol(pb, &end, 10);
+    if (*end != '\0' || n <= 0 || n > 65535)
+        return DQ_ENOTFOUND;
+    memcpy(host, hb, hl + 1);
+    *port = (int)n;
+    return DQ_OK;
+}
+
+int dq__sentinel_switch(const dq__reply *r, const char *master, char *host,
+                        size_t hsize, int *port) {
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != 3 ||
+        !dq__reply_is(dq__reply_at(r, 0), "message") ||
+        !dq__reply_is(dq__reply_at(r, 1), DQ_SENTINEL_SWITCH))
+        return 0;
+    size_t len;
+    const char *m = dq__reply_str(dq__reply_at(r, 2), &len);
+    char buf[600], name[256], oh[256], nh[256];
+    int op, np;
+    if (!copy_str(buf, sizeof(buf), m, len))
+        return 0;
+    if (sscanf(buf, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
+        strcmp(name, master) != 0 || np <= 0 || np > 65535 ||
+        strlen(nh) >= hsize)
+        return 0;
+    memcpy(host, nh, strlen(nh) + 1);
+    *port = np;
+    return 1;
 }
