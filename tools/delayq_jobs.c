@@ -432,22 +432,6 @@ int dqt_cmd_extend(dqt_cli *g) {
 const dqt_optspec dqt_get_opts[] = {{"json", 0, 0, DQT_O_JSON},
                                     {NULL, 0, 0, 0}};
 
-/* The name of a DQ_JOB_* state, as `delayq get` prints it. */
-static const char *state_name(int st) {
-    switch (st) {
-    case DQ_JOB_SCHEDULED:
-        return "scheduled";
-    case DQ_JOB_DUE:
-        return "due";
-    case DQ_JOB_INFLIGHT:
-        return "inflight";
-    case DQ_JOB_DEAD:
-        return "dead";
-    default:
-        return "unknown";
-    }
-}
-
 /* Prints a found job: one "name  value" line per field, or one JSON
  * object. */
 static void print_info(const dq_job_info *in, int json) {
@@ -465,7 +449,8 @@ static void print_info(const dq_job_info *in, int json) {
         dqt_json_cstr(stdout, dq_job_info_id(in));
         printf(",\"state\":\"%s\",\"%s\":%" PRId64 ",\"attempts\":%" PRId64
                ",\"now_ms\":%" PRId64,
-               state_name(st), tkey, t, dq_job_info_attempts(in), now);
+               dqt_job_state_name(st), tkey, t, dq_job_info_attempts(in),
+               now);
         dqt_json_payload(stdout, p, len);
         dqt_json_reason(stdout, reason, rlen, failed);
         if (dq_job_info_repeat(in) != NULL) {
@@ -478,7 +463,7 @@ static void print_info(const dq_job_info *in, int json) {
     char rel[64], iso[40];
     fputs("id         ", stdout);
     dqt_escaped(stdout, dq_job_info_id(in), strlen(dq_job_info_id(in)), 0);
-    printf("\nstate      %s\n", state_name(st));
+    printf("\nstate      %s\n", dqt_job_state_name(st));
     printf("%-10s %s (%s)\n",
            st == DQ_JOB_INFLIGHT ? "lease ends"
            : st == DQ_JOB_DEAD   ? "died"

@@ -74,6 +74,23 @@ const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out, size_t n) {
 
 /* ---- Text and JSON output ------------------------------------------------ */
 
+/* The name of a DQ_JOB_* state (dq_job_info_state), as `delayq get` and
+ * `delayq web` spell it. */
+const char *dqt_job_state_name(int st) {
+    switch (st) {
+    case DQ_JOB_SCHEDULED:
+        return "scheduled";
+    case DQ_JOB_DUE:
+        return "due";
+    case DQ_JOB_INFLIGHT:
+        return "inflight";
+    case DQ_JOB_DEAD:
+        return "dead";
+    default:
+        return "unknown";
+    }
+}
+
 size_t dqt_utf8_len(const unsigned char *p, size_t n) {
     unsigned char c = p[0];
     size_t len;

@@ -138,6 +138,9 @@ typedef struct dqt_qstats {
 const char *dqt_fmt_iso(int64_t ms, char *out, size_t n);
 const char *dqt_fmt_dur(int64_t ms, char *out, size_t n);
 const char *dqt_fmt_rel(int64_t at_ms, int64_t now_ms, char *out, size_t n);
+/* The name of a DQ_JOB_* state: "scheduled", "due", "inflight", "dead" or
+ * "unknown". */
+const char *dqt_job_state_name(int st);
 /* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
 size_t dqt_utf8_len(const unsigned char *p, size_t n);
 /* 1 if the n bytes at s are valid UTF-8. */

@@ -1206,22 +1206,6 @@ static void h_jobs(web *w, struct evhttp_request *req, const char *q) {
     evbuffer_free(b);
 }
 
-/* What dq_job_info_state says, as the API spells it. */
-static const char *info_state(int st) {
-    switch (st) {
-    case DQ_JOB_SCHEDULED:
-        return "scheduled";
-    case DQ_JOB_DUE:
-        return "due";
-    case DQ_JOB_INFLIGHT:
-        return "inflight";
-    case DQ_JOB_DEAD:
-        return "dead";
-    default:
-        return "unknown";
-    }
-}
-
 /* One job by id: dq_get, one round trip at any depth of any state. */
 static void h_job(web *w, struct evhttp_request *req, const char *q,
                   const char *id) {
@@ -1248,7 +1232,7 @@ static void h_job(web *w, struct evhttp_request *req, const char *q,
                         ",\"state\":\"%s\",\"attempt\":%" PRId64
                         ",\"due_ms\":%" PRId64 ",\"lease_deadline_ms\":%" PRId64
                         ",",
-                        info_state(dq_job_info_state(info)),
+                        dqt_job_state_name(dq_job_info_state(info)),
                         dq_job_info_attempts(info), dq_job_info_due_ms(info),
                         dq_job_info_lease_deadline_ms(info));
     j_payload(b, p, len, W_PAYLOAD_FULL);
