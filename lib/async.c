@@ -50,7 +50,8 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
        CB_STATS, CB_COUNTS, CB_GET, CB_CONFIG, CB_COUNT_DUE };
 
-/* What a call of an op is at (cst[]): to send, to send to op->ask after an
+/* What a call of an op is at (cst[]): to send, to send to its ASK target
+ * (op->asks.to[op->cask[i]]) after an
  * ASKING, sent, done; with flags for a call sent behind an ASKING and for
  * that ASKING's +OK still awaited. */
 enum { C_TODO = 0, C_ASK = 1, C_FLIGHT = 2, C_DONE = 3 };
@@ -104,8 +105,10 @@ struct aop {
     size_t ncap;          /* room in cst / clink */
     unsigned char *cst;   /* per call: C_* and flags */
     dq__alink **clink;    /* per call: the link it went on */
+    unsigned char *cask;  /* per call: its ASK target (C_ASK), in asks */
     unsigned char cst1;   /* room for one call */
     dq__alink *clink1;
+    unsigned char cask1;
     used *usedv;          /* the connections its calls ran on */
     int nused, capused;
     used used1;           /* room for one */
@@ -113,7 +116,7 @@ struct aop {
     int aborted;          /* failed by the client: nothing more is sent */
     int lost;             /* a link took calls of it */
     int redirects;        /* MOVED replies so far */
-    dq__redirect ask;     /* where C_ASK calls go */
+    dq__asks asks;        /* where C_ASK calls go */
     dq__op op;             /* the operation (engine) */
 };
 
@@ -313,6 +316,8 @@ static void op_free(aop *op) {
         free(op->cst);
     if (op->clink != &op->clink1)
         free(op->clink);
+    if (op->cask != &op->cask1)
+        free(op->cask);
     if (op->usedv != &op->used1)
         free(op->usedv);
     dq__op_clear(&op->op);
@@ -412,25 +417,31 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r);
 static int calls_init(aop *op) {
     size_t n = op->op.ncmds;
     if (n > op->ncap) {
-        unsigned char *cst = malloc(n);
+        unsigned char *cst = malloc(n), *cask = malloc(n);
         dq__alink **clink = malloc(n * sizeof(*clink));
-        if (cst == NULL || clink == NULL) {
+        if (cst == NULL || clink == NULL || cask == NULL) {
             free(cst);
             free(clink);
+            free(cask);
             return DQ_ENOMEM;
         }
         if (op->cst != &op->cst1)
             free(op->cst);
         if (op->clink != &op->clink1)
             free(op->clink);
+        if (op->cask != &op->cask1)
+            free(op->cask);
         op->cst = cst;
         op->clink = clink;
+        op->cask = cask;
         op->ncap = n;
     } else if (op->cst == NULL) {
         op->cst = &op->cst1;
         op->clink = &op->clink1;
+        op->cask = &op->cask1;
         op->ncap = 1;
     }
+    op->asks.n = 0;
     if (n > 0) {
         memset(op->cst, C_TODO, n);
         memset(op->clink, 0, n * sizeof(*op->clink));
@@ -538,15 +549,15 @@ static void op_pump(dq_async *a, aop *op) {
         dq__cmd *c = &op->op.cmds[i];
         if (op->bytes_out > 0 && op->bytes_out + c->resp_len > DQ_CHUNK_BYTES)
             break;
-        dq__alink *l = st == C_ASK
-                           ? dq__routes_at(a->routes, op->ask.host,
-                                           op->ask.port)
-                           : dq__routes_get(a->routes, c->slot);
-        if (l == NULL && st == C_ASK) {
+        const dq__redirect *to =
+            st == C_ASK ? &op->asks.to[op->cask[i]] : NULL;
+        dq__alink *l = to != NULL ? dq__routes_at(a->routes, to->host, to->port)
+                                  : dq__routes_get(a->routes, c->slot);
+        if (l == NULL && to != NULL) {
             op->cst[i] = (unsigned char)((op->cst[i] & ~C_STATE) | C_TODO);
             snprintf(op->op.retry_why, sizeof(op->op.retry_why),
-                     "ASK %d %.80s:%d (not connected yet)", op->ask.slot,
-                     op->ask.host, op->ask.port);
+                     "ASK %d %.80s:%d (not connected yet)", to->slot,
+                     to->host, to->port);
             op_retry_later(a, op);
             break;
         }
@@ -716,9 +727,19 @@ static void call_took(dq_async *a, aop *op, size_t i, dq__alink *l, int act,
         op_abort(op, &e);
         return;
     }
-    if (act == DQ_FEED_REDIRECT && o->redir.ask && !asked) {
-        op->ask = o->redir;
-        call_again(op, i, C_ASK);
+    if (act == DQ_FEED_REDIRECT && o->redir.ask) {
+        int k = asked ? -1 : dq__asks_index(&op->asks, &o->redir);
+        if (k >= 0) { /* once, to its own target, after an ASKING */
+            op->cask[i] = (unsigned char)k;
+            call_again(op, i, C_ASK);
+            return;
+        }
+        /* ASKed again, or too many targets: after a pause, to the slot's
+         * owner (an ASK says nothing lasting about the map). */
+        call_again(op, i, C_TODO);
+        snprintf(o->retry_why, sizeof(o->retry_why), "ASK %d %.80s:%d",
+                 o->redir.slot, o->redir.host, o->redir.port);
+        op_retry_later(a, op);
         return;
     }
     call_again(op, i, C_TODO);

@@ -165,31 +165,14 @@ static int note_used(used_links *u, dq__conn *conn) {
 /* One round: what is left of op's calls, each to its node - every node's
  * calls written out before any reply is read, so the nodes work at once.
  * grp[i] is the node (an index into rd->links) of call i. */
-#define DQ_ASKS_MAX 8
-typedef struct asks {
-    dq__redirect to[DQ_ASKS_MAX]; /* ASK targets; a T_ASK call's grp
-                                     indexes them between rounds */
-    int n;
-} asks;
-
 typedef struct round {
     unsigned char want;  /* T_SEND, or T_ASK: each to its ASK target */
     int retry;           /* a node said "not now" (TRYAGAIN, ...) */
     int connect_failed;  /* some node was unreachable: nothing sent to it */
-    asks *asks;          /* the op's ASK targets */
+    dq__asks *asks;      /* the op's ASK targets; a T_ASK call's grp
+                            indexes them between rounds */
     used_links links;    /* the nodes of this round */
 } round;
-
-/* Index of redirect d among the ASK targets (added if new), -1 if full. */
-static int ask_index(asks *a, const dq__redirect *d) {
-    for (int i = 0; i < a->n; i++)
-        if (a->to[i].port == d->port && strcmp(a->to[i].host, d->host) == 0)
-            return i;
-    if (a->n == DQ_ASKS_MAX)
-        return -1;
-    a->to[a->n] = *d;
-    return a->n++;
-}
 
 /* Picks the node of every call left (marking it want|T_MARK).  A call
  * whose node cannot be reached stays for a later round. */
@@ -261,7 +244,7 @@ static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
         int act = feed(op, i, r);
         todo[i] = act == DQ_FEED_OK ? T_DONE : T_SEND;
         int k = act == DQ_FEED_REDIRECT && op->redir.ask && rd->want != T_ASK
-                    ? ask_index(rd->asks, &op->redir)
+                    ? dq__asks_index(rd->asks, &op->redir)
                     : -1;
         if (k >= 0) {
             todo[i] = T_ASK; /* once, to its own target, after ASKING */
@@ -308,7 +291,7 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
                            ? c->core.opts.command_timeout_ms
                            : 5000;
     int64_t deadline = dq__mono_us() + limit_ms * 1000, pause = 1000;
-    asks ask_to;
+    dq__asks ask_to;
     ask_to.n = 0;
     for (int rounds = 0;;) {
         round rd;

@@ -914,3 +914,13 @@ void dq__op_clear(dq__op *op) {
     op->jobs = NULL;
     op->info = NULL;
 }
+
+int dq__asks_index(dq__asks *a, const dq__redirect *d) {
+    for (int i = 0; i < a->n; i++)
+        if (a->to[i].port == d->port && strcmp(a->to[i].host, d->host) == 0)
+            return i;
+    if (a->n == DQ_ASKS_MAX)
+        return -1;
+    a->to[a->n] = *d;
+    return a->n++;
+}

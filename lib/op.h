@@ -68,6 +68,22 @@ typedef struct dq__redirect {
     char host[256]; /* as the node wrote it (IPv6 without brackets) */
 } dq__redirect;
 
+/* The ASK targets of one operation's calls: each ASKed call is sent once,
+ * after an ASKING, to the node its own ASK named (calls of one operation
+ * may be ASKed to different nodes when several slots migrate at once).  A
+ * driver keeps one per operation and, per call, the index that
+ * dq__asks_index gave. */
+#define DQ_ASKS_MAX 8
+typedef struct dq__asks {
+    dq__redirect to[DQ_ASKS_MAX];
+    int n;
+} dq__asks;
+
+/* Index of redirect d's node among a's targets (added if new); -1 when
+ * DQ_ASKS_MAX nodes are there already (the call then waits and goes to
+ * its slot's owner again). */
+int dq__asks_index(dq__asks *a, const dq__redirect *d);
+
 typedef struct dq__op {
     int kind;             /* DQ_OPK_* */
     const char *what;     /* "push", "poll", ... for messages */

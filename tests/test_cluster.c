@@ -1040,7 +1040,11 @@ static void reshard(int parts) {
                   stall_ms, stalled);
     ck_assert_msg(rep.redelivered == 0, "%ld jobs delivered again (leases "
                   "are 30 s and nothing failed)", rep.redelivered);
-    ck_assert_msg(pushed_during > 0 && polls_during > 0,
+    /* A plain queue's three moves run back to back and its polls wait out
+     * each migration (TRYAGAIN: the slot's keys are split between two
+     * nodes), so a run may finish none inside the window (seen: 0..11);
+     * a partitioned queue's other partitions stay pollable throughout. */
+    ck_assert_msg(pushed_during > 0 && (parts == 1 || polls_during > 0),
                   "no load ran during the migrations (pushed %zu, polls "
                   "%" PRId64 ")", pushed_during, polls_during);
     ck_assert_msg(moved + ask > 0, "the client never saw a redirection");
