@@ -5,8 +5,8 @@
 #                                  build            system hiredis 0.14, -Dwerror=true
 #                                  build-asan       AddressSanitizer + UBSan
 #                                  build-hiredis12  hiredis 1.2 from Debian trixie (+ TLS)
-#                                then valkey: the core, partitioned, async,
-#                                fault and cluster suites of build, and the
+#                                then valkey: the core, async, fault and
+#                                cluster suites of build, and the
 #                                TLS cluster test of build-hiredis12, run
 #                                again against Valkey 8.0.1 from Debian
 #                                bookworm-backports (tools/valkey.sh,
@@ -287,10 +287,10 @@ if ! grep -q '^Valkey server' <<<"$VK_VERSION"; then
     echo "test.sh: $VK_BIN/valkey-server is not Valkey" >&2
     exit 1
 fi
-# Every suite that talks to a server; a suite meson does not know fails the
-# run rather than being left out unseen.
-VK_SUITES=(--suite core --suite partitioned --suite async --suite fault
-    --suite cluster)
+# The suites that talk to a server (partitioned queues run in the cluster
+# suite; their one-node layout is the core suite's again); a suite meson
+# does not know fails the run rather than being left out unseen.
+VK_SUITES=(--suite core --suite async --suite fault --suite cluster)
 banner "valkey: test (${VK_SUITES[*]})"
 rc=0
 rm -f build/meson-logs/testlog.json
