@@ -582,6 +582,137 @@ START_TEST(slot_moves) {
 }
 END_TEST
 
+/* ---- two slots of one operation ASKed to two different nodes ---- */
+
+typedef struct two_ask {
+    thc_cluster *cl;
+    dq_async *a;
+    const char *q;
+    int slot_b, to_b, calls;
+    long long moved, ask;
+    res st;
+} two_ask;
+
+/* Both slots mid-migration, all their keys on the targets: one stats call
+ * of the partitioned queue gets ASK for two partitions, each to another
+ * node. */
+static void two_ask_inner(void *arg) {
+    two_ask *t = arg;
+    if (t->calls++ > 0)
+        return;
+    long long moved0 = errorstat("MOVED"), ask0 = errorstat("ASK");
+    ck_assert_int_eq(dq_async_stats(t->a, t->q, stats_rec, &t->st), 0);
+    ck_assert_msg(RUN_UNTIL(t->st.calls > 0, 10000), "no stats callback");
+    t->moved = errorstat("MOVED") - moved0;
+    t->ask = errorstat("ASK") - ask0;
+}
+
+static void two_ask_outer(void *arg) {
+    two_ask *t = arg;
+    if (t->calls > 0)
+        return;
+    ck_assert_msg(thc_migrate_slot(t->cl, t->slot_b, t->to_b, 100,
+                                   two_ask_inner, t) == 0,
+                  "inner migration failed");
+}
+
+START_TEST(two_asks) {
+    cluster_up();
+    const char *q = "ta-part";
+    enum { NP = 4 };
+    char uri[1100];
+    snprintf(uri, sizeof(uri), "%s?partitions=%d", g_uri, NP);
+    dq_client *cl = NULL;
+    ck_assert_msg(dq_open(uri, NULL, &cl) == 0, "dq_open: %s", dq_errmsg(cl));
+    /* Two partitions whose slots can move to two different primaries. */
+    int prim[THC_MAX_NODES], np = thc_primaries(&g_c, prim);
+    ck_assert_int_eq(np, 3);
+    int pa = 0, pb = -1, slot[NP], owner[NP];
+    for (int p = 0; p < NP; p++) {
+        char tag[64];
+        thc_part_tag(q, p, tag, sizeof(tag));
+        slot[p] = thc_slot_of(tag);
+        owner[p] = thc_owner(&g_c, slot[p]);
+    }
+    for (int p = 1; p < NP && pb < 0; p++)
+        if (slot[p] != slot[pa])
+            pb = p;
+    ck_assert_int_ge(pb, 0);
+    int to_a = -1, to_b = -1;
+    for (int i = 0; i < np && to_b < 0; i++)
+        for (int j = 0; j < np && to_b < 0; j++)
+            if (prim[i] != owner[pa] && prim[j] != owner[pb] && i != j) {
+                to_a = prim[i];
+                to_b = prim[j];
+            }
+    ck_assert(to_a >= 0 && to_b >= 0 && to_a != to_b);
+    /* Every key the stats script names exists in both partitions (a
+     * missing one makes a migrating slot answer TRYAGAIN, not ASK): a
+     * job due later (due, jobs), one leased, one dead, one acked (done). */
+    const int parts[2] = {pa, pb};
+    for (int k = 0; k < 2; k++) {
+        char id[4][32];
+        for (int n = 0, i = 0; n < 4; i++) {
+            snprintf(id[n], sizeof(id[n]), "ta%d-%d", parts[k], i);
+            if (tu_part_of(id[n], NP) == parts[k])
+                n++;
+        }
+        for (int n = 0; n < 4; n++)
+            ck_assert_int_eq(dq_push(cl, q, "x", 1, n == 0 ? 3600000 : 0,
+                                     id[n], DQ_PUSH_KEEP, NULL, 0, NULL),
+                             0);
+        dq_jobs *jobs = NULL;
+        ck_assert_int_eq(dq_poll(cl, q, 10, 600000, &jobs, NULL), 3);
+        for (size_t i = 0; i < 3; i++) {
+            const dq_job *j = dq_jobs_at(jobs, i);
+            if (strcmp(dq_job_id(j), id[2]) == 0)
+                ck_assert_int_eq(dq_nack(cl, q, id[2], dq_job_token(j), 0,
+                                         DQ_NACK_DEAD),
+                                 1);
+            else if (strcmp(dq_job_id(j), id[3]) == 0)
+                ck_assert_int_eq(dq_ack(cl, q, id[3], dq_job_token(j)), 0);
+        }
+        dq_jobs_free(jobs);
+    }
+    dq_options *o = opts(15000, 0, 0);
+    static two_ask t;
+    memset(&t, 0, sizeof(t));
+    t.cl = &g_c;
+    t.a = copen(uri, o, NULL);
+    dq_options_free(o);
+    t.q = q;
+    t.slot_b = slot[pb];
+    t.to_b = to_b;
+    res st0; /* the client learns the map before the moves */
+    memset(&st0, 0, sizeof(st0));
+    ck_assert_int_eq(dq_async_stats(t.a, q, stats_rec, &st0), 0);
+    WAIT_CB_MS(st0, 0, 10000);
+    ck_assert_msg(thc_migrate_slot(&g_c, slot[pa], to_a, 100, two_ask_outer,
+                                   &t) == 0,
+                  "outer migration failed");
+    printf("figures: async_cluster: one stats call ASKed for two slots to "
+           "two nodes: status %s, ASK replies %lld, MOVED replies %lld, "
+           "counts %" PRId64 "/%" PRId64 "/%" PRId64 "/%" PRId64 "\n",
+           dq_errname(t.st.status), t.ask, t.moved, t.st.s[0], t.st.s[1],
+           t.st.s[2], t.st.s[3]);
+    fflush(stdout);
+    ck_assert_int_eq(t.calls, 1);
+    ck_assert_msg(t.st.status == 0, "stats: %d %s", t.st.status, t.st.msg);
+    ck_assert_msg(t.ask >= 2, "%lld ASK replies: the slots were not both "
+                  "mid-migration", t.ask);
+    /* Each ASKed call went to its own target: none bounced off the other
+     * target with MOVED. */
+    ck_assert_msg(t.moved == 0, "%lld MOVED replies during the call",
+                  t.moved);
+    ck_assert_int_eq(t.st.s[0], 2); /* the two due later */
+    ck_assert_int_eq(t.st.s[1], 0);
+    ck_assert_int_eq(t.st.s[2], 2); /* leased */
+    ck_assert_int_eq(t.st.s[3], 2); /* dead */
+    dq_async_free(t.a);
+    dq_close(cl);
+}
+END_TEST
+
 /* ---- a primary killed, a push issued right after ---- */
 
 START_TEST(failover) {
@@ -1138,6 +1269,7 @@ TEST_SUITE("async_cluster", TU_SRV_NONE,
            {"batch_3000", batch_3000, 120, &cl_fixture},
            {"consumer_wake", consumer_wake, 120, &cl_fixture},
            {"slot_moves", slot_moves, 180, &cl_fixture},
+           {"two_asks", two_asks, 120, &cl_fixture},
            {"failover", failover, 180, &cl_fixture},
            {"sentinel", sentinel, 180, &cl_fixture},
            {"sentinel_switch", sentinel_switch, 180, &cl_fixture},
