@@ -611,20 +611,27 @@ static int sentinel_target(dq__alink *l) {
 
 static void on_master(void *priv, size_t tag, const dq__reply *r);
 
-static void sentinel_up(dq__alink *l) {
+/* Asks the Sentinel behind l for the primary's address; the answer goes
+ * to fn.  DQ_OK, or a code with e set. */
+static int ask_master(dq__alink *l, dq__aconn_reply_fn *fn, dq__err *e) {
     dq__routes *R = l->owner;
     const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
                            R->uri->master};
     size_t len = dq__resp_size(3, argv, NULL);
     char *p = malloc(len + 1);
-    dq__err e;
-    int rc = p == NULL ? dq__err_set(&e, DQ_ENOMEM, "out of memory") : DQ_OK;
+    int rc = p == NULL ? dq__err_set(e, DQ_ENOMEM, "out of memory") : DQ_OK;
     if (rc == DQ_OK) {
         /* NUL after it: hiredis's async side peeks one byte further. */
         *dq__resp_put(p, 3, argv, NULL) = '\0';
-        rc = dq__alink_send(l, p, len, on_master, R, 0, &e);
+        rc = dq__alink_send(l, p, len, fn, R, 0, e);
     }
     free(p);
+    return rc;
+}
+
+static void sentinel_up(dq__alink *l) {
+    dq__err e;
+    int rc = ask_master(l, on_master, &e);
     if (rc != DQ_OK)
         dq__alink_fail(l, rc, e.msg);
 }
@@ -836,18 +843,8 @@ static void on_switch(void *priv, size_t tag, const dq__reply *r) {
 
 static void ssub_up(dq__alink *l) {
     dq__routes *R = l->owner;
-    const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
-                           R->uri->master};
-    size_t len = dq__resp_size(3, argv, NULL);
-    char *p = malloc(len + 1);
     dq__err e;
-    int rc = p == NULL ? dq__err_set(&e, DQ_ENOMEM, "out of memory") : DQ_OK;
-    if (rc == DQ_OK) {
-        /* NUL after it: hiredis's async side peeks one byte further. */
-        *dq__resp_put(p, 3, argv, NULL) = '\0';
-        rc = dq__alink_send(l, p, len, on_ssub_master, R, 0, &e);
-    }
-    free(p);
+    int rc = ask_master(l, on_ssub_master, &e);
     if (rc == DQ_OK)
         rc = dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R, &e);
     if (rc != DQ_OK) {
