@@ -594,19 +594,29 @@ static void resolve(dq__routes *R) {
     dq__alink_kick(&R->sent); /* one that failed retries by itself */
 }
 
+/* Points l at Sentinel number idx (of the URI's, in turn), through host
+ * (hsize bytes) and u, which l keeps using: Sentinels are asked without
+ * the URI's credentials and database.  0 when the URI names none. */
+static int sentinel_at(dq__alink *l, int idx, char *host, size_t hsize,
+                       dq__uri *u) {
+    dq__routes *R = l->owner;
+    if (R->uri->nseeds < 1)
+        return 0;
+    const dq__seed *s = &R->uri->seeds[idx % R->uri->nseeds];
+    snprintf(host, hsize, "%s", s->host);
+    dq__uri_node(R->uri, host, s->port, u);
+    u->user = u->password = NULL;
+    u->db = 0;
+    l->uri = u;
+    snprintf(l->where, sizeof(l->where), "%s:%d", host, s->port);
+    return 1;
+}
+
 /* The Sentinel link asks the Sentinels in turn, and only while resolving. */
 static int sentinel_target(dq__alink *l) {
     dq__routes *R = l->owner;
-    if (!R->resolving || R->uri->nseeds < 1)
-        return 0;
-    const dq__seed *s = &R->uri->seeds[R->sidx % R->uri->nseeds];
-    snprintf(R->shost, sizeof(R->shost), "%s", s->host);
-    dq__uri_node(R->uri, R->shost, s->port, &R->suri);
-    R->suri.user = R->suri.password = NULL;
-    R->suri.db = 0;
-    l->uri = &R->suri;
-    snprintf(l->where, sizeof(l->where), "%s:%d", R->shost, s->port);
-    return 1;
+    return R->resolving &&
+           sentinel_at(l, R->sidx, R->shost, sizeof(R->shost), &R->suri);
 }
 
 static void on_master(void *priv, size_t tag, const dq__reply *r);
@@ -784,20 +794,10 @@ static void primary_down(dq__alink *l, int code, const char *msg,
  * send the client to the Sentinels. */
 
 
-/* 1 if string reply r is exactly s. */
-
+/* The +switch-master subscriber listens on the Sentinels in turn. */
 static int ssub_target(dq__alink *l) {
     dq__routes *R = l->owner;
-    if (R->uri->nseeds < 1)
-        return 0;
-    const dq__seed *s = &R->uri->seeds[R->ssidx % R->uri->nseeds];
-    snprintf(R->sshost, sizeof(R->sshost), "%s", s->host);
-    dq__uri_node(R->uri, R->sshost, s->port, &R->ssuri);
-    R->ssuri.user = R->ssuri.password = NULL;
-    R->ssuri.db = 0;
-    l->uri = &R->ssuri;
-    snprintf(l->where, sizeof(l->where), "%s:%d", R->sshost, s->port);
-    return 1;
+    return sentinel_at(l, R->ssidx, R->sshost, sizeof(R->sshost), &R->ssuri);
 }
 
 /* The subscriber's Sentinel's answer before it subscribed. */
