@@ -370,27 +370,38 @@ static const char *const state_names[3] = {"scheduled", "inflight", "dead"};
 static const int state_which[3] = {DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT,
                                    DQ_LIST_DEAD};
 
-static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
-    size_t len;
-    const void *p = dq_job_payload(j, &len);
-    W_ADD(b, "{");
-    j_name(b, "id", dq_job_id(j));
+/* A job's fields as listings and the job page write them: "id", "state",
+ * "attempt", "due_ms", "lease_deadline_ms", the payload (at most max bytes
+ * shown) and, when known, why it last failed ("last_error", "failed_ms");
+ * without the braces around them. */
+static void j_job_fields(struct evbuffer *b, const char *id,
+                         const char *state, int64_t attempt, int64_t due_ms,
+                         int64_t lease_ms, const void *p, size_t len,
+                         size_t max, const void *e, size_t elen,
+                         int64_t failed_ms) {
+    j_name(b, "id", id);
     evbuffer_add_printf(b,
                         ",\"state\":\"%s\",\"attempt\":%" PRId64
                         ",\"due_ms\":%" PRId64 ",\"lease_deadline_ms\":%" PRId64
                         ",",
-                        state_names[st], dq_job_attempt(j), dq_job_due_ms(j),
-                        dq_job_lease_deadline_ms(j));
+                        state, attempt, due_ms, lease_ms);
     j_payload(b, p, len, max);
     /* why it last failed (a nack's reason, "max attempts"), when known */
-    size_t elen;
-    const void *e = dq_job_last_error(j, &elen);
     if (e != NULL) {
         W_ADD(b, ",");
         j_bytes(b, "last_error", e, elen, elen);
-        evbuffer_add_printf(b, ",\"failed_ms\":%" PRId64,
-                            dq_job_failed_ms(j));
+        evbuffer_add_printf(b, ",\"failed_ms\":%" PRId64, failed_ms);
     }
+}
+
+static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
+    size_t len, elen;
+    const void *p = dq_job_payload(j, &len);
+    const void *e = dq_job_last_error(j, &elen);
+    W_ADD(b, "{");
+    j_job_fields(b, dq_job_id(j), state_names[st], dq_job_attempt(j),
+                 dq_job_due_ms(j), dq_job_lease_deadline_ms(j), p, len, max, e,
+                 elen, dq_job_failed_ms(j));
     W_ADD(b, "}");
 }
 
@@ -1227,23 +1238,13 @@ static void h_job(web *w, struct evhttp_request *req, const char *q,
     j_name(b, "queue", q);
     evbuffer_add_printf(b, ",\"now_ms\":%" PRId64 ",\"job\":{",
                         dq_job_info_now_ms(info));
-    j_name(b, "id", dq_job_info_id(info));
-    evbuffer_add_printf(b,
-                        ",\"state\":\"%s\",\"attempt\":%" PRId64
-                        ",\"due_ms\":%" PRId64 ",\"lease_deadline_ms\":%" PRId64
-                        ",",
-                        dqt_job_state_name(dq_job_info_state(info)),
-                        dq_job_info_attempts(info), dq_job_info_due_ms(info),
-                        dq_job_info_lease_deadline_ms(info));
-    j_payload(b, p, len, W_PAYLOAD_FULL);
     size_t elen;
     const void *e = dq_job_info_last_error(info, &elen);
-    if (e != NULL) {
-        W_ADD(b, ",");
-        j_bytes(b, "last_error", e, elen, elen);
-        evbuffer_add_printf(b, ",\"failed_ms\":%" PRId64,
-                            dq_job_info_failed_ms(info));
-    }
+    j_job_fields(b, dq_job_info_id(info),
+                 dqt_job_state_name(dq_job_info_state(info)),
+                 dq_job_info_attempts(info), dq_job_info_due_ms(info),
+                 dq_job_info_lease_deadline_ms(info), p, len, W_PAYLOAD_FULL,
+                 e, elen, dq_job_info_failed_ms(info));
     const char *rule = dq_job_info_repeat(info);
     W_ADD(b, ",\"repeat\":");
     if (rule != NULL)
