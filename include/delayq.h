@@ -180,6 +180,11 @@ enum dq_option {
                                       DQ_LEASE_MAX): the lease of a poll
                                       given lease_ms 0 in a queue without
                                       a DQ_SET_LEASE_MS setting */
+    DQ_OPT_LAYOUT = 12,            /* int, DQ_LAYOUT_DEFAULT (default) or
+                                      DQ_LAYOUT_COMPACT: how this client's
+                                      pushes store jobs in a queue without
+                                      a DQ_SET_LAYOUT setting (the URI's
+                                      ?layout=compact sets it too) */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -417,7 +422,24 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                                     deliveries in any DQ_SET_RATE_WINDOW_MS,
                                     over all consumers (the two go together) */
 #define DQ_SET_RATE_WINDOW_MS 11 /* 1..DQ_RATE_WINDOW_MAX */
-#define DQ_SET__COUNT 11         /* number of settings */
+#define DQ_SET_LAYOUT 12         /* DQ_LAYOUT_DEFAULT or DQ_LAYOUT_COMPACT:
+                                    how pushes store pending jobs (unset:
+                                    the pushing client's DQ_OPT_LAYOUT) */
+#define DQ_SET__COUNT 12         /* number of settings */
+
+/* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
+ * pending job in a sorted set and a hash: about 170 bytes of Redis memory
+ * per job beyond its payload.  The compact one, for huge backlogs of
+ * small jobs, keeps pending jobs that were never delivered, carry no push
+ * options and have an id and payload of at most 64 and 50 bytes in small
+ * hashes by due time (listpacks) instead: about 60 bytes per job beyond
+ * the payload.  Every push moves as many jobs into it as it pushed (so
+ * batched pushes cost more: bench/RESULTS.md, "Memory"), a poll moves the
+ * jobs it claims back; other jobs keep the default layout.  Every
+ * operation and guarantee is the same in both, and either reads both: a
+ * queue can switch at any time. */
+#define DQ_LAYOUT_DEFAULT 0
+#define DQ_LAYOUT_COMPACT 1
 
 #define DQ_BACKOFF_FIXED 1       /* every retry waits the base delay */
 #define DQ_BACKOFF_EXPONENTIAL 2 /* base * 2^(attempt-1), capped */

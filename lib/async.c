@@ -963,6 +963,8 @@ int dq_async_open(struct event_base *base, const char *uri,
     dq__core_set_partitions(&a->core, a->core.opts.partitions > 0
                                          ? (int)a->core.opts.partitions
                                          : a->uri.partitions);
+    a->core.layout = a->core.opts.layout >= 0 ? (int)a->core.opts.layout
+                                              : a->uri.layout;
     if ((rc = dq__tls_check(&a->core.opts, &a->uri, &a->err)) != DQ_OK)
         goto fail;
     /* The URI's host name gets its resolver now (see dq__async_dns). */

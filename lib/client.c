@@ -100,6 +100,8 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
     dq__core_set_partitions(&c->core, c->core.opts.partitions > 0
                                          ? (int)c->core.opts.partitions
                                          : c->uri.partitions);
+    c->core.layout = c->core.opts.layout >= 0 ? (int)c->core.opts.layout
+                                              : c->uri.layout;
     if ((rc = dq__links_new(&c->uri, &c->core.opts, &c->links, &c->err)))
         return rc;
     dq__sigpipe g;

@@ -41,6 +41,8 @@ struct dq_options {
     int64_t done_ttl_ms;              /* how long acks are remembered */
     int64_t partitions;               /* 0 = as the URI says (else 1) */
     int64_t counters;                 /* scripts keep the queue counters */
+    int64_t layout;                   /* DQ_LAYOUT_* of queues without the
+                                         setting; -1: as the URI says */
     char *ns;                         /* key namespace, NULL = "dq" */
     char *user;                       /* ACL user override */
     char *password;                   /* password override */

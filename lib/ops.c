@@ -802,13 +802,14 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         dq__cmd *c = &p->cmds[ch];
         dq__core_keys_part(core, queue, part ? part[JOB(lo)] : -1);
         if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
-                         5 + 3 * (int)(hi - lo)) != DQ_OK)
+                         6 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom_part;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
         cmd_cstr(c, absolute ? "1" : "0");
         cmd_int(c, core->opts.done_ttl_ms);
         cmd_str(c, ext, extlen);
         cmd_str(c, rule, rulelen);
+        cmd_cstr(c, core->layout == DQ_LAYOUT_COMPACT ? "1" : "0");
         for (size_t pos = lo; pos < hi; pos++) {
             size_t i = JOB(pos);
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);

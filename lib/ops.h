@@ -77,6 +77,7 @@ typedef struct dq__core {
     int sharded;       /* wake-ups over sharded pub/sub (a cluster) */
     int counting;      /* scripts keep the queue's counters */
     int partitions;    /* of every queue this client uses; 1 = plain */
+    int layout;        /* DQ_LAYOUT_* of queues without the setting */
     dq__qparts qp[DQ_QPARTS_CACHE]; /* queues last polled by a waiting
                                        consumer (partitioned or not) */
     char me[DQ_GEN_ID_LEN + 1]; /* id as a waiting consumer, "" until used */

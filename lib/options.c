@@ -17,6 +17,7 @@ void dq__options_defaults(dq_options *o) {
     o->wait_replicas_timeout_ms = 1000;
     o->done_ttl_ms = 300000;
     o->lease_ms = 30000;
+    o->layout = -1;
 }
 
 dq_options *dq_options_new(void) {
@@ -83,6 +84,9 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
         break;
     case DQ_OPT_LEASE_MS:
         slot = &o->lease_ms, lo = DQ_LEASE_MIN, hi = DQ_LEASE_MAX;
+        break;
+    case DQ_OPT_LAYOUT:
+        slot = &o->layout, hi = DQ_LAYOUT_COMPACT;
         break;
     default:
         return DQ_EINVAL;

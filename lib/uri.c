@@ -95,6 +95,14 @@ static int parse_query(const char *q, dq__uri *u, int unix_keys,
                 return dq__err_set(err, DQ_EURI,
                                   "URI: partitions must be a number 1..1024");
             u->partitions = (int)v;
+        } else if (kl == 6 && memcmp(p, "layout", 6) == 0) {
+            if (vl == 7 && memcmp(eq + 1, "default", 7) == 0)
+                u->layout = DQ_LAYOUT_DEFAULT;
+            else if (vl == 7 && memcmp(eq + 1, "compact", 7) == 0)
+                u->layout = DQ_LAYOUT_COMPACT;
+            else
+                return dq__err_set(err, DQ_EURI,
+                                  "URI: layout must be default or compact");
         } else if (unix_keys && kl == 2 && memcmp(p, "db", 2) == 0) {
             long db = parse_num(eq + 1, vl, 0, 1000000);
             if (db < 0)
@@ -110,7 +118,7 @@ static int parse_query(const char *q, dq__uri *u, int unix_keys,
         } else {
             return dq__err_set(err, DQ_EURI,
                               "URI: unknown query parameter '%.*s' (known: "
-                              "%spartitions)",
+                              "%spartitions, layout)",
                               (int)(kl > 64 ? 64 : kl), p,
                               unix_keys ? "db, user, password, " : "");
         }
@@ -321,6 +329,7 @@ void dq__uri_node(const dq__uri *u, const char *host, int port, dq__uri *node) {
     node->user = u->user;
     node->password = u->password;
     node->partitions = u->partitions;
+    node->layout = u->layout;
 }
 
 void dq__uri_clear(dq__uri *u) {

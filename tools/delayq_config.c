@@ -36,6 +36,8 @@ const char dqt_help_config[] =
     "  rate_max         at most this many deliveries per rate_window_ms,\n"
     "                   over all consumers (set or unset both together)\n"
     "  rate_window_ms   the rate limit's window (DUR or ms)\n"
+    "  layout           how pushes store pending jobs: default | compact\n"
+    "                   (small jobs of huge backlogs in ~60 B each)\n"
     "\n"
     "Options:\n"
     "  --unset NAME   remove a setting (repeatable)\n"
@@ -53,7 +55,7 @@ const dqt_optspec dqt_config_opts[] = {{"unset", 0, 1, DQT_O_UNSET},
                                        {NULL, 0, 0, 0}};
 
 /* The word of a value of the settings that take words (backoff,
- * expired), or NULL for a number. */
+ * expired, layout), or NULL for a number. */
 static const char *value_word(int s, int64_t v) {
     if (s == DQ_SET_BACKOFF)
         return v == DQ_BACKOFF_FIXED         ? "fixed"
@@ -62,6 +64,10 @@ static const char *value_word(int s, int64_t v) {
     if (s == DQ_SET_EXPIRED)
         return v == DQ_EXPIRED_DEAD ? "dead" : v == DQ_EXPIRED_DROP ? "drop"
                                                                     : NULL;
+    if (s == DQ_SET_LAYOUT)
+        return v == DQ_LAYOUT_DEFAULT   ? "default"
+               : v == DQ_LAYOUT_COMPACT ? "compact"
+                                        : NULL;
     return NULL;
 }
 
@@ -77,12 +83,12 @@ static int setting_of(const dqt_cli *g, const char *name) {
     return 0;
 }
 
-/* Parses the value of setting s: the words of backoff and expired, an
+/* Parses the value of setting s: the words of backoff, expired and layout, an
  * integer, or for a *_ms setting a duration.  0, or DQT_EXIT_USAGE after
  * a message.  The range is the library's to check. */
 static int parse_value(int s, const char *val, int64_t *v) {
     const char *name = dq_setting_name(s);
-    if (s == DQ_SET_BACKOFF || s == DQ_SET_EXPIRED) {
+    if (s == DQ_SET_BACKOFF || s == DQ_SET_EXPIRED || s == DQ_SET_LAYOUT) {
         for (int64_t k = 0; k <= 2; k++) {
             const char *w = value_word(s, k);
             if (w != NULL && strcmp(val, w) == 0) {
@@ -91,8 +97,9 @@ static int parse_value(int s, const char *val, int64_t *v) {
             }
         }
         fprintf(stderr, "delayq config: %s: '%s' is not %s\n", name, val,
-                s == DQ_SET_BACKOFF ? "fixed or exponential"
-                                    : "dead or drop");
+                s == DQ_SET_BACKOFF   ? "fixed or exponential"
+                : s == DQ_SET_EXPIRED ? "dead or drop"
+                                      : "default or compact");
         return DQT_EXIT_USAGE;
     }
     char *end;

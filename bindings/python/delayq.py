@@ -84,9 +84,11 @@ _BACKOFF = {"fixed": 1, "exponential": 2}
 # and expired; UNSET (None in config_get) is a setting not set.
 BACKOFF_FIXED, BACKOFF_EXPONENTIAL = 1, 2
 EXPIRED_DEAD, EXPIRED_DROP = 0, 1
+LAYOUT_DEFAULT, LAYOUT_COMPACT = 0, 1
 _UNSET = -1
-_SET_WORDS = {"backoff": _BACKOFF, "expired": {"dead": 0, "drop": 1}}
-_SET_COUNT = 11
+_SET_WORDS = {"backoff": _BACKOFF, "expired": {"dead": 0, "drop": 1},
+              "layout": {"default": 0, "compact": 1}}
+_SET_COUNT = 12
 # dq_push_opts options (DQ_PUSHOPT_*) and the DQ_PUSH_AT flag.
 _PUSHOPT_MAX_ATTEMPTS, _PUSHOPT_EXPIRE_AT, _PUSHOPT_EXPIRE_IN_MS = 1, 2, 3
 _PUSH_AT = 2
@@ -97,7 +99,7 @@ _OPT_INT = {
     "connect_timeout_ms": 1, "command_timeout_ms": 2, "max_payload": 3,
     "max_attempts": 4, "wait_cap_ms": 5, "wait_replicas": 6,
     "wait_replicas_timeout_ms": 7, "done_ttl_ms": 8, "partitions": 9,
-    "lease_ms": 11,
+    "lease_ms": 11, "layout": 12,
 }
 # Options that are on or off: True/False (or 1/0), given to the library as
 # int 1/0.
@@ -588,14 +590,16 @@ class Client:
            command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
            wait_replicas=None, wait_replicas_timeout_ms=None,
            done_ttl_ms=None, partitions=None, counters=None, lease_ms=None,
-           username=None,
+           layout=None, username=None,
            password=None, tls_ca_file=None,
            tls_cert_file=None, tls_key_file=None, tls_server_name=None)
 
     Options left as None keep the library's defaults (see delayq.h).
     counters=True (DQ_OPT_COUNTERS) makes this client's polls, acks and
     nacks count deliveries, acks, retries and failures per queue in Redis,
-    for counters(); give it to every producer and consumer of a queue."""
+    for counters(); give it to every producer and consumer of a queue.
+    layout=LAYOUT_COMPACT (DQ_OPT_LAYOUT) stores this client's pushes in
+    the compact layout in queues without a "layout" setting."""
 
     def __init__(self, uri="redis://127.0.0.1:6379", **options):
         self._c = None

@@ -464,7 +464,7 @@ class TestSettings(Base):
 
     NAMES = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
              "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
-             "expired", "rate_max", "rate_window_ms"]
+             "expired", "rate_max", "rate_window_ms", "layout"]
 
     def test_round_trip(self):
         got = self.c.config_get(self.q)
@@ -472,8 +472,9 @@ class TestSettings(Base):
         self.assertEqual(set(got.values()), {None})
         self.c.config_set(self.q, max_attempts=3, backoff="exponential",
                           backoff_base_ms=500, expired="drop",
-                          rate_max=10, rate_window_ms=1000)
+                          rate_max=10, rate_window_ms=1000, layout="compact")
         got = self.c.config_get(self.q)
+        self.assertEqual(got["layout"], delayq.LAYOUT_COMPACT)
         self.assertEqual(got["max_attempts"], 3)
         self.assertEqual(got["backoff"], delayq.BACKOFF_EXPONENTIAL)
         self.assertEqual(got["expired"], delayq.EXPIRED_DROP)

@@ -6,7 +6,8 @@
 -- A job whose lease ran out stays in lease until a poll claims it again,
 -- so it is in flight (2) whether or not some poll ran since: its holder's
 -- token is still valid.
--- The index is read first; the jobs hash is the first key written.
+-- The index is read first; the jobs hash is the first key written (for a
+-- compact job: its bucket, after the reads that found it).
 local id = ARGV[2]
 -- forget deletes every field of the job, a repeating job's rule too: a
 -- cancel stops the series.
@@ -23,5 +24,12 @@ if redis.call('ZSCORE', K_LEASE, id) then
     forget()
     redis.call('ZREM', K_LEASE, id)
     return 3
+end
+-- a compact job (common.lua, "The compact layout") has no other field
+local C = c_lib()
+local due = C.find(id)
+if due then
+    C.remove({ { id, due } })
+    return 1
 end
 return 0

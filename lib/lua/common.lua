@@ -226,16 +226,445 @@ local function ended_tok(t)
     return t
 end
 
--- Earliest due score, or nil when nothing is pending.
-local function first_due()
-    local f = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
-    if f[2] then return tonumber(f[2]) end
-    return nil
+-- The compact layout (the queue setting 'layout' = 1, config.lua; push.lua
+-- moves jobs into it).  A pending job costs a ZSET entry in due (~110 B)
+-- and a native hash entry in jobs (~56 B + its strings); a huge backlog
+-- of small payloads keeps most of its pending jobs in small hashes that
+-- Redis encodes as listpacks (a few bytes per entry) instead:
+--   <prefix>c:<b>  HASH  bucket b: id -> "<due ms>:<payload>", at most
+--                        C_CAP entries (or any number that share one due
+--                        time: a "uniform" bucket); fields and values of
+--                        at most C_VMAX bytes (hash-max-listpack-value)
+--   <prefix>cb     ZSET  b -> the earliest due time in bucket b.  Buckets
+--                        hold disjoint time ranges: every job of a bucket
+--                        is due before the next bucket's score, so the
+--                        first bucket holds the earliest compact jobs
+--   <prefix>s:<h>  HASH  id -> due ms, one of 2^18 shards by a hash of the
+--                        id (listpacks up to ~30 million jobs per queue or
+--                        partition): finds a job's bucket by its id
+--   <prefix>cm     HASH  n: compact jobs, next: last bucket number
+--   <prefix>mv     STRING where push's mover goes on (a due score); it
+--                        expires soon: a lost one only starts it over
+-- Only jobs never delivered and pushed without options are compact (a
+-- meta goes with the native layout); a poll moves the jobs it claims back
+-- to the native keys, so leases, acks, nacks and dead jobs never see the
+-- compact keys.  Every script that reads pending jobs reads both layouts,
+-- whatever the setting says: a queue switched back keeps working while
+-- its compact jobs drain.  The keys are named from KEYS[1] (all under the
+-- queue's hash tag), not passed: their number changes with the backlog.
+-- What a default-layout queue runs of this is reads with the commands it
+-- needs anyway (HMGET, ZRANGE, ZRANGEBYSCORE, ZCARD): an ACL user needs
+-- more commands only for the compact layout (README).
+local K_PFX = string.sub(K_DUE, 1, -4)
+-- The compact layout's functions and keys, made only by the calls that
+-- touch it (c_lib()): a script body makes each of its functions anew
+-- on every call, and a queue in the default layout should not pay for
+-- them.  Fields: the functions below without their "c_".
+local function c_lib()
+    local K_CB, K_CM, K_MV = K_PFX .. 'cb', K_PFX .. 'cm', K_PFX .. 'mv'
+    local K_CONFN = K_PFX .. 'conf'
+    local C_CAP, C_HALF, C_VMAX = 120, 64, 64
+
+    local function c_bkey(b) return K_PFX .. 'c:' .. b end
+
+    local function c_skey(id)
+        local h = 0
+        for i = 1, #id do h = (h * 31 + string.byte(id, i)) % 4294967296 end
+        return K_PFX .. 's:' .. (h % 262144)
+    end
+
+    -- Whether id is a compact job (its shard names it).
+    local function c_has(id)
+        return redis.call('HMGET', c_skey(id), id)[1] ~= false
+    end
+
+    -- "<due>:<payload>" -> due (number), payload
+    local function c_val(v)
+        local c = string.find(v, ':', 1, true)
+        return tonumber(string.sub(v, 1, c - 1)), string.sub(v, c + 1)
+    end
+
+    -- The bucket that holds (or would hold) due time d (a string or number):
+    -- the one with the greatest score <= d, and that score (a number); nil
+    -- when d is below them all.
+    local function c_bucket_of(d)
+        if type(d) == 'number' then d = string.format('%d', d) end
+        local r = redis.call('ZREVRANGEBYSCORE', K_CB, d, '-inf', 'WITHSCORES',
+                             'LIMIT', 0, 1)
+        if not r[1] then return nil end
+        return r[1], tonumber(r[2])
+    end
+
+    -- A compact job by id: due (number), payload, bucket; or nil.
+    local function c_find(id)
+        local d = redis.call('HMGET', c_skey(id), id)[1]
+        if not d then return nil end
+        local b = c_bucket_of(d)
+        if not b then return nil end
+        local v = redis.call('HMGET', c_bkey(b), id)[1]
+        if not v then return nil end
+        local due, payload = c_val(v)
+        return due, payload, b
+    end
+
+    -- A bucket's entries as { {id, due, payload}, .. } sorted by (due, id);
+    -- flat is an HGETALL answer.
+    local function c_entries(flat)
+        local e = {}
+        for i = 1, #flat, 2 do
+            local due, payload = c_val(flat[i + 1])
+            e[#e + 1] = { flat[i], due, payload }
+        end
+        table.sort(e, function(x, y)
+            if x[2] ~= y[2] then return x[2] < y[2] end
+            return x[1] < y[1]
+        end)
+        return e
+    end
+
+    -- The HSET arguments of entries { {id, due, payload}, .. } in a bucket.
+    local function c_fields(list)
+        local f = {}
+        for _, x in ipairs(list) do
+            f[#f + 1] = x[1]
+            f[#f + 1] = string.format('%d:', x[2]) .. x[3]
+        end
+        return f
+    end
+
+    -- After jobs left bucket b: its score becomes its earliest due time again
+    -- (an empty bucket leaves cb; a uniform one keeps its only due time).
+    local function c_fix(b)
+        local k = c_bkey(b)
+        local n = redis.call('HLEN', k)
+        if n == 0 then
+            redis.call('ZREM', K_CB, b)
+            return
+        end
+        if n > C_CAP then return end
+        local m
+        for _, v in ipairs(redis.call('HVALS', k)) do
+            local d = c_val(v)
+            if not m or d < m then m = d end
+        end
+        redis.call('ZADD', K_CB, string.format('%d', m), b)
+    end
+
+    -- Counts k compact jobs gone; the last one takes cm with it (no bucket is
+    -- left, so bucket numbers may start over).
+    local function c_gone(k)
+        if redis.call('HINCRBY', K_CM, 'n', -k) <= 0 then
+            redis.call('HDEL', K_CM, 'n', 'next')
+            redis.call('HDEL', K_CONFN, 'compact')
+        end
+    end
+
+    -- Deletes compact jobs: items { {id, due}, .. }, each in the store.
+    -- Bounded: per touched bucket one HDEL and a read of at most C_CAP values.
+    local function c_remove(items)
+        if #items == 0 then return end
+        local byb, order = {}, {}
+        for _, it in ipairs(items) do
+            local b = c_bucket_of(it[2])
+            if not byb[b] then
+                byb[b] = {}
+                order[#order + 1] = b
+            end
+            local l = byb[b]
+            l[#l + 1] = it[1]
+        end
+        for _, b in ipairs(order) do
+            redis.call('HDEL', c_bkey(b), unpack(byb[b]))
+            c_fix(b)
+        end
+        for _, it in ipairs(items) do redis.call('HDEL', c_skey(it[1]), it[1]) end
+        c_gone(#items)
+    end
+
+    -- Cuts entries e (sorted) into pieces of at most C_HALF jobs where it
+    -- can: a run of jobs due at one time is never cut (a run longer than
+    -- C_CAP makes a uniform piece of its own).
+    local function c_pieces(e)
+        local pieces, cur, i = {}, {}, 1
+        while i <= #e do
+            local j = i
+            while j < #e and e[j + 1][2] == e[i][2] do j = j + 1 end
+            local run = j - i + 1
+            if #cur > 0 and (#cur >= C_HALF or #cur + run > C_CAP) then
+                pieces[#pieces + 1] = cur
+                cur = {}
+            end
+            for k = i, j do cur[#cur + 1] = e[k] end
+            i = j + 1
+        end
+        if #cur > 0 then pieces[#pieces + 1] = cur end
+        return pieces
+    end
+
+    -- A new bucket holding piece (sorted); its score is its first due time.
+    local function c_new(piece)
+        local nb = tostring(redis.call('HINCRBY', K_CM, 'next', 1))
+        redis.call('HSET', c_bkey(nb), unpack(c_fields(piece)))
+        redis.call('ZADD', K_CB, string.format('%d', piece[1][2]), nb)
+    end
+
+    -- Whether a job fits the compact layout: an id and "<due>:<payload>" of
+    -- at most C_VMAX bytes each (longer ones stay native; Redis would turn
+    -- the whole bucket into a native hash).
+    local function c_fits(id, payload, due)
+        return #id <= C_VMAX and
+            #payload + #string.format('%d', due) + 1 <= C_VMAX
+    end
+
+    -- Stores jobs in the compact layout: items { {id, due, payload}, .. },
+    -- none of them anywhere yet.  Each job goes to the bucket of its due
+    -- time (jobs below every bucket to new ones), with one HSET per
+    -- bucket.  A bucket that would pass C_CAP is rebuilt from its entries
+    -- and the new ones, cut by c_pieces: the first piece stays (fields
+    -- that leave are deleted before any is added, and a fresh hash gets
+    -- at most C_HALF, so no listpack ever passes 128 entries and becomes
+    -- a native hash, which Redis never turns back); a uniform bucket
+    -- takes only jobs of its own due time.  Shards keep due times, not
+    -- bucket numbers: none changes when a bucket is cut.  Bounded: per
+    -- touched bucket one lookup and one HLEN, and a read of at most C_CAP
+    -- entries when it is rebuilt; per job one shard HSET.
+    local function c_put(items)
+        if #items == 0 then return end
+        table.sort(items, function(x, y) return x[2] > y[2] end)
+        local groups, order = {}, {}
+        local cur_b, cur_s
+        for _, it in ipairs(items) do
+            if not cur_b or it[2] < cur_s then
+                cur_b, cur_s = c_bucket_of(it[2])
+                if not cur_b then cur_b, cur_s = false, -math.huge end
+            end
+            local key = cur_b or '' -- '': below every bucket
+            local g = groups[key]
+            if not g then
+                g = { b = cur_b, s = cur_s }
+                groups[key] = g
+                order[#order + 1] = key
+            end
+            g[#g + 1] = it
+        end
+        for _, key in ipairs(order) do
+            local g = groups[key]
+            -- the group's jobs in ascending order
+            local e = {}
+            for i = #g, 1, -1 do e[#e + 1] = g[i] end
+            if not g.b then
+                for _, piece in ipairs(c_pieces(e)) do c_new(piece) end
+            else
+                local k = c_bkey(g.b)
+                local had = redis.call('HLEN', k)
+                if had > C_CAP then
+                    local same, later = {}, {}
+                    for _, it in ipairs(e) do
+                        if it[2] == g.s then same[#same + 1] = it
+                        else later[#later + 1] = it end
+                    end
+                    if #same > 0 then
+                        redis.call('HSET', k, unpack(c_fields(same)))
+                    end
+                    for _, piece in ipairs(c_pieces(later)) do c_new(piece) end
+                elseif had + #e <= C_CAP then
+                    redis.call('HSET', k, unpack(c_fields(e)))
+                else
+                    local old = c_entries(redis.call('HGETALL', k))
+                    local was = {}
+                    for _, x in ipairs(old) do was[x[1]] = true end
+                    for _, it in ipairs(e) do old[#old + 1] = it end
+                    table.sort(old, function(x, y)
+                        if x[2] ~= y[2] then return x[2] < y[2] end
+                        return x[1] < y[1]
+                    end)
+                    local pieces = c_pieces(old)
+                    local keep, add, drop = {}, {}, {}
+                    for _, x in ipairs(pieces[1]) do
+                        keep[x[1]] = true
+                        if not was[x[1]] then add[#add + 1] = x end
+                    end
+                    for id in pairs(was) do
+                        if not keep[id] then drop[#drop + 1] = id end
+                    end
+                    if #drop > 0 then redis.call('HDEL', k, unpack(drop)) end
+                    if #add > 0 then
+                        redis.call('HSET', k, unpack(c_fields(add)))
+                    end
+                    for p = 2, #pieces do c_new(pieces[p]) end
+                end
+            end
+        end
+        for _, it in ipairs(items) do
+            redis.call('HSET', c_skey(it[1]), it[1], string.format('%d', it[2]))
+        end
+        if redis.call('HINCRBY', K_CM, 'n', #items) == #items then
+            -- the first compact job: the flag that tells the scripts
+            -- reading the settings anyway to look at the compact keys
+            redis.call('HSET', K_CONFN, 'compact', 1)
+        end
+    end
+
+    -- The mover (push.lua): up to budget native pending jobs that fit
+    -- (never delivered, no options, small) go to compact buckets,
+    -- farthest due first from cursor (a ZREVRANGEBYSCORE max, read from
+    -- K_MV before the push's first write) down; the next call goes on
+    -- below where this one stopped, one that reaches the bottom starts
+    -- over at the top.  Moved in due order, the jobs of one call share
+    -- buckets: one HSET per bucket, not per job.
+    local function c_move(cursor, budget)
+        local page = redis.call('ZREVRANGEBYSCORE', K_DUE, cursor, '-inf',
+                                'WITHSCORES', 'LIMIT', 0, budget)
+        local m = #page / 2
+        if m < budget then
+            if cursor ~= '+inf' then redis.call('DEL', K_MV) end
+        else
+            redis.call('SET', K_MV, '(' .. page[#page], 'PX', 1500)
+        end
+        if m == 0 then return end
+        local ids = {}
+        for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
+        local got = get_with_meta(ids)
+        local items, moved = {}, {}
+        for j, id in ipairs(ids) do
+            if got[j] and not got[m + j] and
+                c_fits(id, got[j], tonumber(page[2 * j])) then
+                items[#items + 1] = { id, tonumber(page[2 * j]), got[j] }
+                moved[#moved + 1] = id
+            end
+        end
+        if #moved == 0 then return end
+        redis.call('ZREM', K_DUE, unpack(moved))
+        redis.call('HDEL', K_JOBS, unpack(moved))
+        c_put(items)
+    end
+
+    -- Compact jobs due by now, earliest first, at most need of them: a list
+    -- of { id, due, payload, b } and the buckets read, each as { b, entries,
+    -- uniform size or nil }.  Bounded: buckets are read in time order until
+    -- need jobs are found, so at most need + C_CAP entries.
+    local function c_due(now, need)
+        local out, read = {}, {}
+        local from = '-inf'
+        local upto = string.format('%d', now)
+        while #out < need do
+            local bs = redis.call('ZRANGEBYSCORE', K_CB, from, upto, 'WITHSCORES',
+                                  'LIMIT', 0, 8)
+            for i = 1, #bs, 2 do
+                local b, k = bs[i], c_bkey(bs[i])
+                local n = redis.call('HLEN', k)
+                local e
+                if n > C_CAP then
+                    -- uniform: every job is due at the score; any of them
+                    e = c_entries(redis.call('HRANDFIELD', k, need - #out,
+                                             'WITHVALUES'))
+                else
+                    e = c_entries(redis.call('HGETALL', k))
+                end
+                read[#read + 1] = { b, e, n > C_CAP and n or nil }
+                for _, x in ipairs(e) do
+                    if x[2] > now or #out >= need then break end
+                    out[#out + 1] = { x[1], x[2], x[3], #read }
+                end
+                from = '(' .. bs[i + 1]
+                if #out >= need then break end
+            end
+            if #bs < 16 then break end
+        end
+        return out, read
+    end
+
+    -- After a poll took the first taken[r] jobs (in order) of each bucket of
+    -- read (c_due): deletes them and fixes the buckets' scores, from what was
+    -- read (no read again).
+    local function c_taken(read, taken, ids)
+        local total = 0
+        for r, t in pairs(taken) do
+            local b, e, uniform = read[r][1], read[r][2], read[r][3]
+            local del = {}
+            for k = 1, t do del[k] = e[k][1] end
+            redis.call('HDEL', c_bkey(b), unpack(del))
+            if uniform then
+                if uniform == t then redis.call('ZREM', K_CB, b) end
+            elseif t == #e then
+                redis.call('ZREM', K_CB, b)
+            else
+                redis.call('ZADD', K_CB, string.format('%d', e[t + 1][2]), b)
+            end
+            total = total + t
+        end
+        for _, id in ipairs(ids) do redis.call('HDEL', c_skey(id), id) end
+        if total > 0 then c_gone(total) end
+    end
+
+    -- How many compact jobs are due after lo and at or before hi (numbers;
+    -- lo may be -math.huge, hi math.huge).  Buckets wholly inside count by
+    -- HLEN; the one that reaches below lo and the last one are read.
+    local function c_count(lo, hi)
+        local n = 0
+        local function count_in(b)
+            local k = c_bkey(b)
+            local len = redis.call('HLEN', k)
+            if len > C_CAP then
+                local s = tonumber(redis.call('ZSCORE', K_CB, b))
+                return (s > lo and s <= hi) and len or 0
+            end
+            local c = 0
+            for _, v in ipairs(redis.call('HVALS', k)) do
+                local d = c_val(v)
+                if d > lo and d <= hi then c = c + 1 end
+            end
+            return c
+        end
+        local los = lo == -math.huge and '-inf' or string.format('%d', lo)
+        local his = hi == math.huge and '+inf' or string.format('%d', hi)
+        if lo ~= -math.huge then
+            local b = c_bucket_of(los)
+            if b then n = n + count_in(b) end
+        end
+        local from = lo == -math.huge and '-inf' or '(' .. los
+        local last, last_len
+        while true do
+            local bs = redis.call('ZRANGEBYSCORE', K_CB, from, his, 'WITHSCORES',
+                                  'LIMIT', 0, 256)
+            for i = 1, #bs, 2 do
+                last = bs[i]
+                last_len = redis.call('HLEN', c_bkey(last))
+                n = n + last_len
+            end
+            if #bs < 512 then break end
+            from = '(' .. bs[#bs]
+        end
+        -- the last bucket may hold jobs due after hi
+        if last and hi ~= math.huge then n = n - last_len + count_in(last) end
+        return n
+    end
+    return { MV = K_MV, bkey = c_bkey, skey = c_skey, has = c_has, val = c_val,
+        bucket_of = c_bucket_of, find = c_find, entries = c_entries,
+        fields = c_fields, fix = c_fix, gone = c_gone, remove = c_remove,
+        fits = c_fits, put = c_put, move = c_move, due = c_due,
+        taken = c_taken, count = c_count }
 end
 
--- Earliest of the first due time and the first lease deadline, or nil.
-local function next_event()
-    local first = first_due()
+-- Earliest due score, or nil when nothing is pending (either layout), and
+-- whether the queue has compact jobs.  A caller that read the settings
+-- passes cany: whether they have the flag "compact" (c_put and c_gone keep
+-- it while the queue has compact jobs); without it the index is read.
+local function first_due(cany)
+    local f = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
+    local a = f[2] and tonumber(f[2])
+    if cany == false then return a, false end
+    local c = redis.call('ZRANGE', K_PFX .. 'cb', 0, 0, 'WITHSCORES')
+    if c[2] and (not a or tonumber(c[2]) < a) then
+        return tonumber(c[2]), true
+    end
+    return a, c[2] ~= nil
+end
+
+-- Earliest of the first due time and the first lease deadline, or nil
+-- (cany: as for first_due).
+local function next_event(cany)
+    local first = first_due(cany)
     local l = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
     if l[2] and (not first or tonumber(l[2]) < first) then
         first = tonumber(l[2])
@@ -370,7 +799,8 @@ local function check_tokens(ids, toks)
             res[i] = attempts
             dead[i] = d
         elseif not got[i] then
-            res[i] = -17
+            -- a compact job exists but was never delivered: no token holds
+            res[i] = c_lib().has(ids[i]) and -16 or -17
         else
             res[i] = -16
         end

@@ -11,7 +11,9 @@
 -- read the share.  A changed rate limit counts the deliveries already
 -- logged (restarting workers that set the same limit do not reset it).
 -- Settings outlive the queue's jobs: the hash stays until every setting
--- is unset.  The one key written needs no read first: a wrong type fails
+-- is unset.  One field is not a setting: "compact", the flag that the
+-- queue has compact jobs (common.lua, "The compact layout"), kept by the
+-- scripts that move jobs in and out of that layout.  The one key written needs no read first: a wrong type fails
 -- its first write, before anything changed.
 local action = ARGV[2]
 if action == 'get' then

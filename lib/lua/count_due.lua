@@ -9,14 +9,24 @@
 --   or before now + bound_(i+1), c_n those due after now + bound_n.  So
 --   the counts add up to ZCARD due (pending jobs; in-flight ones whose
 --   lease ran out are in the lease set, not counted).
--- Bounded: n + 1 ZCOUNTs, each O(log N).
+-- Bounded: n + 1 ZCOUNTs, each O(log N); compact jobs (common.lua) are
+-- counted by bucket (one HLEN per bucket of up to 120 jobs, two buckets
+-- per window read).
 local now = dq_now()
 local out = { now }
 local lo = '-inf'
+local _, cany = first_due()
+local C = cany and c_lib()
+local clo = -math.huge
 for i = 2, #ARGV do
     local hi = string.format('%.0f', now + tonumber(ARGV[i]))
     out[#out + 1] = redis.call('ZCOUNT', K_DUE, lo, hi)
+    if cany then
+        out[#out] = out[#out] + C.count(clo, tonumber(hi))
+        clo = tonumber(hi)
+    end
     lo = '(' .. hi
 end
 out[#out + 1] = redis.call('ZCOUNT', K_DUE, lo, '+inf')
+if cany then out[#out] = out[#out] + C.count(clo, math.huge) end
 return out

@@ -11,12 +11,19 @@
 --   deliveries so far (from meta); reason: the last failure reason field
 --   ("<ms>:<reason>") or nil (false) when none was recorded; rule: a
 --   repeating job's rule (common.lua, "Repeating jobs") or false.
--- Bounded: one HMGET of four fields and up to three ZSCOREs.  An index
+-- Bounded: one HMGET of four fields and up to three ZSCOREs (or, for a
+-- compact job, three lookups).  An index
 -- entry without a payload (polls drop those) is no job.
 local now = dq_now()
 local id = ARGV[2]
 local got = redis.call('HMGET', K_JOBS, id, mf(id), ef(id), rf(id))
-if not got[1] then return { now } end
+if not got[1] then
+    -- a compact job: pending, never delivered, no reason, no rule
+    local due, payload = c_lib().find(id)
+    if not due then return { now } end
+    return { now, due <= now and 2 or 1, string.format('%d', due), 0, payload,
+             false, false }
+end
 local state, t = 0, nil
 t = redis.call('ZSCORE', K_DUE, id)
 if t then

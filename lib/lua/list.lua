@@ -16,8 +16,85 @@ if not key then
     return redis.error_reply('ERR delayq: unknown list kind')
 end
 local offset, count = tonumber(ARGV[3]), tonumber(ARGV[4])
-local page = redis.call('ZRANGE', key, offset, offset + count - 1,
-                        'WITHSCORES')
+
+-- Scheduled jobs of a queue with compact ones (common.lua, "The compact
+-- layout"), in (due, id) order over both layouts: { id, due, .. } and the
+-- compact jobs' payloads by id.  Bucket i holds due times in [s_i,
+-- s_(i+1)); a range's native jobs are counted with ZCOUNT and its bucket
+-- with HLEN, so whole ranges before the offset are skipped unread (one
+-- ZCOUNT and one HLEN per 120 compact jobs skipped).  In a range that is
+-- listed the bucket is read whole (a uniform one too) and merged with at
+-- most its size + count native jobs of the range: a native job's place
+-- is its rank in the range plus the compact jobs before it.
+local function merged_page()
+    local C = c_lib()
+    local page, cpay = {}, {}
+    local n, skip = 0, offset
+    local idx, bs, bi = 0, {}, 1
+    local function next_bucket()
+        if bi > #bs then
+            bs = redis.call('ZRANGE', K_PFX .. 'cb', idx, idx + 127, 'WITHSCORES')
+            idx, bi = idx + 128, 1
+            if #bs == 0 then return nil end
+        end
+        bi = bi + 2
+        return bs[bi - 2], bs[bi - 1]
+    end
+    local cur_b, lo = nil, '-inf'
+    local nb, ns = next_bucket()
+    while n < count do
+        local hi = ns and ('(' .. ns) or '+inf'
+        local nat = redis.call('ZCOUNT', K_DUE, lo, hi)
+        local cn = cur_b and redis.call('HLEN', C.bkey(cur_b)) or 0
+        if skip >= nat + cn then
+            skip = skip - nat - cn
+        else
+            local e = cur_b and C.entries(redis.call('HGETALL', C.bkey(cur_b)))
+                or {}
+            local a = skip - cn
+            if a < 0 then a = 0 end
+            local np = redis.call('ZRANGEBYSCORE', K_DUE, lo, hi, 'WITHSCORES',
+                                  'LIMIT', a, skip - a + count - n)
+            local function before(d, id, x) -- (d, id) sorts before entry x
+                return d < x[2] or (d == x[2] and id < x[1])
+            end
+            local p, q, pos = 1, 1, 0
+            if a > 0 then
+                local d1 = tonumber(np[2])
+                while e[q] and not before(d1, np[1], e[q]) do q = q + 1 end
+                pos = a + q - 1
+            end
+            while n < count and (np[p] or e[q]) do
+                local nat_first = np[p] and
+                    (not e[q] or before(tonumber(np[p + 1]), np[p], e[q]))
+                if pos >= skip then
+                    if nat_first then
+                        page[#page + 1], page[#page + 2] = np[p], np[p + 1]
+                    else
+                        page[#page + 1] = e[q][1]
+                        page[#page + 1] = string.format('%d', e[q][2])
+                        cpay[e[q][1]] = e[q][3]
+                    end
+                    n = n + 1
+                end
+                if nat_first then p = p + 2 else q = q + 1 end
+                pos = pos + 1
+            end
+            skip = 0
+        end
+        if not ns then break end
+        cur_b, lo = nb, ns
+        nb, ns = next_bucket()
+    end
+    return page, cpay
+end
+
+local page, cpay
+if key == K_DUE and redis.call('ZCARD', K_PFX .. 'cb') > 0 then
+    page, cpay = merged_page()
+else
+    page = redis.call('ZRANGE', key, offset, offset + count - 1, 'WITHSCORES')
+end
 local out = { now }
 if #page == 0 then return out end
 local ids = {}
@@ -31,7 +108,7 @@ for lo = 1, #ids, 1000 do
     local got = redis.call('HMGET', K_JOBS, unpack(job_fields(slice)))
     for j, id in ipairs(slice) do
         out[#out + 1] = id
-        out[#out + 1] = got[j] or ''
+        out[#out + 1] = got[j] or (cpay and cpay[id]) or ''
         out[#out + 1] = (parse_meta(got[m + j]))
         out[#out + 1] = page[2 * (lo + j - 1)]
         out[#out + 1] = got[2 * m + j] or false

@@ -18,7 +18,7 @@ local now, now_us = dq_now()
 local flags = tonumber(ARGV[5])
 local conf = settings('max_attempts', 'backoff', 'backoff_base_ms',
                       'backoff_cap_ms', 'backoff_jitter', 'dead_part',
-                      'dead_ttl_ms')
+                      'dead_ttl_ms', 'compact')
 local most = max_attempts_of(ext, conf, tonumber(ARGV[6]))
 local to_dead = flags % 2 == 1 or (most > 0 and attempts >= most)
 local reason = ARGV[7]
@@ -35,7 +35,7 @@ if to_dead then
         redis.call('ZCARD', K_DEAD)
     end
 else
-    cands = wake_prep(at, first_due(), now)
+    cands = wake_prep(at, first_due(conf.compact ~= nil), now)
 end
 counts_read()
 if reason then

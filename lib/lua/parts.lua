@@ -11,7 +11,7 @@ if got then
     return tonumber(got)
 end
 if redis.call('ZCARD', K_DUE) + redis.call('ZCARD', K_LEASE) +
-        redis.call('ZCARD', K_DEAD) > 0 then
+        redis.call('ZCARD', K_DEAD) + redis.call('ZCARD', K_PFX .. 'cb') > 0 then
     return 1
 end
 redis.call('HSET', K_JOBS, '\0parts', want)

@@ -25,7 +25,8 @@
 -- live consumer polls by then (a consumer that just took jobs first hands
 -- the event to an idle one), else until its cap.  A poll that leaves due
 -- work behind tells one more waiting consumer to poll now.
--- Bounded: at most max expired leases and max due jobs are read, max taken.
+-- Bounded: at most max expired leases, max due jobs and the buckets of
+-- max compact jobs (common.lua, c_due) are read, max taken.
 --
 -- A lease that ran out makes its job due again at the lease deadline, so it
 -- sorts before jobs that came due later; it stays in lease (its holder's
@@ -42,7 +43,10 @@
 local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
-                      'rate_window_ms', 'dead_part', 'dead_ttl_ms')
+                      'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact')
+-- compact jobs (common.lua, "The compact layout") only when flagged
+local cany = conf.compact ~= nil
+local C = cany and c_lib()
 local lease_ms = tonumber(ARGV[3])
 if lease_ms == 0 then lease_ms = conf.lease_ms or tonumber(ARGV[7]) end
 local max_attempts = tonumber(ARGV[4])
@@ -67,35 +71,43 @@ else
     rate_max = nil
 end
 
--- Reads: the oldest expired leases and due jobs, merged by time (most
--- polls find no expired lease and skip the merge).
-local exp, due = {}, {}
+-- Reads: the oldest expired leases, due jobs and compact due jobs, merged
+-- by time (most polls find no expired lease and no compact job and skip
+-- the merge).
+local exp, due, cdue, cread = {}, {}, {}, nil
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
+    if cany then cdue, cread = C.due(now, max) end
 end
 local ids, from_lease, from_due = {}, {}, {}
+local from_c = {} -- ids[k] -> its c_due entry, for compact jobs
 local scores -- merged: score of ids[k]; nil: due[2k] is
-if #exp == 0 then
+if #exp == 0 and #cdue == 0 then
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     from_due = ids
 else
     scores = {}
-    local a, b = 1, 1
-    while #ids < max and (exp[a] or due[b]) do
-        local take_exp = exp[a] and
-            (not due[b] or tonumber(exp[a + 1]) <= tonumber(due[b + 1]))
+    local a, b, c = 1, 1, 1
+    while #ids < max and (exp[a] or due[b] or cdue[c]) do
         local k = #ids + 1
-        if take_exp then
+        local se = exp[a] and tonumber(exp[a + 1])
+        local sd = due[b] and tonumber(due[b + 1])
+        local sc = cdue[c] and cdue[c][2]
+        if se and (not sd or se <= sd) and (not sc or se <= sc) then
             ids[k], scores[k] = exp[a], exp[a + 1]
             from_lease[#from_lease + 1] = exp[a]
             a = a + 2
-        else
+        elseif sd and (not sc or sd <= sc) then
             ids[k], scores[k] = due[b], due[b + 1]
             from_due[#from_due + 1] = due[b]
             b = b + 2
+        else
+            ids[k], scores[k] = cdue[c][1], string.format('%d', sc)
+            from_c[k] = cdue[c]
+            c = c + 1
         end
     end
 end
@@ -106,10 +118,22 @@ local n = #ids
 local delivered = 0
 if n > 0 then
     local got, fields = get_with_meta(ids)
+    -- Compact jobs move to the native keys: payload (and meta, below)
+    -- into jobs, like any claimed job into lease.
+    local ctaken, cids = {}, {}
+    for k, e in pairs(from_c) do
+        got[k] = e[3]
+        ctaken[e[4]] = (ctaken[e[4]] or 0) + 1
+        cids[#cids + 1] = e[1]
+    end
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
+    for k, e in pairs(from_c) do
+        mset[#mset + 1] = e[1]
+        mset[#mset + 1] = e[3]
+    end
     local queue_most = max_attempts_of('', conf, max_attempts)
     -- A job that is not delivered goes to dead with a reason (or, expired
     -- in a queue that drops those, is deleted).  Its holder, if its token
@@ -170,6 +194,7 @@ if n > 0 then
     -- Writes: lease and due were read above, jobs and dead too.
     if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
     if #from_due > 0 then redis.call('ZREM', K_DUE, unpack(from_due)) end
+    if #cids > 0 then C.taken(cread, ctaken, cids) end
     if #mset > 0 then redis.call('HSET', K_JOBS, unpack(mset)) end
     if #leased > 64 then
         -- A new small ZSET is a listpack whose every insert scans it; a
@@ -213,7 +238,7 @@ end
 
 if n < max or cands or limited_until then
     -- Say when the next one comes due (0: more is due now).
-    local first = next_event()
+    local first = next_event(cany)
     if first and limited_until and first < limited_until then
         first = limited_until
     end

@@ -14,7 +14,9 @@
 --         drops the job's rule.  A repeating push ignores done records:
 --         a retried one finds its job still there (kept), and one after a
 --         cancel registers the series again.
--- ARGV[7..] triples: id, delay-or-time, payload (the client cuts batches
+-- ARGV[7] the client's layout for a queue without the 'layout' setting
+--         (0 default, 1 compact: common.lua, "The compact layout")
+-- ARGV[8..] triples: id, delay-or-time, payload (the client cuts batches
 --           into calls of at most 1000 jobs and a few MiB)
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
 -- mode: the id was acked within its done window, so this push is taken for
@@ -22,8 +24,16 @@
 -- A job that exists answers kept before a done record answers done.  Done
 -- records are facts about earlier acks: a replace leaves them alone, so a
 -- holder whose ack landed before the replace still hears so on a retry.
--- Reads (done, jobs, due, and lease/dead before a reset) all come before
--- the first write.
+-- Reads (done, jobs, due, the compact index and shards, and lease/dead
+-- before a reset) all come before the first write.
+--
+-- In the compact layout every push then runs the mover: it moves as many
+-- native pending jobs as the call pushed into compact buckets, farthest
+-- due first, from where the last call stopped.  Jobs are written native
+-- first (one HSET and one ZADD for the batch) and moved in due order,
+-- so the jobs moved together share buckets: a batch of jobs with random
+-- due times costs a few bucket writes per bucket's worth of jobs rather
+-- than one per job (bench/RESULTS.md, "Memory").
 local now, now_us = dq_now()
 local replace = ARGV[2] == '1'
 local absolute = ARGV[3] == '1'
@@ -36,38 +46,63 @@ if ext ~= '' then
         ext = meta_drop(ext, 'X') .. string.format('|x%d', now + rel)
     end
 end
-if #ARGV == 9 and not replace and ext == '' then
+-- The settings read: layout, and the flag of a queue with compact jobs.
+local lay = redis.call('HMGET', K_PFX .. 'conf', 'layout', 'compact')
+local compact = (lay[1] or ARGV[7]) == '1'
+local cflag = lay[2] ~= false
+local C = (compact or cflag) and c_lib()
+local cursor = compact and (redis.call('GET', C.MV) or '+inf')
+
+if #ARGV == 10 and not replace and ext == '' then
     -- One job, keep mode (the common single push): HSETNX checks and
-    -- writes in one command, after the reads of done and due.
-    local id, at = ARGV[7], tonumber(ARGV[8])
+    -- writes in one command, after the reads of done, due and compact.
+    local id, at = ARGV[8], tonumber(ARGV[9])
     if not absolute then at = now + at end
+    local before, cany = first_due(cflag)
+    local held = cany and C.has(id)
     if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
-        return { redis.call('HEXISTS', K_JOBS, id) == 1 and 2 or 4 }
+        return { (held or redis.call('HEXISTS', K_JOBS, id) == 1) and 2 or 4 }
     end
-    local cands = wake_prep(at, first_due(), now)
-    if redis.call('HSETNX', K_JOBS, id, ARGV[9]) == 0 then return { 2 } end
+    if held then return { 2 } end
+    local cands = wake_prep(at, before, now)
+    if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
+    if compact then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
 end
 local ids = {}
-for i = 7, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = 8, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local n = #ids
 -- Replace reads the metas too: a reset job keeps its last token (ended).
 local exists = replace and get_with_meta(ids) or
     redis.call('HMGET', K_JOBS, unpack(ids))
 local recs = (replace or rule ~= '') and {} or
     redis.call('ZMSCORE', K_DONE, unpack(ids))
-local before = first_due()
+local before, cany = first_due(cflag)
+-- An id not in jobs may be a compact job: its shard says (due time).
+local cdue = {}
+if cany then
+    for j, id in ipairs(ids) do
+        if not exists[j] then
+            local d = redis.call('HMGET', C.skey(id), id)[1]
+            if d then cdue[j] = tonumber(d) end
+        end
+    end
+end
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
+local unc = {} -- compact jobs a replace takes out: { id, due }
 local earliest
 for j, id in ipairs(ids) do
-    local i = 4 + 3 * j
+    local i = 5 + 3 * j
     local outcome = 1
     if seen[id] == 4 and not replace then
         outcome = 4
-    elseif exists[j] or seen[id] then
+    elseif exists[j] or cdue[j] or seen[id] then
         outcome = replace and 3 or 2
+        if replace and cdue[j] and not seen[id] then
+            unc[#unc + 1] = { id, cdue[j] }
+        end
         -- Rescheduling takes the job out of lease or dead: a holder's
         -- token goes stale (the meta keeps it, ended), attempts restart
         -- and its last failure reason goes.
@@ -126,9 +161,11 @@ if #reset > 0 then
     redis.call('HDEL', K_JOBS, unpack(rfs))
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
+if #unc > 0 then C.remove(unc) end
 if earliest then
     redis.call('HSET', K_JOBS, unpack(hset))
     redis.call('ZADD', K_DUE, unpack(zadd))
+    if compact then C.move(cursor, #zadd / 2) end
 end
 wake(earliest, cands, now, now_us)
 return out
