@@ -501,7 +501,7 @@ START_TEST(options_set_int) {
     dq_options *o = dq_options_new();
     ck_assert_ptr_nonnull(o);
     /* unknown and string keys */
-    const int keys[] = {0, 12, 99, -1, DQ_OPT_NAMESPACE, DQ_OPT_PASSWORD,
+    const int keys[] = {0, 13, 99, -1, DQ_OPT_NAMESPACE, DQ_OPT_PASSWORD,
                         DQ_OPT_TLS_SERVER_NAME, 107};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         ck_assert_msg(dq_options_set_int(o, keys[i], 1) == DQ_EINVAL, "key %d",

@@ -153,7 +153,7 @@ START_TEST(generated_ids_unique) {
     for (size_t i = 1; i < N; i++)
         ck_assert_str_ne(ids + (i - 1) * DQ_ID_BUF, ids + i * DQ_ID_BUF);
     redisContext *r = rconn();
-    ck_assert_int_eq(tu_sum(r, "HLEN", "dq", Q, "jobs"), N);
+    ck_assert_int_eq(tu_job_fields(r, "dq", Q), N);
     redisFree(r);
     free(ids);
     free(pl);

@@ -10,14 +10,12 @@
 static void check_db(dq_client *c, const char *queue, int db) {
     push_text(c, queue, "x", 60000, "in-db", 0, NULL);
     redisContext *r = rconn();
-    char key[700];
-    tu_key(key, sizeof(key), "dq", queue, "jobs", "in-db");
     if (db != 0)
-        ck_assert_int_eq(rint_(r, "HEXISTS", key, "in-db"), 0);
+        ck_assert_int_eq(tu_job_stored(r, "dq", queue, "in-db"), 0);
     redisReply *rep = th_cmd(r, "SELECT %d", db);
     ck_assert_int_eq(rep->type, REDIS_REPLY_STATUS);
     freeReplyObject(rep);
-    ck_assert_int_eq(rint_(r, "HEXISTS", key, "in-db"), 1);
+    ck_assert_int_eq(tu_job_stored(r, "dq", queue, "in-db"), 1);
     redisFree(r);
 }
 
@@ -299,9 +297,7 @@ START_TEST(options_copied) {
                      DQ_ETOOBIG);
     push_text(c, Q, "1234567890", 0, "k", 0, NULL);
     redisContext *r = rconn();
-    char key[700];
-    tu_key(key, sizeof(key), "copied", Q, "jobs", "k");
-    ck_assert_int_eq(rint_(r, "HEXISTS", key, "k"), 1);
+    ck_assert_int_eq(tu_job_stored(r, "copied", Q, "k"), 1);
     redisFree(r);
     dq_close(c);
 }

@@ -351,7 +351,7 @@ START_TEST(dead_purge) {
     ck_assert_int_eq(dq_dead_purge(c, Q, NULL), 0);
     ck_stats(c, Q, 1, 0, 0, 0);
     /* only "alive": its payload, no meta (never delivered) */
-    ck_assert_int_eq(tu_sum(r, "HLEN", "dq", Q, "jobs"), 1);
+    ck_assert_int_eq(tu_job_fields(r, "dq", Q), 1);
     tu_assert_plain_clean(r, "dq", Q);
     dq_jobs *dead = NULL;
     ck_assert_int_eq(dq_dead_list(c, Q, 0, 10, &dead), 0);

@@ -64,9 +64,15 @@ static size_t all_keys(redisContext *r, char keys[][700], size_t max) {
 
 /* 1 if rest is the suffix of one of a queue's keys. */
 static int key_kind(const char *rest) {
+    /* cb, cm, mv, c:<bucket>, s:<shard>: the compact layout's
+     * (lib/lua/common.lua), and conf with its flag "compact" */
     return strcmp(rest, "due") == 0 || strcmp(rest, "lease") == 0 ||
            strcmp(rest, "jobs") == 0 || strcmp(rest, "meta") == 0 ||
-           strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0;
+           strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0 ||
+           strcmp(rest, "cb") == 0 || strcmp(rest, "cm") == 0 ||
+           strcmp(rest, "conf") == 0 ||
+           strcmp(rest, "mv") == 0 || strncmp(rest, "c:", 2) == 0 ||
+           strncmp(rest, "s:", 2) == 0;
 }
 
 /* Checks that every key of the db starts with the prefix of one of names
@@ -260,8 +266,7 @@ START_TEST(namespace_prefix) {
     /* a default-namespace queue's keys are under "dq:" */
     push_text(plain, "orders", "plain", 0, "j", 0, NULL);
     char key[700];
-    tu_key(key, sizeof(key), "dq", "orders", "jobs", "j");
-    ck_assert_int_eq(rint_(r, "HEXISTS", key, "j"), 1);
+    ck_assert_int_eq(tu_job_stored(r, "dq", "orders", "j"), 1);
     tu_key(key, sizeof(key), "my-app:prod.v1_x", "orders", "jobs", "j");
     ck_assert_int_eq(rint_(r, "HEXISTS", key, "j"), 1); /* still in flight */
     dq_close(plain);

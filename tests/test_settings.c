@@ -164,6 +164,7 @@ START_TEST(roundtrip) {
     v[DQ_SET_EXPIRED - 1] = DQ_EXPIRED_DROP;
     v[DQ_SET_RATE_MAX - 1] = 10 * np;
     v[DQ_SET_RATE_WINDOW_MS - 1] = 1000;
+    v[DQ_SET_LAYOUT - 1] = DQ_LAYOUT_COMPACT;
     for (int i = 0; i < DQ_SET__COUNT; i++)
         got[i] = -99;
     /* nothing set yet: all DQ_UNSET */

@@ -7,8 +7,11 @@
 #                                  build-hiredis12  hiredis 1.2 from Debian trixie (+ TLS;
 #                                                   of the cluster suite only
 #                                                   cluster_tls, cluster_tools)
-#                                then valkey: the core, async, fault and
-#                                cluster suites of build, and the
+#                                (the suites compact and compact_fault, the
+#                                core, async and fault suites again on the
+#                                compact layout, run under build only)
+#                                then valkey: the core, async, fault,
+#                                cluster and compact suites of build, and the
 #                                TLS cluster test of build-hiredis12, run
 #                                again against Valkey 8.0.1 from Debian
 #                                bookworm-backports (tools/valkey.sh,
@@ -223,14 +226,18 @@ banner "build-asan: setup"
 setup_build build-asan buildtype=debug b_sanitize=address,undefined b_lundef=false
 banner "build-asan: compile"
 meson compile -C build-asan
-banner "build-asan: test (without suites slow, bench)"
+# The compact layout's runs of the core, async and fault suites (suites
+# compact, compact_fault) differ from the default ones only in the Lua the
+# server runs, not in C: they run under build and Valkey, not again here
+# or under hiredis 1.2.
+banner "build-asan: test (without suites slow, bench, compact)"
 rc=0
 rm -f build-asan/meson-logs/testlog.json
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes "$JOBS" \
     --timeout-multiplier 3 --no-suite slow --no-suite bench \
-    --no-suite browser || rc=$?
+    --no-suite browser --no-suite compact --no-suite compact_fault || rc=$?
 count_results build-asan
 print_figures build-asan
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -275,7 +282,8 @@ rc=0
 rm -f build-hiredis12/meson-logs/testlog.json
 LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" \
-    --no-suite browser --no-suite cluster || rc=$?
+    --no-suite browser --no-suite cluster --no-suite compact \
+    --no-suite compact_fault || rc=$?
 count_results build-hiredis12
 print_figures build-hiredis12
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -303,9 +311,12 @@ if ! grep -q '^Valkey server' <<<"$VK_VERSION"; then
     exit 1
 fi
 # The suites that talk to a server (partitioned queues run in the cluster
-# suite; their one-node layout is the core suite's again); a suite meson
-# does not know fails the run rather than being left out unseen.
-VK_SUITES=(--suite core --suite async --suite fault --suite cluster)
+# suite; their one-node layout is the core suite's again), and the core
+# and async suites on the compact layout (its Lua on Valkey's engine); a
+# suite meson does not know fails the run rather than being left out
+# unseen.
+VK_SUITES=(--suite core --suite async --suite fault --suite cluster
+           --suite compact)
 banner "valkey: test (${VK_SUITES[*]})"
 rc=0
 rm -f build/meson-logs/testlog.json

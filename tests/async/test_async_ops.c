@@ -640,11 +640,7 @@ START_TEST(auth_and_select) {
     ck_assert_ptr_nonnull(r);
     freeReplyObject(th_cmd(r, "AUTH s3cret"));
     freeReplyObject(th_cmd(r, "SELECT 3"));
-    char key[200];
-    tu_key(key, sizeof(key), "dq", Q, "jobs", "in-db-3");
-    redisReply *rep = th_cmd(r, "HEXISTS %s in-db-3", key);
-    ck_assert_int_eq(rep->integer, 1);
-    freeReplyObject(rep);
+    ck_assert_int_eq(tu_job_stored(r, "dq", Q, "in-db-3"), 1);
     redisFree(r);
     dq_async_free(a);
     th_redis_stop(&srv);

@@ -16,7 +16,7 @@ from test_cli import CliCase, new_queue, run
 
 ALL = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
        "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
-       "expired", "rate_max", "rate_window_ms"]
+       "expired", "rate_max", "rate_window_ms", "layout"]
 
 
 def setUpModule():
@@ -50,13 +50,15 @@ class TestConfig(CliCase):
                                   "backoff_jitter=10", "expired=drop",
                                   "dead_max=100", "dead_ttl_ms=7d",
                                   "lease_ms=1m30s", "rate_max=50",
-                                  "rate_window_ms=1s"]), "")
+                                  "rate_window_ms=1s", "layout=compact"]),
+                         "")
         want = {"max_attempts": 3, "lease_ms": 90000, "backoff": "exponential",
                 "backoff_base_ms": 2000, "backoff_cap_ms": 90000,
                 "backoff_jitter": 10, "dead_max": 100,
                 "dead_ttl_ms": 7 * 86400000, "expired": "drop",
-                "rate_max": 50, "rate_window_ms": 1000}
+                "rate_max": 50, "rate_window_ms": 1000, "layout": "compact"}
         self.assertEqual(self.conf(q), want)
+        self.assertIn("layout           compact\n", self.ok(["config", q]))
         out = self.ok(["config", q])
         self.assertIn("backoff          exponential\n", out)
         self.assertIn("expired          drop\n", out)

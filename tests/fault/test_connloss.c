@@ -192,7 +192,8 @@ static void wake_consumer(void *arg) {
     /* A 10 s cap: a job found only by the periodic poll shows. */
     dq_options *o = dq_options_new();
     dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 10000);
-    int rc0 = dq_open(w->uri, o, &c);
+    char buf[1024];
+    int rc0 = dq_open(tu_layout_uri(w->uri, buf, sizeof(buf)), o, &c);
     dq_options_free(o);
     if (rc0 != 0) {
         w->errors++;

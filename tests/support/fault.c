@@ -318,6 +318,8 @@ static dq_client *worker_open(const char *uri, const dq_options *opts,
                               ft_ledger *L, int strict) {
     ft_consumer cc = {.L = L, .strict = strict};
     int64_t end = th_mono_ms() + FT_RETRY_MS;
+    char buf[1024];
+    uri = tu_layout_uri(uri, buf, sizeof(buf));
     while (!L->stop) {
         dq_client *c = NULL;
         int rc = dq_open(uri, opts, &c);

@@ -55,6 +55,8 @@ void state_rec(dq_async *a, int state, int status, const char *reason,
 dq_async *aopen_uri(const char *uri, const dq_options *opts,
                                   states *st) {
     dq_async *a = NULL;
+    char buf[1024];
+    uri = tu_layout_uri(uri, buf, sizeof(buf));
     int rc = dq_async_open(g_base, uri, opts, &a);
     ck_assert_msg(rc == 0, "dq_async_open: %d %s", rc, dq_async_errmsg(a));
     if (st != NULL)

@@ -29,6 +29,14 @@ int tu_main(const char *suite, enum tu_server server, const tu_test *tests,
         snprintf(g_srv.uri + n, sizeof(g_srv.uri) - n, "?partitions=%d",
                  atoi(parts));
     }
+    /* DQ_TEST_LAYOUT=compact: every push of the suite stores its queue's
+     * jobs in the compact layout (delayq.h, DQ_LAYOUT_COMPACT), so every
+     * test runs on it. */
+    if (server != TU_SRV_NONE && tu_compact()) {
+        size_t n = strlen(g_srv.uri);
+        snprintf(g_srv.uri + n, sizeof(g_srv.uri) - n, "%slayout=compact",
+                 strchr(g_srv.uri, '?') ? "&" : "?");
+    }
     Suite *s = suite_create(suite);
     for (size_t i = 0; i < ntests; i++) {
         TCase *tc = tcase_create(tests[i].name);

@@ -15,6 +15,8 @@ int64_t wall_us(void) {
 
 dq_client *open_uri(const char *uri, const dq_options *opts) {
     dq_client *c = NULL;
+    char buf[1024];
+    uri = tu_layout_uri(uri, buf, sizeof(buf));
     int rc = dq_open(uri, opts, &c);
     ck_assert_msg(rc == 0, "dq_open(%s): %d %s", uri, rc, dq_errmsg(c));
     ck_assert_ptr_nonnull(c);
@@ -242,6 +244,37 @@ long long tu_sum(redisContext *r, const char *cmd, const char *ns,
     return sum;
 }
 
+long long tu_job_fields(redisContext *r, const char *ns, const char *queue) {
+    long long sum = tu_sum(r, "HLEN", ns, queue, "jobs");
+    int np = tu_parts();
+    char key[800];
+    for (int p = np == 1 ? -1 : 0; p < (np == 1 ? 0 : np); p++) {
+        tu_part_key(key, sizeof(key), ns, queue, "cm", p);
+        redisReply *rep = th_cmd(r, "HGET %s n", key);
+        ck_assert_ptr_nonnull(rep);
+        if (rep->type == REDIS_REPLY_STRING)
+            sum += atoll(rep->str);
+        freeReplyObject(rep);
+    }
+    return sum;
+}
+
+int tu_job_stored(redisContext *r, const char *ns, const char *queue,
+                  const char *id) {
+    char key[800];
+    tu_key(key, sizeof(key), ns, queue, "jobs", id);
+    if (rint_(r, "HEXISTS", key, id) == 1)
+        return 1;
+    /* the shard of lib/lua/common.lua's c_skey */
+    uint64_t h = 0;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h * 31 + *p) % 4294967296u;
+    char suffix[32];
+    snprintf(suffix, sizeof(suffix), "s:%llu", (unsigned long long)(h % 262144));
+    tu_key(key, sizeof(key), ns, queue, suffix, id);
+    return rint_(r, "HEXISTS", key, id) == 1;
+}
+
 void tu_assert_plain_clean(redisContext *r, const char *ns,
                            const char *queue) {
     if (tu_parts() == 1)
@@ -274,10 +307,26 @@ const char *uri_with(const char *extra, char *buf, size_t n) {
     return buf;
 }
 
+int tu_compact(void) {
+    const char *s = getenv("DQ_TEST_LAYOUT");
+    return s != NULL && strcmp(s, "compact") == 0;
+}
+
+const char *tu_layout_uri(const char *uri, char *buf, size_t n) {
+    if (!tu_compact() || strstr(uri, "layout=") != NULL)
+        return uri;
+    int w = snprintf(buf, n, "%s%slayout=compact", uri,
+                     strchr(uri, '?') ? "&" : "?");
+    return w >= 0 && (size_t)w < n ? buf : uri;
+}
+
 const char *tu_uri(const char *base, const char *extra, char *buf, size_t n) {
-    char parts[32] = "";
+    char parts[48] = "";
     if (tu_parts() > 1)
-        snprintf(parts, sizeof(parts), "partitions=%d", tu_parts());
+        snprintf(parts, sizeof(parts), "partitions=%d%s", tu_parts(),
+                 tu_compact() ? "&layout=compact" : "");
+    else if (tu_compact())
+        snprintf(parts, sizeof(parts), "layout=compact");
     const char *sep1 = strchr(base, '?') ? "&" : "?";
     int w;
     if (parts[0] && extra)

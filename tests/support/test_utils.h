@@ -130,6 +130,15 @@ void queue_key(const char *ns, const char *q, const char *suffix, char *out,
 
 /* N of DQ_TEST_PARTITIONS when it is > 1, else 1 (plain queues). */
 int tu_parts(void);
+/* Whether DQ_TEST_LAYOUT=compact: tu_main then appends "layout=compact"
+ * to g_srv.uri's query, and tu_uri too, so every push of the suite keeps
+ * its queue in the compact layout (lib/lua/common.lua). */
+int tu_compact(void);
+/* uri as the run lays queues out: with "layout=compact" added to its query
+ * on a compact run (unless it names a layout already), written to buf;
+ * else uri itself.  For the clients that tests and workers open on a
+ * server of their own (open_uri, aopen_uri and the fault workers use it). */
+const char *tu_layout_uri(const char *uri, char *buf, size_t n);
 /* The partition of job id on a queue of n partitions (FNV-1a 32-bit of the
  * id, mod n); 0 when n <= 1. */
 int tu_part_of(const char *id, int n);
@@ -154,6 +163,14 @@ void tu_part_key(char *buf, size_t n, const char *ns, const char *queue,
  * partition count, not included). */
 long long tu_sum(redisContext *r, const char *cmd, const char *ns,
                  const char *queue, const char *suffix);
+/* Jobs stored in the queue's hashes: the fields of its jobs hash (as
+ * tu_sum "HLEN" of "jobs": payloads, metas...) plus its compact jobs (the
+ * "n" of its "cm" hash, lib/lua/common.lua), over all partitions. */
+long long tu_job_fields(redisContext *r, const char *ns, const char *queue);
+/* Whether job id is stored, in the default layout (its payload in the
+ * jobs hash of its partition) or the compact one (its id in its shard). */
+int tu_job_stored(redisContext *r, const char *ns, const char *queue,
+                  const char *id);
 /* Fails unless the plain keys of a partitioned queue hold nothing but the
  * partition count: no due, lease, dead, done or meta key, and a jobs hash
  * that is absent or has the one field "\0parts".  Nothing on a plain run
@@ -177,7 +194,7 @@ void *tu_wait_thread(void *arg);
  * '&'.  Written to buf; returns buf.  Fails the test if it does not fit. */
 const char *uri_with(const char *extra, char *buf, size_t n);
 /* The URI of a server the test started itself (base: th_redis.uri, a
- * redis:// URI...), partitioned as g_srv.uri is, with extra (may be NULL)
+ * redis:// URI...), partitioned and laid out as g_srv.uri is, with extra (may be NULL)
  * added.  Written to buf; returns buf. */
 const char *tu_uri(const char *base, const char *extra, char *buf, size_t n);
 
