@@ -256,27 +256,48 @@ end
 -- needs anyway (HMGET, ZRANGE, ZRANGEBYSCORE, ZCARD): an ACL user needs
 -- more commands only for the compact layout (README).
 local K_PFX = string.sub(K_DUE, 1, -4)
+
+-- In a Redis Cluster a script may touch keys it did not declare only
+-- while their slot is not migrating: then a key that is not there raises
+-- "non local key" (it may have moved), which would fail a call half-way.
+-- c_stable() probes once per call, before the first undeclared key is
+-- touched and before any write, with a key that never exists, and answers
+-- TRYAGAIN instead (the clients retry that once the slot settled).
+-- Outside a cluster (plain PUBLISH) there is nothing to probe.
+local C_STABLE = false
+local function c_stable()
+    if C_STABLE or PUBLISH ~= 'SPUBLISH' then return end
+    local r = redis.pcall('ZCARD', K_PFX .. 'probe')
+    if type(r) == 'table' and r.err then
+        error(redis.error_reply('TRYAGAIN delayq: the slot of ' .. K_PFX ..
+                                ' is migrating'))
+    end
+    C_STABLE = true
+end
+-- The shard of a compact job's id (see c_lib below).
+local function c_skey(id)
+    local h = 0
+    for i = 1, #id do h = (h * 31 + string.byte(id, i)) % 4294967296 end
+    return K_PFX .. 's:' .. (h % 262144)
+end
+
+-- Whether id is a compact job (its shard names it).
+local function c_has(id)
+    c_stable()
+    return redis.call('HMGET', c_skey(id), id)[1] ~= false
+end
+
 -- The compact layout's functions and keys, made only by the calls that
 -- touch it (c_lib()): a script body makes each of its functions anew
 -- on every call, and a queue in the default layout should not pay for
 -- them.  Fields: the functions below without their "c_".
 local function c_lib()
+    c_stable()
     local K_CB, K_CM, K_MV = K_PFX .. 'cb', K_PFX .. 'cm', K_PFX .. 'mv'
     local K_CONFN = K_PFX .. 'conf'
     local C_CAP, C_HALF, C_VMAX = 120, 64, 64
 
     local function c_bkey(b) return K_PFX .. 'c:' .. b end
-
-    local function c_skey(id)
-        local h = 0
-        for i = 1, #id do h = (h * 31 + string.byte(id, i)) % 4294967296 end
-        return K_PFX .. 's:' .. (h % 262144)
-    end
-
-    -- Whether id is a compact job (its shard names it).
-    local function c_has(id)
-        return redis.call('HMGET', c_skey(id), id)[1] ~= false
-    end
 
     -- "<due>:<payload>" -> due (number), payload
     local function c_val(v)
@@ -307,6 +328,21 @@ local function c_lib()
         return due, payload, b
     end
 
+    -- a < b in byte order (a sorted set's order of equal scores): Lua's <
+    -- follows the server's collation, which need not be bytewise
+    local function c_id_lt(a, b)
+        for i = 1, math.min(#a, #b) do
+            local x, y = string.byte(a, i), string.byte(b, i)
+            if x ~= y then return x < y end
+        end
+        return #a < #b
+    end
+
+    local function c_order(x, y)
+        if x[2] ~= y[2] then return x[2] < y[2] end
+        return c_id_lt(x[1], y[1])
+    end
+
     -- A bucket's entries as { {id, due, payload}, .. } sorted by (due, id);
     -- flat is an HGETALL answer.
     local function c_entries(flat)
@@ -315,10 +351,7 @@ local function c_lib()
             local due, payload = c_val(flat[i + 1])
             e[#e + 1] = { flat[i], due, payload }
         end
-        table.sort(e, function(x, y)
-            if x[2] ~= y[2] then return x[2] < y[2] end
-            return x[1] < y[1]
-        end)
+        table.sort(e, c_order)
         return e
     end
 
@@ -377,7 +410,9 @@ local function c_lib()
             redis.call('HDEL', c_bkey(b), unpack(byb[b]))
             c_fix(b)
         end
-        for _, it in ipairs(items) do redis.call('HDEL', c_skey(it[1]), it[1]) end
+        for _, it in ipairs(items) do
+            redis.call('HDEL', c_skey(it[1]), it[1])
+        end
         c_gone(#items)
     end
 
@@ -474,10 +509,7 @@ local function c_lib()
                     local was = {}
                     for _, x in ipairs(old) do was[x[1]] = true end
                     for _, it in ipairs(e) do old[#old + 1] = it end
-                    table.sort(old, function(x, y)
-                        if x[2] ~= y[2] then return x[2] < y[2] end
-                        return x[1] < y[1]
-                    end)
+                    table.sort(old, c_order)
                     local pieces = c_pieces(old)
                     local keep, add, drop = {}, {}, {}
                     for _, x in ipairs(pieces[1]) do
@@ -496,7 +528,8 @@ local function c_lib()
             end
         end
         for _, it in ipairs(items) do
-            redis.call('HSET', c_skey(it[1]), it[1], string.format('%d', it[2]))
+            redis.call('HSET', c_skey(it[1]), it[1],
+                       string.format('%d', it[2]))
         end
         if redis.call('HINCRBY', K_CM, 'n', #items) == #items then
             -- the first compact job: the flag that tells the scripts
@@ -516,9 +549,17 @@ local function c_lib()
         local page = redis.call('ZREVRANGEBYSCORE', K_DUE, cursor, '-inf',
                                 'WITHSCORES', 'LIMIT', 0, budget)
         local m = #page / 2
-        if m < budget then
-            if cursor ~= '+inf' then redis.call('DEL', K_MV) end
-        else
+        if m < budget and cursor ~= '+inf' then
+            -- the bottom: start over at the top for the rest (jobs pushed
+            -- above the cursor since it passed)
+            local top = redis.call('ZREVRANGEBYSCORE', K_DUE, '+inf',
+                                   '(' .. cursor:gsub('^%(', ''),
+                                   'WITHSCORES', 'LIMIT', 0, budget - m)
+            for _, v in ipairs(top) do page[#page + 1] = v end
+            m = #page / 2
+            if m < budget then redis.call('DEL', K_MV) end
+        end
+        if m == budget then
             redis.call('SET', K_MV, '(' .. page[#page], 'PX', 1500)
         end
         if m == 0 then return end
@@ -548,7 +589,8 @@ local function c_lib()
         local from = '-inf'
         local upto = string.format('%d', now)
         while #out < need do
-            local bs = redis.call('ZRANGEBYSCORE', K_CB, from, upto, 'WITHSCORES',
+            local bs = redis.call('ZRANGEBYSCORE', K_CB, from, upto,
+                                  'WITHSCORES',
                                   'LIMIT', 0, 8)
             for i = 1, #bs, 2 do
                 local b, k = bs[i], c_bkey(bs[i])
@@ -625,7 +667,8 @@ local function c_lib()
         local from = lo == -math.huge and '-inf' or '(' .. los
         local last, last_len
         while true do
-            local bs = redis.call('ZRANGEBYSCORE', K_CB, from, his, 'WITHSCORES',
+            local bs = redis.call('ZRANGEBYSCORE', K_CB, from, his,
+                                  'WITHSCORES',
                                   'LIMIT', 0, 256)
             for i = 1, #bs, 2 do
                 last = bs[i]
@@ -639,11 +682,11 @@ local function c_lib()
         if last and hi ~= math.huge then n = n - last_len + count_in(last) end
         return n
     end
-    return { MV = K_MV, bkey = c_bkey, skey = c_skey, has = c_has, val = c_val,
-        bucket_of = c_bucket_of, find = c_find, entries = c_entries,
-        fields = c_fields, fix = c_fix, gone = c_gone, remove = c_remove,
-        fits = c_fits, put = c_put, move = c_move, due = c_due,
-        taken = c_taken, count = c_count }
+    return { MV = K_MV, id_lt = c_id_lt, bkey = c_bkey, skey = c_skey,
+        has = c_has, val = c_val, bucket_of = c_bucket_of, find = c_find,
+        entries = c_entries, fields = c_fields, fix = c_fix, gone = c_gone,
+        remove = c_remove, fits = c_fits, put = c_put, move = c_move,
+        due = c_due, taken = c_taken, count = c_count }
 end
 
 -- Earliest due score, or nil when nothing is pending (either layout), and
@@ -654,6 +697,7 @@ local function first_due(cany)
     local f = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
     local a = f[2] and tonumber(f[2])
     if cany == false then return a, false end
+    c_stable()
     local c = redis.call('ZRANGE', K_PFX .. 'cb', 0, 0, 'WITHSCORES')
     if c[2] and (not a or tonumber(c[2]) < a) then
         return tonumber(c[2]), true
@@ -800,7 +844,7 @@ local function check_tokens(ids, toks)
             dead[i] = d
         elseif not got[i] then
             -- a compact job exists but was never delivered: no token holds
-            res[i] = c_lib().has(ids[i]) and -16 or -17
+            res[i] = c_has(ids[i]) and -16 or -17
         else
             res[i] = -16
         end

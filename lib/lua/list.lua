@@ -33,7 +33,8 @@ local function merged_page()
     local idx, bs, bi = 0, {}, 1
     local function next_bucket()
         if bi > #bs then
-            bs = redis.call('ZRANGE', K_PFX .. 'cb', idx, idx + 127, 'WITHSCORES')
+            bs = redis.call('ZRANGE', K_PFX .. 'cb', idx, idx + 127,
+                            'WITHSCORES')
             idx, bi = idx + 128, 1
             if #bs == 0 then return nil end
         end
@@ -55,8 +56,10 @@ local function merged_page()
             if a < 0 then a = 0 end
             local np = redis.call('ZRANGEBYSCORE', K_DUE, lo, hi, 'WITHSCORES',
                                   'LIMIT', a, skip - a + count - n)
-            local function before(d, id, x) -- (d, id) sorts before entry x
-                return d < x[2] or (d == x[2] and id < x[1])
+            -- whether native job (d, id) sorts before compact entry x:
+            -- by due time, then by id in the ZSET's byte order
+            local function before(d, id, x)
+                return d < x[2] or (d == x[2] and C.id_lt(id, x[1]))
             end
             local p, q, pos = 1, 1, 0
             if a > 0 then
@@ -90,6 +93,7 @@ local function merged_page()
 end
 
 local page, cpay
+c_stable()
 if key == K_DUE and redis.call('ZCARD', K_PFX .. 'cb') > 0 then
     page, cpay = merged_page()
 else

@@ -47,7 +47,7 @@ if ext ~= '' then
     end
 end
 -- The settings read: layout, and the flag of a queue with compact jobs.
-local lay = redis.call('HMGET', K_PFX .. 'conf', 'layout', 'compact')
+local lay = redis.call('HMGET', K_CONF, 'layout', 'compact')
 local compact = (lay[1] or ARGV[7]) == '1'
 local cflag = lay[2] ~= false
 local C = (compact or cflag) and c_lib()
