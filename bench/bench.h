@@ -55,6 +55,8 @@ typedef struct dqb_cfg {
     long late_n;
     int64_t late_base_ms, late_spread_ms;
     long mem_n;
+    long lay_n, lay_cancel_n, lay_drain_n; /* layout: pending, cancels,
+                                              drained */
     long bl_ops;
     long cost_n;
     long cl_pushb_n, cl_push1_n, cl_drain_n, cl_late_n;
@@ -302,6 +304,8 @@ void dqb_scen_cluster_rows(const dqb_cfg *c);
 void dqb_scen_herd_run(const dqb_cfg *c, int run);
 void dqb_scen_herd_rows(const dqb_cfg *c);
 void dqb_scen_memory_rows(const dqb_cfg *c);
+void dqb_scen_layout_run(const dqb_cfg *c, int run);
+void dqb_scen_layout_rows(const dqb_cfg *c);
 void dqb_scen_features_run(const dqb_cfg *c, int run);
 void dqb_scen_features_rows(const dqb_cfg *c);
 void dqb_scen_cost_rows(const dqb_cfg *c);

@@ -103,6 +103,7 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->e2e_n = 300000;
         c->late_n = 2000, c->late_base_ms = 1000, c->late_spread_ms = 2000;
         c->mem_n = 1000000;
+        c->lay_n = 1000000, c->lay_cancel_n = 10000, c->lay_drain_n = 100000;
         c->bl_ops = 2000;
         c->cost_n = 2000;
         c->cl_pushb_n = 200000, c->cl_push1_n = 30000, c->cl_drain_n = 100000;
@@ -120,6 +121,7 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->e2e_n = 200000;
         c->late_n = 2000, c->late_base_ms = 1000, c->late_spread_ms = 2000;
         c->mem_n = 100000;
+        c->lay_n = 200000, c->lay_cancel_n = 10000, c->lay_drain_n = 100000;
         c->bl_ops = 1000;
         c->cost_n = 500;
         c->cl_pushb_n = 50000, c->cl_push1_n = 10000, c->cl_drain_n = 50000;
@@ -137,6 +139,7 @@ static void dqb_cfg_sizes(dqb_cfg *c) {
         c->e2e_n = 2000;
         c->late_n = 100, c->late_base_ms = 200, c->late_spread_ms = 300;
         c->mem_n = 3000;
+        c->lay_n = 3000, c->lay_cancel_n = 300, c->lay_drain_n = 3000;
         c->bl_ops = 200;
         c->cost_n = 100;
         c->cl_pushb_n = 2000, c->cl_push1_n = 200, c->cl_drain_n = 2000;

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # bench/run.sh: THE command that runs the libdelayq benchmark.
 #
-#   bash bench/run.sh            full run (~17 min): 3 runs per figure,
+#   bash bench/run.sh            full run (~27 min): 3 runs per figure,
 #                                1M-job memory figures, backlog up to 10M,
-#                                up to 100 consumers on one queue (herd)
-#   bash bench/run.sh --quick    ~2 min: 1 run, smaller N, backlog to 100k
+#                                up to 100 consumers on one queue (herd),
+#                                both layouts at 1M jobs (layout, ~10 min)
+#   bash bench/run.sh --quick    ~4 min: 1 run, smaller N, backlog to 100k
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
-#   --only limits,push,drain,e2e,lateness,cluster,herd,features,memory,cost,
-#   backlog
+#   --only limits,push,drain,e2e,lateness,cluster,herd,features,memory,
+#   layout,cost,backlog  (e.g. --only layout: default vs compact layout)
 #   DQBENCH_BUILD=DIR: build and run in DIR instead of build-bench/.
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),
@@ -22,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
 
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
 
 SAVE=0
 ARGS=()

@@ -39,6 +39,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "rate-limited, repeating and optioned jobs beside a plain queue"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
+    {"layout", dqb_scen_layout_run, dqb_scen_layout_rows,
+     "default vs compact layout: bytes/job, push, drain, cancel (~10 min)"},
     {"cost", NULL, dqb_scen_cost_rows,
      "client instructions per call under callgrind (1 run)"},
     {"backlog", NULL, dqb_scen_backlog_rows,
