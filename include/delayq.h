@@ -428,16 +428,21 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
 #define DQ_SET__COUNT 12         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
- * pending job in a sorted set and a hash: about 170 bytes of Redis memory
+ * pending job in a sorted set and a hash: about 180 bytes of Redis memory
  * per job beyond its payload.  The compact one, for huge backlogs of
  * small jobs, keeps pending jobs that were never delivered, carry no push
- * options and have an id and payload of at most 64 and 50 bytes in small
- * hashes by due time (listpacks) instead: about 60 bytes per job beyond
- * the payload.  Every push moves as many jobs into it as it pushed (so
- * batched pushes cost more: bench/RESULTS.md, "Memory"), a poll moves the
- * jobs it claims back; other jobs keep the default layout.  Every
- * operation and guarantee is the same in both, and either reads both: a
- * queue can switch at any time. */
+ * options and have an id and payload of at most 64 and about 50 bytes in
+ * small hashes by due time and id shards (listpacks) instead: about 100
+ * bytes per job beyond the payload at a million jobs per queue or
+ * partition, less above (its 262,144 shards cost about 25 MB once all
+ * exist, so below about a million jobs it saves little).  Every push moves
+ * as many jobs into it as it pushed that fit, a poll moves the jobs it
+ * claims back; other jobs keep the default layout.  Pushes, polls and
+ * cancels cost more (bench/RESULTS.md, "Memory: default and compact
+ * layouts").  Every operation and guarantee is the same in both, and
+ * either reads both: a queue can switch at any time.  On a Redis Cluster a
+ * queue with compact jobs answers TRYAGAIN while its slot migrates
+ * (README, "The compact layout"). */
 #define DQ_LAYOUT_DEFAULT 0
 #define DQ_LAYOUT_COMPACT 1
 

@@ -747,12 +747,15 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
     p->first = malloc((n + 1) * sizeof(size_t));
     if (p->ids == NULL || p->outcomes == NULL || p->first == NULL)
         goto oom;
+    int generated = 1; /* every id made here: none can be in the queue */
     for (size_t i = 0; i < n; i++) {
         char *id = p->ids + i * DQ_ID_BUF;
-        if (ids != NULL && ids[i] != NULL)
+        if (ids != NULL && ids[i] != NULL) {
             memcpy(id, ids[i], strlen(ids[i]) + 1);
-        else
+            generated = 0;
+        } else {
             gen_id(core, id);
+        }
     }
     /* A partitioned queue: jobs grouped by the partition of their id
      * (stable), so that each chunk goes to one partition. */
@@ -809,7 +812,8 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         cmd_int(c, core->opts.done_ttl_ms);
         cmd_str(c, ext, extlen);
         cmd_str(c, rule, rulelen);
-        cmd_cstr(c, core->layout == DQ_LAYOUT_COMPACT ? "1" : "0");
+        static const char *const lay[2][2] = {{"0", "0g"}, {"1", "1g"}};
+        cmd_cstr(c, lay[core->layout == DQ_LAYOUT_COMPACT][generated]);
         for (size_t pos = lo; pos < hi; pos++) {
             size_t i = JOB(pos);
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);

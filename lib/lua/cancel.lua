@@ -26,10 +26,12 @@ if redis.call('ZSCORE', K_LEASE, id) then
     return 3
 end
 -- a compact job (common.lua, "The compact layout") has no other field
-local C = c_lib()
-local due = C.find(id)
-if due then
-    C.remove({ { id, due } })
-    return 1
+if c_flagged() then
+    local C = c_lib()
+    local due, _, b, score = C.find(id)
+    if due then
+        C.remove({ { id, due, b, score } })
+        return 1
+    end
 end
 return 0

@@ -257,27 +257,73 @@ end
 -- more commands only for the compact layout (README).
 local K_PFX = string.sub(K_DUE, 1, -4)
 
--- In a Redis Cluster a script may touch keys it did not declare only
--- while their slot is not migrating: then a key that is not there raises
--- "non local key" (it may have moved), which would fail a call half-way.
--- c_stable() probes once per call, before the first undeclared key is
--- touched and before any write, with a key that never exists, and answers
--- TRYAGAIN instead (the clients retry that once the slot settled).
--- Outside a cluster (plain PUBLISH) there is nothing to probe.
+-- In a Redis Cluster a script may touch keys it did not declare, but
+-- while their slot migrates some of them are on one node and some on the
+-- other: on the source a key that is not there raises "non local key",
+-- half-way through a call; on the target (a call sent there with ASKING)
+-- a key not moved yet just looks absent.  c_stable() probes once per
+-- call, before the first undeclared key is touched and before any write,
+-- with a two-key command naming a key that never exists: Redis refuses a
+-- multi-key command with a missing key in a migrating or importing slot
+-- on either node, so the call answers TRYAGAIN instead (the clients retry
+-- that until the slot is settled, which for a compact queue is when the
+-- migration ends).  A user the ACL refuses EXISTS gets the one-key probe,
+-- which sees the source side only (README).  Outside a cluster (plain
+-- PUBLISH) there is nothing to probe.
 local C_STABLE = false
 local function c_stable()
     if C_STABLE or PUBLISH ~= 'SPUBLISH' then return end
-    local r = redis.pcall('ZCARD', K_PFX .. 'probe')
+    local probe = K_PFX .. 'probe'
+    local r = redis.pcall('EXISTS', probe, K_DUE)
+    if type(r) == 'table' and r.err and string.find(r.err, 'NOPERM', 1, true)
+    then
+        r = redis.pcall('ZCARD', probe)
+    end
     if type(r) == 'table' and r.err then
         error(redis.error_reply('TRYAGAIN delayq: the slot of ' .. K_PFX ..
                                 ' is migrating'))
     end
     C_STABLE = true
 end
+
+-- The one-key probe alone (in a cluster): a key that never exists raises
+-- "non local key" on the source of a migrating slot (TRYAGAIN then, as
+-- c_stable); on its target it just looks absent, as the index of a queue
+-- without compact jobs is.
+local function c_probe1()
+    if PUBLISH ~= 'SPUBLISH' then return end
+    local r = redis.pcall('ZCARD', K_PFX .. 'probe')
+    if type(r) == 'table' and r.err then
+        error(redis.error_reply('TRYAGAIN delayq: the slot of ' .. K_PFX ..
+                                ' is migrating'))
+    end
+end
+
+-- Whether the queue has compact jobs: the flag "compact" in its conf hash,
+-- which c_put sets with the first compact job and c_gone deletes with the
+-- last, for the scripts that get that key (push, poll, nack); the others
+-- look for the compact index itself, after c_probe1.  A script touches the
+-- other compact keys only when there are compact jobs (or when push moves
+-- jobs in).
+local C_FLAG = nil
+local function c_flagged()
+    if C_FLAG == nil then
+        if K_CONF then
+            C_FLAG = redis.call('HMGET', K_CONF, 'compact')[1] ~= false
+        else
+            c_probe1()
+            C_FLAG = redis.call('ZCARD', K_PFX .. 'cb') > 0
+        end
+    end
+    return C_FLAG
+end
+
+
 -- The shard of a compact job's id (see c_lib below).
 local function c_skey(id)
     local h = 0
-    for i = 1, #id do h = (h * 31 + string.byte(id, i)) % 4294967296 end
+    local bytes = { string.byte(id, 1, -1) } -- one call, not one per byte
+    for i = 1, #bytes do h = (h * 31 + bytes[i]) % 4294967296 end
     return K_PFX .. 's:' .. (h % 262144)
 end
 
@@ -320,12 +366,12 @@ local function c_lib()
     local function c_find(id)
         local d = redis.call('HMGET', c_skey(id), id)[1]
         if not d then return nil end
-        local b = c_bucket_of(d)
+        local b, score = c_bucket_of(d)
         if not b then return nil end
         local v = redis.call('HMGET', c_bkey(b), id)[1]
         if not v then return nil end
         local due, payload = c_val(v)
-        return due, payload, b
+        return due, payload, b, score
     end
 
     -- a < b in byte order (a sorted set's order of equal scores): Lua's <
@@ -367,6 +413,8 @@ local function c_lib()
 
     -- After jobs left bucket b: its score becomes its earliest due time again
     -- (an empty bucket leaves cb; a uniform one keeps its only due time).
+    -- Only a bucket that lost a job due at its score (its earliest) needs
+    -- it: otherwise that job is still there, and so is the score.
     local function c_fix(b)
         local k = c_bkey(b)
         local n = redis.call('HLEN', k)
@@ -392,23 +440,26 @@ local function c_lib()
         end
     end
 
-    -- Deletes compact jobs: items { {id, due}, .. }, each in the store.
-    -- Bounded: per touched bucket one HDEL and a read of at most C_CAP values.
+    -- Deletes compact jobs: items { {id, due[, bucket, its score]}, .. },
+    -- each in the store.  Bounded: per touched bucket one HDEL, and a read
+    -- of at most C_CAP values when its earliest job went.
     local function c_remove(items)
         if #items == 0 then return end
-        local byb, order = {}, {}
+        local byb, order, earliest = {}, {}, {}
         for _, it in ipairs(items) do
-            local b = c_bucket_of(it[2])
+            local b, score = it[3], it[4]
+            if not b then b, score = c_bucket_of(it[2]) end
             if not byb[b] then
                 byb[b] = {}
                 order[#order + 1] = b
             end
             local l = byb[b]
             l[#l + 1] = it[1]
+            if it[2] == score then earliest[b] = true end
         end
         for _, b in ipairs(order) do
             redis.call('HDEL', c_bkey(b), unpack(byb[b]))
-            c_fix(b)
+            if earliest[b] then c_fix(b) end
         end
         for _, it in ipairs(items) do
             redis.call('HDEL', c_skey(it[1]), it[1])
@@ -691,12 +742,13 @@ end
 
 -- Earliest due score, or nil when nothing is pending (either layout), and
 -- whether the queue has compact jobs.  A caller that read the settings
--- passes cany: whether they have the flag "compact" (c_put and c_gone keep
--- it while the queue has compact jobs); without it the index is read.
+-- passes cany: whether they have the flag "compact" (c_flagged); without
+-- it the flag is read.
 local function first_due(cany)
     local f = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
     local a = f[2] and tonumber(f[2])
-    if cany == false then return a, false end
+    if cany == nil then cany = c_flagged() end
+    if not cany then return a, false end
     c_stable()
     local c = redis.call('ZRANGE', K_PFX .. 'cb', 0, 0, 'WITHSCORES')
     if c[2] and (not a or tonumber(c[2]) < a) then
@@ -844,7 +896,7 @@ local function check_tokens(ids, toks)
             dead[i] = d
         elseif not got[i] then
             -- a compact job exists but was never delivered: no token holds
-            res[i] = c_has(ids[i]) and -16 or -17
+            res[i] = (c_flagged() and c_has(ids[i])) and -16 or -17
         else
             res[i] = -16
         end

@@ -19,7 +19,8 @@ local id = ARGV[2]
 local got = redis.call('HMGET', K_JOBS, id, mf(id), ef(id), rf(id))
 if not got[1] then
     -- a compact job: pending, never delivered, no reason, no rule
-    local due, payload = c_lib().find(id)
+    local due, payload
+    if c_flagged() then due, payload = c_lib().find(id) end
     if not due then return { now } end
     return { now, due <= now and 2 or 1, string.format('%d', due), 0, payload,
              false, false }

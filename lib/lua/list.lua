@@ -93,8 +93,7 @@ local function merged_page()
 end
 
 local page, cpay
-c_stable()
-if key == K_DUE and redis.call('ZCARD', K_PFX .. 'cb') > 0 then
+if key == K_DUE and c_flagged() then
     page, cpay = merged_page()
 else
     page = redis.call('ZRANGE', key, offset, offset + count - 1, 'WITHSCORES')

@@ -10,10 +10,8 @@ local got = redis.call('HMGET', K_JOBS, '\0parts')[1]
 if got then
     return tonumber(got)
 end
-c_stable()
 if redis.call('ZCARD', K_DUE) + redis.call('ZCARD', K_LEASE) +
-        redis.call('ZCARD', K_DEAD) + redis.call('ZCARD', K_PFX .. 'cb') > 0
-then
+        redis.call('ZCARD', K_DEAD) > 0 or c_flagged() then
     return 1
 end
 redis.call('HSET', K_JOBS, '\0parts', want)

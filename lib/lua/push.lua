@@ -15,7 +15,10 @@
 --         a retried one finds its job still there (kept), and one after a
 --         cancel registers the series again.
 -- ARGV[7] the client's layout for a queue without the 'layout' setting
---         (0 default, 1 compact: common.lua, "The compact layout")
+--         (0 default, 1 compact: common.lua, "The compact layout"), then
+--         'g' when the client generated every id of the call (80 random
+--         bits each, made for this call, whose script runs at most once:
+--         no compact job can have one, so their shards are not read)
 -- ARGV[8..] triples: id, delay-or-time, payload (the client cuts batches
 --           into calls of at most 1000 jobs and a few MiB)
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
@@ -28,7 +31,8 @@
 -- before a reset) all come before the first write.
 --
 -- In the compact layout every push then runs the mover: it moves as many
--- native pending jobs as the call pushed into compact buckets, farthest
+-- native pending jobs as the call pushed that fit (small, no options)
+-- into compact buckets, farthest
 -- due first, from where the last call stopped.  Jobs are written native
 -- first (one HSET and one ZADD for the batch) and moved in due order,
 -- so the jobs moved together share buckets: a batch of jobs with random
@@ -48,7 +52,8 @@ if ext ~= '' then
 end
 -- The settings read: layout, and the flag of a queue with compact jobs.
 local lay = redis.call('HMGET', K_CONF, 'layout', 'compact')
-local compact = (lay[1] or ARGV[7]) == '1'
+local compact = (lay[1] or string.sub(ARGV[7], 1, 1)) == '1'
+local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
 local cflag = lay[2] ~= false
 local C = (compact or cflag) and c_lib()
 local cursor = compact and (redis.call('GET', C.MV) or '+inf')
@@ -59,7 +64,7 @@ if #ARGV == 10 and not replace and ext == '' then
     local id, at = ARGV[8], tonumber(ARGV[9])
     if not absolute then at = now + at end
     local before, cany = first_due(cflag)
-    local held = cany and C.has(id)
+    local held = cany and not fresh and C.has(id)
     if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
         return { (held or redis.call('HEXISTS', K_JOBS, id) == 1) and 2 or 4 }
     end
@@ -67,7 +72,7 @@ if #ARGV == 10 and not replace and ext == '' then
     local cands = wake_prep(at, before, now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
-    if compact then C.move(cursor, 1) end
+    if compact and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
 end
@@ -82,7 +87,7 @@ local recs = (replace or rule ~= '') and {} or
 local before, cany = first_due(cflag)
 -- An id not in jobs may be a compact job: its shard says (due time).
 local cdue = {}
-if cany then
+if cany and not fresh then
     for j, id in ipairs(ids) do
         if not exists[j] then
             local d = redis.call('HMGET', C.skey(id), id)[1]
@@ -91,6 +96,9 @@ if cany then
     end
 end
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
+-- the mover moves as many jobs as the call pushed that could be compact:
+-- a batch of big payloads (or with options) does not pay for its reads
+local fit = 0
 local unc = {} -- compact jobs a replace takes out: { id, due }
 local earliest
 for j, id in ipairs(ids) do
@@ -143,6 +151,10 @@ for j, id in ipairs(ids) do
         -- conversion prints them the slow floating-point way.
         zadd[#zadd + 1] = string.format('%d', at)
         zadd[#zadd + 1] = id
+        if compact and ext == '' and rule == '' and
+            C.fits(id, ARGV[i + 2], at) then
+            fit = fit + 1
+        end
         if not earliest or at < earliest then earliest = at end
     end
     out[j] = outcome
@@ -165,7 +177,7 @@ if #unc > 0 then C.remove(unc) end
 if earliest then
     redis.call('HSET', K_JOBS, unpack(hset))
     redis.call('ZADD', K_DUE, unpack(zadd))
-    if compact then C.move(cursor, #zadd / 2) end
+    if fit > 0 then C.move(cursor, fit) end
 end
 wake(earliest, cands, now, now_us)
 return out

@@ -12,7 +12,6 @@ local due_now = redis.call('ZCOUNT', K_DUE, '-inf', now)
 local first, cany = first_due()
 if cany then
     -- compact jobs (common.lua): their count, and those due by now
-    c_stable()
     pending = pending + tonumber(redis.call('HMGET', K_PFX .. 'cm', 'n')[1]
                                  or 0)
     due_now = due_now + c_lib().count(-math.huge, now)
