@@ -175,11 +175,7 @@ static void check_stored(thc_cluster *cl, const char *q, int parts,
     int o = owner_of_part(cl, q, p);
     long long in = node_int(cl, o, "HEXISTS %s %s", key, id);
     if (in == 0 && tu_compact()) {
-        uint64_t h = 0;
-        for (const unsigned char *c = (const unsigned char *)id; *c; c++)
-            h = (h * 31 + *c) % 4294967296u;
-        snprintf(key, sizeof(key), "dq:{%s}:s:%llu", tag,
-                 (unsigned long long)(h % 262144));
+        snprintf(key, sizeof(key), "dq:{%s}:s:%u", tag, tu_shard_of(id));
         in = node_int(cl, o, "HEXISTS %s %s", key, id);
     }
     ck_assert_msg(in == 1,

@@ -93,18 +93,11 @@ static void pkey(char *buf, size_t n, const char *q, int i,
 }
 
 /* The shard of an id (common.lua, c_skey). */
-static unsigned shard_of(const char *id) {
-    uint64_t h = 0;
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
-        h = (h * 31 + *p) % UINT64_C(4294967296);
-    return (unsigned)(h % 262144);
-}
-
 /* Whether job id is compact: its shard names it. */
 static int is_compact(redisContext *r, const char *q,
                                  const char *id) {
     char key[600], suffix[32];
-    snprintf(suffix, sizeof(suffix), "s:%u", shard_of(id));
+    snprintf(suffix, sizeof(suffix), "s:%u", tu_shard_of(id));
     tu_key(key, sizeof(key), NS, q, suffix, id);
     return rint_(r, "HEXISTS", key, id) == 1;
 }
@@ -401,7 +394,7 @@ static void snap_take(redisContext *r, const char *q, snap *s,
         /* shards: each compact job in its own with its due time */
         for (size_t k = first_compact; k < s->n; k++) {
             char ks[600];
-            snprintf(ks, sizeof(ks), "%ss:%u", pfx, shard_of(s->v[k].id));
+            snprintf(ks, sizeof(ks), "%ss:%u", pfx, tu_shard_of(s->v[k].id));
             redisAppendCommand(r, "HGET %s %s", ks, s->v[k].id);
         }
         for (size_t k = first_compact; k < s->n; k++) {
@@ -1314,7 +1307,7 @@ START_TEST(compact_is_compact) {
         do {
             for (int d = 13; d > 0 && ++cand[d] > '9'; d--)
                 cand[d] = '0';
-        } while (shard_of(cand) >= 64);
+        } while (tu_shard_of(cand) >= 64);
         memcpy(ids[i], cand, sizeof(cand));
         lens[i] = (size_t)urange(20, 36);
         for (size_t k = 0; k < lens[i]; k++)

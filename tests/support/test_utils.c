@@ -259,18 +259,21 @@ long long tu_job_fields(redisContext *r, const char *ns, const char *queue) {
     return sum;
 }
 
+unsigned tu_shard_of(const char *id) {
+    uint64_t h = 0;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h * 31 + *p) % UINT64_C(4294967296);
+    return (unsigned)(h % 262144);
+}
+
 int tu_job_stored(redisContext *r, const char *ns, const char *queue,
                   const char *id) {
     char key[800];
     tu_key(key, sizeof(key), ns, queue, "jobs", id);
     if (rint_(r, "HEXISTS", key, id) == 1)
         return 1;
-    /* the shard of lib/lua/common.lua's c_skey */
-    uint64_t h = 0;
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
-        h = (h * 31 + *p) % 4294967296u;
     char suffix[32];
-    snprintf(suffix, sizeof(suffix), "s:%llu", (unsigned long long)(h % 262144));
+    snprintf(suffix, sizeof(suffix), "s:%u", tu_shard_of(id));
     tu_key(key, sizeof(key), ns, queue, suffix, id);
     return rint_(r, "HEXISTS", key, id) == 1;
 }

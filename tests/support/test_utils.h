@@ -167,6 +167,9 @@ long long tu_sum(redisContext *r, const char *cmd, const char *ns,
  * tu_sum "HLEN" of "jobs": payloads, metas...) plus its compact jobs (the
  * "n" of its "cm" hash, lib/lua/common.lua), over all partitions. */
 long long tu_job_fields(redisContext *r, const char *ns, const char *queue);
+/* The shard of a compact job's id: its key is "<prefix>s:<shard>"
+ * (lib/lua/common.lua, c_skey). */
+unsigned tu_shard_of(const char *id);
 /* Whether job id is stored, in the default layout (its payload in the
  * jobs hash of its partition) or the compact one (its id in its shard). */
 int tu_job_stored(redisContext *r, const char *ns, const char *queue,
