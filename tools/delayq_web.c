@@ -1030,6 +1030,10 @@ static int j_settings(web *w, struct evbuffer *b, const char *q) {
         else if (keys[i] == DQ_SET_EXPIRED)
             evbuffer_add_printf(b, "\"%s\"",
                                 vals[i] == DQ_EXPIRED_DROP ? "drop" : "dead");
+        else if (keys[i] == DQ_SET_LAYOUT)
+            evbuffer_add_printf(b, "\"%s\"",
+                                vals[i] == DQ_LAYOUT_COMPACT ? "compact"
+                                                             : "default");
         else
             evbuffer_add_printf(b, "%" PRId64, vals[i]);
     }

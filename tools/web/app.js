@@ -202,6 +202,7 @@ const SETTINGS = [
   ['dead_ttl_ms', 'dead jobs kept (for)', v => dur(v), 'forever'],
   ['expired', 'expired jobs', v => v === 'drop' ? 'deleted' : 'dead-lettered', 'dead-lettered'],
   ['rate_max', 'rate limit', null, 'none'],
+  ['layout', 'layout of pending jobs', v => v, 'client option (DQ_OPT_LAYOUT), else default'],
 ];
 function settingsCard(st) {
   st = st || {};
