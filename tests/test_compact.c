@@ -435,7 +435,8 @@ static void snap_take(redisContext *r, const char *q, snap *s,
         freeReplyObject(cb);
     }
     qkeys_free(keys, nkeys);
-    qsort(s->v, s->n, sizeof(*s->v), sj_by_id);
+    if (s->n > 1) /* qsort wants a valid pointer even for no jobs */
+        qsort(s->v, s->n, sizeof(*s->v), sj_by_id);
     for (size_t k = 1; k < s->n; k++)
         ck_assert_msg(strcmp(s->v[k - 1].id, s->v[k].id) != 0,
                       "%s: job %s is stored twice (%s and %s)", ctx,
@@ -449,6 +450,8 @@ static void snap_take(redisContext *r, const char *q, snap *s,
 
 static const sj *snap_find(const snap *s, const char *id) {
     sj key = {.id = (char *)id};
+    if (s->n == 0) /* bsearch wants a valid pointer even for no jobs */
+        return NULL;
     return bsearch(&key, s->v, s->n, sizeof(*s->v), sj_by_id);
 }
 
@@ -518,7 +521,8 @@ static size_t m_pending(model *m, mj ***out) {
     for (int k = 0; k < m->n; k++)
         if (m->j[k].state == 1)
             v[n++] = &m->j[k];
-    qsort(v, n, sizeof(*v), m_by_due);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), m_by_due);
     *out = v;
     return n;
 }
