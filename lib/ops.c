@@ -348,10 +348,10 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
         nk = DQ_NKEYS; /* + counts */
     else if (script == DQ_SCRIPT_POLL)
         nk = DQ_NKEYS - 1; /* + idle, conf, rate */
-    else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG ||
-             script == DQ_SCRIPT_PUSH)
-        nk = DQ_NKEYS - 2; /* + idle, conf (push: the layout) */
-    else if (script == DQ_SCRIPT_DEAD || script == DQ_SCRIPT_ACK)
+    else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG)
+        nk = DQ_NKEYS - 2; /* + idle, conf */
+    else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
+             script == DQ_SCRIPT_ACK)
         nk = DQ_NKEYS - 3; /* + idle: they wake consumers */
     else
         nk = DQ_NKEYS - 4;

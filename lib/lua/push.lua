@@ -51,7 +51,13 @@ if ext ~= '' then
     end
 end
 -- The settings read: layout, and the flag of a queue with compact jobs.
-local lay = redis.call('HMGET', K_CONF, 'layout', 'compact')
+-- The conf hash is named, not declared: a declared key that is missing
+-- (most queues have no settings) would hold every push back with
+-- TRYAGAIN while the queue's slot migrates.  Named, it raises "non local
+-- key" on the source of a migrating slot instead, and the push goes on as
+-- in the default layout (README, "The compact layout").
+local lay = redis.pcall('HMGET', K_PFX .. 'conf', 'layout', 'compact')
+if lay.err then lay = { false, false } end
 local compact = (lay[1] or string.sub(ARGV[7], 1, 1)) == '1'
 local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
 local cflag = lay[2] ~= false
