@@ -103,13 +103,7 @@ static int is_compact(redisContext *r, const char *q,
 }
 
 static long long used_memory(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO memory");
-    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
-    const char *p = strstr(rep->str, "used_memory:");
-    ck_assert_ptr_nonnull(p);
-    long long v = atoll(p + strlen("used_memory:"));
-    freeReplyObject(rep);
-    return v;
+    return tu_info_int(r, "memory", "used_memory");
 }
 
 static int64_t num_of(const redisReply *e) {

@@ -116,14 +116,20 @@ long long rint_(redisContext *r, const char *cmd, const char *arg1,
     return v;
 }
 
-long long commands_processed(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO stats");
+long long tu_info_int(redisContext *r, const char *section, const char *field) {
+    redisReply *rep = th_cmd(r, "INFO %s", section);
     ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
-    const char *p = strstr(rep->str, "total_commands_processed:");
-    ck_assert_ptr_nonnull(p);
-    long long v = atoll(p + strlen("total_commands_processed:"));
+    char name[64];
+    snprintf(name, sizeof(name), "%s:", field);
+    const char *p = strstr(rep->str, name);
+    ck_assert_msg(p != NULL, "INFO %s has no %s", section, field);
+    long long v = atoll(p + strlen(name));
     freeReplyObject(rep);
     return v;
+}
+
+long long commands_processed(redisContext *r) {
+    return tu_info_int(r, "stats", "total_commands_processed");
 }
 
 long long client_commands(redisContext *r) {

@@ -100,6 +100,8 @@ long long rint_(redisContext *r, const char *cmd, const char *arg1,
 /* Commands the server has processed so far (INFO stats); the INFO itself is
  * counted by the next reading. */
 long long commands_processed(redisContext *r);
+/* The integer field "<field>:" of INFO <section>. */
+long long tu_info_int(redisContext *r, const char *section, const char *field);
 /* Commands clients sent (INFO commandstats), without the commands that
  * scripts run inside EVAL/EVALSHA and without INFO itself. */
 long long client_commands(redisContext *r);
