@@ -180,11 +180,13 @@ enum dq_option {
                                       DQ_LEASE_MAX): the lease of a poll
                                       given lease_ms 0 in a queue without
                                       a DQ_SET_LEASE_MS setting */
-    DQ_OPT_LAYOUT = 12,            /* int, DQ_LAYOUT_DEFAULT (default) or
-                                      DQ_LAYOUT_COMPACT: how this client's
-                                      pushes store jobs in a queue without
-                                      a DQ_SET_LAYOUT setting (the URI's
-                                      ?layout=compact sets it too) */
+    DQ_OPT_LAYOUT = 12,            /* int, DQ_LAYOUT_DEFAULT (default),
+                                      DQ_LAYOUT_COMPACT or
+                                      DQ_LAYOUT_COMPACT_PUSH: the layout
+                                      of a queue without a DQ_SET_LAYOUT
+                                      setting, for this client's pushes
+                                      and polls (the URI's ?layout=compact
+                                      or compact-push sets it too) */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -422,9 +424,9 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                                     deliveries in any DQ_SET_RATE_WINDOW_MS,
                                     over all consumers (the two go together) */
 #define DQ_SET_RATE_WINDOW_MS 11 /* 1..DQ_RATE_WINDOW_MAX */
-#define DQ_SET_LAYOUT 12         /* DQ_LAYOUT_DEFAULT or DQ_LAYOUT_COMPACT:
-                                    how pushes store pending jobs (unset:
-                                    the pushing client's DQ_OPT_LAYOUT) */
+#define DQ_SET_LAYOUT 12         /* DQ_LAYOUT_*: how pending jobs are
+                                    stored (unset: the calling client's
+                                    DQ_OPT_LAYOUT) */
 #define DQ_SET__COUNT 12         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
@@ -435,16 +437,22 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
  * small hashes by due time and id shards (listpacks) instead: about 100
  * bytes per job beyond the payload at a million jobs per queue or
  * partition, less above (its 262,144 shards cost about 25 MB once all
- * exist, so below about a million jobs it saves little).  Every push moves
- * as many jobs into it as it pushed that fit, a poll moves the jobs it
- * claims back; other jobs keep the default layout.  Pushes, polls and
- * cancels cost more (bench/RESULTS.md, "Memory: default and compact
- * layouts").  Every operation and guarantee is the same in both, and
+ * exist, so below about a million jobs it saves little).  Pushes write the
+ * default layout as fast as in it; in DQ_LAYOUT_COMPACT polls that find
+ * nothing due move up to 256 of them at a time into the compact one (a
+ * waiting consumer comes back every 20 ms while a backlog is left to
+ * move), so memory becomes compact once the idle consumers have caught
+ * up.  In DQ_LAYOUT_COMPACT_PUSH every push moves as many jobs as it
+ * pushed that fit instead: compact at once, pushes about four times as
+ * costly.  A poll moves the jobs it claims back; other jobs keep the
+ * default layout.  Cancels cost more (bench/RESULTS.md, "Memory: default
+ * and compact layouts").  Every operation and guarantee is the same in both, and
  * either reads both: a queue can switch at any time.  On a Redis Cluster a
  * queue with compact jobs answers TRYAGAIN while its slot migrates
  * (README, "The compact layout"). */
 #define DQ_LAYOUT_DEFAULT 0
 #define DQ_LAYOUT_COMPACT 1
+#define DQ_LAYOUT_COMPACT_PUSH 2
 
 #define DQ_BACKOFF_FIXED 1       /* every retry waits the base delay */
 #define DQ_BACKOFF_EXPONENTIAL 2 /* base * 2^(attempt-1), capped */

@@ -26,7 +26,7 @@ static const struct {
     [DQ_SET_EXPIRED] = {"expired", DQ_EXPIRED_DEAD, DQ_EXPIRED_DROP},
     [DQ_SET_RATE_MAX] = {"rate_max", 1, DQ_RATE_MAX},
     [DQ_SET_RATE_WINDOW_MS] = {"rate_window_ms", 1, DQ_RATE_WINDOW_MAX},
-    [DQ_SET_LAYOUT] = {"layout", DQ_LAYOUT_DEFAULT, DQ_LAYOUT_COMPACT},
+    [DQ_SET_LAYOUT] = {"layout", DQ_LAYOUT_DEFAULT, DQ_LAYOUT_COMPACT_PUSH},
 };
 
 const char *dq_setting_name(int setting) {

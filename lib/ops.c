@@ -812,8 +812,9 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         cmd_int(c, core->opts.done_ttl_ms);
         cmd_str(c, ext, extlen);
         cmd_str(c, rule, rulelen);
-        static const char *const lay[2][2] = {{"0", "0g"}, {"1", "1g"}};
-        cmd_cstr(c, lay[core->layout == DQ_LAYOUT_COMPACT][generated]);
+        static const char *const lay[3][2] = {
+            {"0", "0g"}, {"1", "1g"}, {"2", "2g"}};
+        cmd_cstr(c, lay[core->layout][generated]);
         for (size_t pos = lo; pos < hi; pos++) {
             size_t i = JOB(pos);
             cmd_cstr(c, p->ids + i * DQ_ID_BUF);
@@ -874,7 +875,7 @@ int dq__build_counts(dq__cmd *c, dq__core *core) {
 
 int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
                    int waiting) {
-    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 6);
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_POLL, &core->keys, 7);
     if (rc != DQ_OK)
         return rc;
     cmd_int(c, max);
@@ -883,6 +884,7 @@ int dq__build_poll(dq__cmd *c, dq__core *core, int max, int64_t lease_ms,
     cmd_cstr(c, waiting ? dq__core_me(core) : "");
     cmd_int(c, core->opts.wait_cap_ms);
     cmd_int(c, core->opts.lease_ms);
+    cmd_int(c, core->layout);
     return dq__cmd_seal(c);
 }
 

@@ -86,7 +86,7 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
         slot = &o->lease_ms, lo = DQ_LEASE_MIN, hi = DQ_LEASE_MAX;
         break;
     case DQ_OPT_LAYOUT:
-        slot = &o->layout, hi = DQ_LAYOUT_COMPACT;
+        slot = &o->layout, hi = DQ_LAYOUT_COMPACT_PUSH;
         break;
     default:
         return DQ_EINVAL;

@@ -100,9 +100,12 @@ static int parse_query(const char *q, dq__uri *u, int unix_keys,
                 u->layout = DQ_LAYOUT_DEFAULT;
             else if (vl == 7 && memcmp(eq + 1, "compact", 7) == 0)
                 u->layout = DQ_LAYOUT_COMPACT;
+            else if (vl == 12 && memcmp(eq + 1, "compact-push", 12) == 0)
+                u->layout = DQ_LAYOUT_COMPACT_PUSH;
             else
                 return dq__err_set(err, DQ_EURI,
-                                  "URI: layout must be default or compact");
+                                  "URI: layout must be default, compact or "
+                                  "compact-push");
         } else if (unix_keys && kl == 2 && memcmp(p, "db", 2) == 0) {
             long db = parse_num(eq + 1, vl, 0, 1000000);
             if (db < 0)

@@ -34,7 +34,8 @@ typedef struct dq__uri {
     dq__seed seeds[DQ_URI_MAX_SEEDS];
     char *master;   /* Sentinel: the monitored primary's name */
     int partitions; /* ?partitions=N, 0 when not given */
-    int layout;     /* ?layout=default|compact: DQ_LAYOUT_* (0 unless given) */
+    int layout;     /* ?layout=default|compact|compact-push: DQ_LAYOUT_*
+                       (0 unless given) */
 } dq__uri;
 
 /*

@@ -36,8 +36,10 @@ const char dqt_help_config[] =
     "  rate_max         at most this many deliveries per rate_window_ms,\n"
     "                   over all consumers (set or unset both together)\n"
     "  rate_window_ms   the rate limit's window (DUR or ms)\n"
-    "  layout           how pushes store pending jobs: default | compact\n"
-    "                   (small jobs of huge backlogs in ~60 B each)\n"
+    "  layout           how pending jobs are stored: default | compact |\n"
+    "                   compact-push (small jobs of huge backlogs in about\n"
+    "                   100 B each, moved there by idle polls, or by\n"
+    "                   pushes: slower pushes, compact at once)\n"
     "\n"
     "Options:\n"
     "  --unset NAME   remove a setting (repeatable)\n"
@@ -65,9 +67,10 @@ static const char *value_word(int s, int64_t v) {
         return v == DQ_EXPIRED_DEAD ? "dead" : v == DQ_EXPIRED_DROP ? "drop"
                                                                     : NULL;
     if (s == DQ_SET_LAYOUT)
-        return v == DQ_LAYOUT_DEFAULT   ? "default"
-               : v == DQ_LAYOUT_COMPACT ? "compact"
-                                        : NULL;
+        return v == DQ_LAYOUT_DEFAULT        ? "default"
+               : v == DQ_LAYOUT_COMPACT      ? "compact"
+               : v == DQ_LAYOUT_COMPACT_PUSH ? "compact-push"
+                                             : NULL;
     return NULL;
 }
 
@@ -99,7 +102,7 @@ static int parse_value(int s, const char *val, int64_t *v) {
         fprintf(stderr, "delayq config: %s: '%s' is not %s\n", name, val,
                 s == DQ_SET_BACKOFF   ? "fixed or exponential"
                 : s == DQ_SET_EXPIRED ? "dead or drop"
-                                      : "default or compact");
+                                      : "default, compact or compact-push");
         return DQT_EXIT_USAGE;
     }
     char *end;

@@ -1033,7 +1033,9 @@ static int j_settings(web *w, struct evbuffer *b, const char *q) {
         else if (keys[i] == DQ_SET_LAYOUT)
             evbuffer_add_printf(b, "\"%s\"",
                                 vals[i] == DQ_LAYOUT_COMPACT ? "compact"
-                                                             : "default");
+                                : vals[i] == DQ_LAYOUT_COMPACT_PUSH
+                                    ? "compact-push"
+                                    : "default");
         else
             evbuffer_add_printf(b, "%" PRId64, vals[i]);
     }

@@ -84,10 +84,10 @@ _BACKOFF = {"fixed": 1, "exponential": 2}
 # and expired; UNSET (None in config_get) is a setting not set.
 BACKOFF_FIXED, BACKOFF_EXPONENTIAL = 1, 2
 EXPIRED_DEAD, EXPIRED_DROP = 0, 1
-LAYOUT_DEFAULT, LAYOUT_COMPACT = 0, 1
+LAYOUT_DEFAULT, LAYOUT_COMPACT, LAYOUT_COMPACT_PUSH = 0, 1, 2
 _UNSET = -1
 _SET_WORDS = {"backoff": _BACKOFF, "expired": {"dead": 0, "drop": 1},
-              "layout": {"default": 0, "compact": 1}}
+              "layout": {"default": 0, "compact": 1, "compact-push": 2}}
 _SET_COUNT = 12
 # dq_push_opts options (DQ_PUSHOPT_*) and the DQ_PUSH_AT flag.
 _PUSHOPT_MAX_ATTEMPTS, _PUSHOPT_EXPIRE_AT, _PUSHOPT_EXPIRE_IN_MS = 1, 2, 3
@@ -598,8 +598,9 @@ class Client:
     counters=True (DQ_OPT_COUNTERS) makes this client's polls, acks and
     nacks count deliveries, acks, retries and failures per queue in Redis,
     for counters(); give it to every producer and consumer of a queue.
-    layout=LAYOUT_COMPACT (DQ_OPT_LAYOUT) stores this client's pushes in
-    the compact layout in queues without a "layout" setting."""
+    layout=LAYOUT_COMPACT or LAYOUT_COMPACT_PUSH (DQ_OPT_LAYOUT) is the
+    layout of queues without a "layout" setting for this client's pushes
+    and polls."""
 
     def __init__(self, uri="redis://127.0.0.1:6379", **options):
         self._c = None

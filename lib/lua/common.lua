@@ -226,11 +226,12 @@ local function ended_tok(t)
     return t
 end
 
--- The compact layout (the queue setting 'layout' = 1, config.lua; push.lua
--- moves jobs into it).  A pending job costs a ZSET entry in due (~110 B)
--- and a native hash entry in jobs (~56 B + its strings); a huge backlog
--- of small payloads keeps most of its pending jobs in small hashes that
--- Redis encodes as listpacks (a few bytes per entry) instead:
+-- The compact layout (the queue setting 'layout' = 1 or 2, config.lua; the
+-- mover, c_move, moves jobs into it: idle polls run it in both, poll.lua,
+-- and every push in 2, push.lua).  A pending job costs a ZSET entry in
+-- due (~110 B) and a native hash entry in jobs (~56 B + its strings); a
+-- huge backlog of small payloads keeps most of its pending jobs in small
+-- hashes that Redis encodes as listpacks (a few bytes per entry) instead:
 --   <prefix>c:<b>  HASH  bucket b: id -> "<due ms>:<payload>", at most
 --                        C_CAP entries (or any number that share one due
 --                        time: a "uniform" bucket); fields and values of
@@ -243,8 +244,10 @@ end
 --                        id (listpacks up to ~30 million jobs per queue or
 --                        partition): finds a job's bucket by its id
 --   <prefix>cm     HASH  n: compact jobs, next: last bucket number
---   <prefix>mv     STRING where push's mover goes on (a due score); it
---                        expires soon: a lost one only starts it over
+--   <prefix>mv     STRING where the mover goes on (a due score); it
+--                        expires soon (a waiting consumer that moves
+--                        comes back sooner): a lost one only starts it
+--                        over, and an emptied queue keeps no key
 -- Only jobs never delivered and pushed without options are compact (a
 -- meta goes with the native layout); a poll moves the jobs it claims back
 -- to the native keys, so leases, acks, nacks and dead jobs never see the
@@ -303,8 +306,8 @@ end
 -- which c_put sets with the first compact job and c_gone deletes with the
 -- last, for the scripts that get that key (push, poll, nack); the others
 -- look for the compact index itself, after c_probe1.  A script touches the
--- other compact keys only when there are compact jobs (or when push moves
--- jobs in).
+-- other compact keys only when there are compact jobs (or when the mover
+-- moves jobs in).
 local C_FLAG = nil
 local function c_flagged()
     if C_FLAG == nil then
@@ -589,13 +592,15 @@ local function c_lib()
         end
     end
 
-    -- The mover (push.lua): up to budget native pending jobs that fit
-    -- (never delivered, no options, small) go to compact buckets,
-    -- farthest due first from cursor (a ZREVRANGEBYSCORE max, read from
-    -- K_MV before the push's first write) down; the next call goes on
-    -- below where this one stopped, one that reaches the bottom starts
-    -- over at the top.  Moved in due order, the jobs of one call share
-    -- buckets: one HSET per bucket, not per job.
+    -- The mover (idle polls, or pushes in layout 2): up to budget native
+    -- pending jobs that fit (never delivered, no options, small) go to
+    -- compact buckets, farthest due first from cursor (a ZREVRANGEBYSCORE
+    -- max, read from K_MV before the call's first write) down; the next
+    -- call goes on below where this one stopped, one that reaches the
+    -- bottom starts over at the top (and deletes K_MV).  Moved in due
+    -- order, the jobs of one call share buckets: one HSET per bucket, not
+    -- per job.  Returns how many jobs it moved, and whether jobs it did not
+    -- read remain (another call has work).
     local function c_move(cursor, budget)
         local page = redis.call('ZREVRANGEBYSCORE', K_DUE, cursor, '-inf',
                                 'WITHSCORES', 'LIMIT', 0, budget)
@@ -610,10 +615,11 @@ local function c_lib()
             m = #page / 2
             if m < budget then redis.call('DEL', K_MV) end
         end
-        if m == budget then
+        local more = m == budget
+        if more then
             redis.call('SET', K_MV, '(' .. page[#page], 'PX', 1500)
         end
-        if m == 0 then return end
+        if m == 0 then return 0, false end
         local ids = {}
         for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
         local got = get_with_meta(ids)
@@ -625,10 +631,11 @@ local function c_lib()
                 moved[#moved + 1] = id
             end
         end
-        if #moved == 0 then return end
+        if #moved == 0 then return 0, more end
         redis.call('ZREM', K_DUE, unpack(moved))
         redis.call('HDEL', K_JOBS, unpack(moved))
         c_put(items)
+        return #moved, more
     end
 
     -- Compact jobs due by now, earliest first, at most need of them: a list

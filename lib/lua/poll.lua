@@ -4,7 +4,9 @@
 -- setting, else ARGV[7]), ARGV[4] max attempts (0 = unlimited; a job's own
 -- or the queue's setting come first), ARGV[5] the polling consumer's id
 -- ('' = a plain poll), ARGV[6] its idle cap ms (with an id), ARGV[7] the
--- client's default lease ms.
+-- client's default lease ms, ARGV[8] the client's layout for a queue
+-- without the 'layout' setting (DQ_LAYOUT_*: an idle poll moves jobs
+-- into the compact layout, 1, below).
 -- Returns { now_ms, next_us, lease_ms, id, payload, attempt, due_ms, token,
 -- ... }
 --   next_us: microseconds until the next job is due (0 when more may be due
@@ -43,7 +45,8 @@
 local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
-                      'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact')
+                      'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact',
+                      'layout')
 -- compact jobs (common.lua, "The compact layout") only when flagged
 local cany = conf.compact ~= nil
 local C = cany and c_lib()
@@ -81,6 +84,26 @@ if max > 0 then
     due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     if cany then cdue, cread = C.due(now, max) end
+end
+-- The mover of the compact layouts (common.lua, "The compact layout"): a
+-- poll that finds nothing due moves up to IDLE_MOVE pushed jobs into
+-- compact buckets, as its first write (in layout 2 pushes move them too:
+-- an idle poll then finds little to move).  It moves the farthest due first,
+-- from where the last one stopped, so the jobs of one call have
+-- neighbouring due times and share buckets.  While more are left to move
+-- a waiting consumer is told to poll again within MOVE_PACE_US, so idle
+-- consumers compact a backlog at a bounded share of the server's time (a
+-- plain poll's next_us stays the time to the next due job).
+local IDLE_MOVE, MOVE_PACE_US = 256, 20000
+local moving = false
+if max > 0 and #exp == 0 and #due == 0 and #cdue == 0 and
+    (conf.layout or ARGV[8] or '0') ~= '0' then
+    C = C or c_lib()
+    local moved, more = C.move(redis.call('GET', C.MV) or '+inf', IDLE_MOVE)
+    -- paced while it moves jobs: a page of jobs that do not fit (big or
+    -- with options) is not worth coming back early for
+    moving = more and moved > 0
+    if moved > 0 then cany = true end
 end
 local ids, from_lease, from_due = {}, {}, {}
 local from_c = {} -- ids[k] -> its c_due entry, for compact jobs
@@ -277,6 +300,9 @@ if n < max or cands or limited_until then
         end
         redis.call('ZREMRANGEBYSCORE', K_IDLE, '-inf',
                    string.format('(%d', now - IDLE_SLACK))
+    end
+    if moving and me ~= '' and (out[2] < 0 or out[2] > MOVE_PACE_US) then
+        out[2] = MOVE_PACE_US
     end
 end
 return out

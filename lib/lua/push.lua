@@ -15,10 +15,11 @@
 --         a retried one finds its job still there (kept), and one after a
 --         cancel registers the series again.
 -- ARGV[7] the client's layout for a queue without the 'layout' setting
---         (0 default, 1 compact: common.lua, "The compact layout"), then
---         'g' when the client generated every id of the call (80 random
---         bits each, made for this call, whose script runs at most once:
---         no compact job can have one, so their shards are not read)
+--         (0 default, 1 compact, 2 compact moved by pushes: common.lua,
+--         "The compact layout"), then 'g' when the client generated every
+--         id of the call (80 random bits each, made for this call, whose
+--         script runs at most once: no compact job can have one, so their
+--         shards are not read)
 -- ARGV[8..] triples: id, delay-or-time, payload (the client cuts batches
 --           into calls of at most 1000 jobs and a few MiB)
 -- Returns one outcome per job: 1 pushed, 2 kept, 3 replaced, 4 done (keep
@@ -30,14 +31,14 @@
 -- Reads (done, jobs, due, the compact index and shards, and lease/dead
 -- before a reset) all come before the first write.
 --
--- In the compact layout every push then runs the mover: it moves as many
--- native pending jobs as the call pushed that fit (small, no options)
--- into compact buckets, farthest
--- due first, from where the last call stopped.  Jobs are written native
--- first (one HSET and one ZADD for the batch) and moved in due order,
--- so the jobs moved together share buckets: a batch of jobs with random
--- due times costs a few bucket writes per bucket's worth of jobs rather
--- than one per job (bench/RESULTS.md, "Memory").
+-- Pushes write the default layout, whatever the setting says (one HSET
+-- and one ZADD for a batch): in the compact layout idle polls move the
+-- jobs into compact buckets later (poll.lua), in large groups of
+-- neighbouring due times.  Only layout 2 ("compact-push") runs the mover
+-- here: it moves as many native pending jobs as the call pushed that fit
+-- (small, no options), farthest due first from where the last call
+-- stopped, so memory is compact at once and pushes cost about four times
+-- as much (bench/RESULTS.md, "Memory").
 local now, now_us = dq_now()
 local replace = ARGV[2] == '1'
 local absolute = ARGV[3] == '1'
@@ -58,11 +59,11 @@ end
 -- in the default layout (README, "The compact layout").
 local lay = redis.pcall('HMGET', K_PFX .. 'conf', 'layout', 'compact')
 if lay.err then lay = { false, false } end
-local compact = (lay[1] or string.sub(ARGV[7], 1, 1)) == '1'
+local eager = (lay[1] or string.sub(ARGV[7], 1, 1)) == '2'
 local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
 local cflag = lay[2] ~= false
-local C = (compact or cflag) and c_lib()
-local cursor = compact and (redis.call('GET', C.MV) or '+inf')
+local C = (eager or cflag) and c_lib()
+local cursor = eager and (redis.call('GET', C.MV) or '+inf')
 
 if #ARGV == 10 and not replace and ext == '' then
     -- One job, keep mode (the common single push): HSETNX checks and
@@ -78,7 +79,7 @@ if #ARGV == 10 and not replace and ext == '' then
     local cands = wake_prep(at, before, now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
-    if compact and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
+    if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
 end
@@ -157,7 +158,7 @@ for j, id in ipairs(ids) do
         -- conversion prints them the slow floating-point way.
         zadd[#zadd + 1] = string.format('%d', at)
         zadd[#zadd + 1] = id
-        if compact and ext == '' and rule == '' and
+        if eager and ext == '' and rule == '' and
             C.fits(id, ARGV[i + 2], at) then
             fit = fit + 1
         end
