@@ -46,6 +46,12 @@
 #define C_ID_MAX 64      /* the longest id a compact job has */
 #define HOUR_MS INT64_C(3600000)
 
+/* The layout the tests set: compact-push, whose pushes move their jobs
+ * into buckets, so the bucket machinery runs at once where a test checks
+ * it; model_idle and idle_mover run DQ_LAYOUT_COMPACT, whose idle polls
+ * move them. */
+static int64_t g_layout = DQ_LAYOUT_COMPACT_PUSH;
+
 /* ---- small helpers ------------------------------------------------------ */
 
 static uint64_t rng_state;
@@ -1168,17 +1174,38 @@ static unsigned test_seed(void) {
     return s != NULL && *s ? (unsigned)strtoul(s, NULL, 10) : 20240611u;
 }
 
-START_TEST(model_random) {
+/* Drains what is due (polls of up to 1000, acked) down to a poll that
+ * finds nothing due, then polls idle 0..3 times more: in the compact
+ * layout each of those moves up to 256 pushed jobs into buckets. */
+static void op_idle(model *m, dq_client *c) {
+    for (int round = 0; round < 50; round++) {
+        dq_jobs *jobs = m_poll(m, c, 1000);
+        size_t k = dq_jobs_count(jobs);
+        m_ack(m, c, jobs);
+        dq_jobs_free(jobs);
+        if (k == 0)
+            break;
+    }
+    for (int extra = (int)urange(0, 3); extra > 0; extra--) {
+        dq_jobs *jobs = m_poll(m, c, (int)urange(1, 60));
+        m_ack(m, c, jobs);
+        dq_jobs_free(jobs);
+    }
+}
+
+/* The random model run on queue q in layout lay (compact-push or compact;
+ * in compact, idle polls (op_idle) are what moves jobs into buckets). */
+static void model_run(const char *q, int64_t lay) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, q, lay);
     model m = {0};
     m.cap = M_IDS;
     m.r = r;
     m.j = calloc(M_IDS, sizeof(*m.j));
     ck_assert_ptr_nonnull(m.j);
     m.seed = test_seed();
-    m.q = Q;
+    m.q = q;
     m.t0 = server_ms(r);
     rng_seed(m.seed);
     g_ties[0] = m.t0 - 2 * HOUR_MS - 1;
@@ -1191,7 +1218,9 @@ START_TEST(model_random) {
     long long max_compact = 0, max_uniform = 0, checks = 0;
     for (m.op = 0; m.op < ops; m.op++) {
         uint64_t x = rnd() % 100;
-        if (x < 18)
+        if (lay == DQ_LAYOUT_COMPACT && rnd() % 100 < 8)
+            op_idle(&m, c);
+        else if (x < 18)
             op_single(&m, c, r, o);
         else if (x < 28)
             op_batch(&m, c, o);
@@ -1231,16 +1260,22 @@ START_TEST(model_random) {
     m_drain(&m, c);
     m_check_redis(&m, r, NULL);
     m_check_stats(&m, c);
-    assert_no_job_keys(r, Q);
-    fprintf(stderr, "model_random: seed %u, %d ops, %d ids, %lld checks of "
+    assert_no_job_keys(r, q);
+    fprintf(stderr, "model %s: seed %u, %d ops, %d ids, %lld checks of "
             "Redis, up to %lld compact jobs, uniform bucket of %lld, %lld ms\n",
-            m.seed, ops, m.n, checks, max_compact, max_uniform,
+            lay == DQ_LAYOUT_COMPACT ? "compact" : "compact-push", m.seed,
+            ops, m.n, checks, max_compact, max_uniform,
             (long long)(th_mono_ms() - start));
     dq_push_opts_free(o);
     free(m.j);
     redisFree(r);
     dq_close(c);
 }
+
+START_TEST(model_random) { model_run(Q, DQ_LAYOUT_COMPACT_PUSH); }
+END_TEST
+
+START_TEST(model_idle) { model_run(Q, DQ_LAYOUT_COMPACT); }
 END_TEST
 
 /* ---- compact_is_compact --------------------------------------------------- */
@@ -1283,7 +1318,7 @@ START_TEST(compact_is_compact) {
     redisContext *r = rconn();
     char qd[64];
     snprintf(qd, sizeof(qd), "ref-%s", Q);
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     set_layout(c, qd, DQ_LAYOUT_DEFAULT);
     /* warm up: scripts loaded, partition counts recorded */
     push_text(c, Q, "w", 0, "warm", 0, NULL);
@@ -1363,12 +1398,150 @@ START_TEST(compact_is_compact) {
 }
 END_TEST
 
+/* ---- idle_mover ----------------------------------------------------------- */
+
+#define IM_FIT 3000 /* small jobs, no options: compact once moved */
+#define IM_BIG 40   /* payloads too big for a bucket */
+#define IM_OPT 20   /* jobs with a push option (a meta) */
+#define IM_MOVE 256 /* jobs an idle poll moves (poll.lua, IDLE_MOVE) */
+
+static void drop_queue(redisContext *r, const char *q);
+
+/* Compact jobs stored for queue q. */
+static long long compact_count(redisContext *r, const char *q) {
+    snap s;
+    snap_take(r, q, &s, "idle_mover");
+    long long n = s.compact;
+    snap_free(&s);
+    return n;
+}
+
+/* In DQ_LAYOUT_COMPACT pushes store jobs natively and polls that find
+ * nothing due move them into buckets, up to IM_MOVE a poll (per
+ * partition), farthest due first; jobs with options or big payloads stay
+ * native; a plain poll still says when the next job is due; a waiting
+ * consumer comes back early while there is more to move, so one
+ * dq_poll_wait of 1.5 s moves a backlog that its 1 s wait cap alone would
+ * take a dozen seconds over; the mover's cursor goes when it is done. */
+START_TEST(idle_mover) {
+    dq_client *c = open_client();
+    redisContext *r = rconn();
+    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    static char ids[CI_N][24], pls[CI_N][40];
+    static size_t lens[CI_N];
+    static int64_t delays[CI_N];
+    rng_seed(test_seed());
+    for (int i = 0; i < CI_N; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "im%06d", i);
+        lens[i] = (size_t)urange(10, 36);
+        for (size_t k = 0; k < lens[i]; k++)
+            pls[i][k] = (char)('a' + rnd() % 26);
+        delays[i] = HOUR_MS + urange(0, 24 * HOUR_MS);
+    }
+    /* CI_N pushed, of which IM_FIT are polled idle below: the rest are
+     * acked at once to leave exactly IM_FIT (a batch of CI_BATCH each) */
+    push_all(c, Q, ids, pls, lens, delays, NULL, NULL, NULL);
+    ck_assert_int_eq(compact_count(r, Q), 0); /* pushes moved nothing */
+    for (int i = IM_FIT; i < CI_N; i++)
+        ck_assert_int_eq(dq_cancel(c, Q, ids[i], 0), DQ_CANCELED_PENDING);
+    char big[200];
+    memset(big, 'b', sizeof(big));
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_MAX_ATTEMPTS, 3), 0);
+    for (int i = 0; i < IM_BIG + IM_OPT; i++) {
+        char id[24];
+        snprintf(id, sizeof(id), "%s%d", i < IM_BIG ? "big" : "opt", i);
+        int64_t at = server_ms(r) + 2 * HOUR_MS + i * 1000;
+        int rc = i < IM_BIG
+                     ? dq_push_ex(c, Q, big, sizeof(big), at, id,
+                                  DQ_PUSH_AT, NULL, NULL, 0, NULL)
+                     : dq_push_ex(c, Q, "small", 5, at, id, DQ_PUSH_AT, o,
+                                  NULL, 0, NULL);
+        ck_assert_msg(rc == 0, "push %s: %d %s", id, rc, dq_errmsg(c));
+    }
+    const long long total = IM_FIT + IM_BIG + IM_OPT;
+    int64_t first = INT64_MAX; /* the smallest delay left */
+    for (int i = 0; i < IM_FIT; i++)
+        if (delays[i] < first)
+            first = delays[i];
+
+    /* Plain idle polls: each moves at most IM_MOVE a partition and says
+     * when the earliest job is due (first, less the time since the push). */
+    long long before = 0, now_c = 0;
+    int polls = 0;
+    for (; polls < 4; polls++) {
+        dq_jobs *jobs = NULL;
+        int64_t next = -5;
+        int n = dq_poll(c, Q, 10, 60000, &jobs, &next);
+        ck_assert_msg(n == 0, "idle poll: %d jobs (%s)", n, dq_errmsg(c));
+        ck_assert_msg(next > first - 60000 && next <= first,
+                      "idle poll: next_due_ms %lld, the first job is due "
+                      "%lld ms after its push", (long long)next,
+                      (long long)first);
+        now_c = compact_count(r, Q);
+        ck_assert_msg((now_c > before || before == IM_FIT) &&
+                          now_c - before <= (long long)IM_MOVE * nparts(),
+                      "idle poll %d: compact jobs %lld -> %lld", polls,
+                      before, now_c);
+        before = now_c;
+    }
+    /* A waiting consumer paced by the mover: 1.5 s moves the rest. */
+    if (nparts() == 1) {
+        dq_jobs *jobs = NULL;
+        int64_t t0 = th_mono_ms();
+        int n = dq_poll_wait(c, Q, 10, 60000, 1500, &jobs);
+        ck_assert_msg(n == 0, "dq_poll_wait: %d (%s)", n, dq_errmsg(c));
+        now_c = compact_count(r, Q);
+        fprintf(stderr, "idle_mover: one dq_poll_wait of %lld ms moved %lld "
+                "jobs (%lld compact of %d)\n", (long long)(th_mono_ms() - t0),
+                now_c - before, now_c, IM_FIT);
+        ck_assert_msg(now_c == IM_FIT, "after a waiting poll of 1.5 s, %lld "
+                      "of %d jobs compact (%lld before it)", now_c, IM_FIT,
+                      before);
+    }
+    for (; polls < 60 && now_c < IM_FIT; polls++) {
+        dq_jobs *jobs = NULL;
+        ck_assert_int_eq(dq_poll(c, Q, 10, 60000, &jobs, NULL), 0);
+        now_c = compact_count(r, Q);
+    }
+    ck_assert_msg(now_c == IM_FIT, "%lld of %d jobs compact after %d idle "
+                  "polls", now_c, IM_FIT, polls);
+    /* one more idle poll finds nothing to move: the cursor goes */
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(dq_poll(c, Q, 10, 60000, &none, NULL), 0);
+    ck_assert_int_eq(tu_sum(r, "EXISTS", NS, Q, "mv"), 0);
+
+    snap s;
+    snap_take(r, Q, &s, "idle_mover");
+    ck_assert_int_eq(s.native, IM_BIG + IM_OPT);
+    ck_assert_int_eq((long long)s.n, total);
+    for (int i = 0; i < IM_FIT; i++) {
+        const sj *x = snap_find(&s, ids[i]);
+        ck_assert_msg(x != NULL && x->plen == lens[i] &&
+                          memcmp(x->pl, pls[i], lens[i]) == 0,
+                      "job %s lost or changed by the move", ids[i]);
+    }
+    snap_free(&s);
+    ck_stats(c, Q, total, 0, 0, 0);
+    int64_t bound = HOUR_MS * 26, cnt[2];
+    ck_assert_int_eq(dq_count_due(c, Q, &bound, 1, cnt, NULL), 0);
+    ck_assert_int_eq(cnt[0], total);
+    /* the moved jobs still cancel, and the earliest comes first */
+    ck_assert_int_eq(dq_cancel(c, Q, ids[0], 0), DQ_CANCELED_PENDING);
+    ck_assert_int_eq(dq_cancel(c, Q, ids[0], 0), 0);
+    drop_queue(r, Q);
+    dq_push_opts_free(o);
+    redisFree(r);
+    dq_close(c);
+}
+END_TEST
+
 /* ---- uniform_bucket ------------------------------------------------------ */
 
 START_TEST(uniform_bucket) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     const int64_t now = server_ms(r), t = now - HOUR_MS;
     enum { NU = 1000, NE = 40, NL = 60, NF = 100 };
     static char ids[NU + NE + NL + NF][16];
@@ -1499,7 +1672,7 @@ END_TEST
 START_TEST(lease_merge) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     const int64_t now = server_ms(r);
     enum { NA = 300, NB = 50, NL = 50 };
     static char ids[NA + NB][16];
@@ -1616,7 +1789,7 @@ END_TEST
 START_TEST(uniform_first_bucket) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     const int64_t t = server_ms(r) - 5 * HOUR_MS;
     enum { NU = 200 };
     static char ids[NU][32];
@@ -1701,7 +1874,7 @@ END_TEST
 START_TEST(far_future) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     char pl[C_PAYLOAD_MAX];
     memset(pl, 'x', sizeof(pl));
     const int64_t when[] = {DQ_AT_MAX, DQ_AT_MAX - 1, DQ_AT_MAX - 2,
@@ -1735,7 +1908,7 @@ END_TEST
 START_TEST(switch_back) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     model m = {0};
     m.cap = M_IDS;
     m.r = r;
@@ -1880,7 +2053,7 @@ END_TEST
 START_TEST(big_batch_listpacks) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     const size_t n = 600 * (size_t)nparts();
     char (*ids)[16] = malloc(n * sizeof(*ids));
     const char **ip = malloc(n * sizeof(*ip));
@@ -1945,7 +2118,7 @@ static void drop_queue(redisContext *r, const char *q) {
 START_TEST(many_buckets) {
     dq_client *c = open_client();
     redisContext *r = rconn();
-    set_layout(c, Q, DQ_LAYOUT_COMPACT);
+    set_layout(c, Q, g_layout);
     const int np = nparts(), per = 19200, past = 3000;
     const int n = per * np, npast = past * np;
     const int64_t step = 10000;
@@ -2038,6 +2211,8 @@ TEST_SUITE("compact", TU_SRV_UNIX,
     {"compact_is_compact", compact_is_compact, 60, NULL},
     {"big_batch_listpacks", big_batch_listpacks, 60, NULL},
     {"model_random", model_random, 120, NULL},
+    {"model_idle", model_idle, 120, NULL},
+    {"idle_mover", idle_mover, 60, NULL},
     {"uniform_bucket", uniform_bucket, 60, NULL},
     {"lease_merge", lease_merge, 60, NULL},
     {"uniform_first_bucket", uniform_first_bucket, 60, NULL},

@@ -59,6 +59,11 @@ class TestConfig(CliCase):
                 "rate_max": 50, "rate_window_ms": 1000, "layout": "compact"}
         self.assertEqual(self.conf(q), want)
         self.assertIn("layout           compact\n", self.ok(["config", q]))
+        self.assertEqual(self.ok(["config", q, "layout=compact-push"]), "")
+        self.assertEqual(self.conf(q)["layout"], "compact-push")
+        self.assertIn("layout           compact-push\n",
+                      self.ok(["config", q]))
+        self.ok(["config", q, "layout=compact"])
         out = self.ok(["config", q])
         self.assertIn("backoff          exponential\n", out)
         self.assertIn("expired          drop\n", out)
@@ -131,6 +136,8 @@ class TestConfig(CliCase):
             (["config", q, "backoff=slow"], b"not fixed or exponential"),
             (["config", q, "backoff=1"], b"not fixed or exponential"),
             (["config", q, "expired=keep"], b"not dead or drop"),
+            (["config", q, "layout=tiny"],
+             b"not default, compact or compact-push"),
             (["config", q, "max_attempts=x"], b"not an integer"),
             (["config", q, "max_attempts="], b"not an integer"),
             (["config", q, "lease_ms=5q"], b"a duration"),

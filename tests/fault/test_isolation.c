@@ -84,9 +84,12 @@ typedef struct keyval {
     size_t klen;
     char *dump;
     size_t dlen;
+    long long pttl; /* -1: no expiry */
 } keyval;
 
-/* Reads every key and its DUMP into kv (SCAN); returns the count. */
+/* Reads every key, its DUMP and its time to live into kv (SCAN); returns
+ * the count.  A key that expires between the SCAN and the DUMP is left
+ * out. */
 static size_t snapshot(redisContext *ctx, keyval *kv) {
     size_t n = 0;
     char cursor[32] = "0";
@@ -98,12 +101,21 @@ static size_t snapshot(redisContext *ctx, keyval *kv) {
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             redisReply *k = r->element[1]->element[i];
             ck_assert_int_lt(n, MAXKEYS);
+            redisReply *d = rcmd_try(ctx, "DUMP %b", k->str, (size_t)k->len);
+            ck_assert_msg(d && (d->type == REDIS_REPLY_STRING ||
+                                d->type == REDIS_REPLY_NIL), "DUMP");
+            if (d->type == REDIS_REPLY_NIL) {
+                freeReplyObject(d);
+                continue;
+            }
+            redisReply *t = rcmd_try(ctx, "PTTL %b", k->str, (size_t)k->len);
+            ck_assert_msg(t && t->type == REDIS_REPLY_INTEGER, "PTTL");
+            kv[n].pttl = t->integer;
+            freeReplyObject(t);
             kv[n].klen = k->len;
             kv[n].key = malloc(k->len + 1);
             memcpy(kv[n].key, k->str, k->len);
             kv[n].key[k->len] = '\0';
-            redisReply *d = rcmd_try(ctx, "DUMP %b", k->str, (size_t)k->len);
-            ck_assert_msg(d && d->type == REDIS_REPLY_STRING, "DUMP");
             kv[n].dlen = d->len;
             kv[n].dump = malloc(d->len);
             memcpy(kv[n].dump, d->str, d->len);
@@ -303,6 +315,10 @@ START_TEST(hostile_names) {
             if (after[j].klen == before[i].klen &&
                 memcmp(after[j].key, before[i].key, before[i].klen) == 0)
                 break;
+        /* a key with a time to live may expire on its own (the compact
+         * layout's mover cursor lives 1.5 s): gone is not changed */
+        if (j == nafter && before[i].pttl >= 0)
+            continue;
         ck_assert_msg(j < nafter, "victim key %s is gone", before[i].key);
         ck_assert_msg(after[j].dlen == before[i].dlen &&
                           memcmp(after[j].dump, before[i].dump,

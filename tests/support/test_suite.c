@@ -29,13 +29,13 @@ int tu_main(const char *suite, enum tu_server server, const tu_test *tests,
         snprintf(g_srv.uri + n, sizeof(g_srv.uri) - n, "?partitions=%d",
                  atoi(parts));
     }
-    /* DQ_TEST_LAYOUT=compact: every push of the suite stores its queue's
-     * jobs in the compact layout (delayq.h, DQ_LAYOUT_COMPACT), so every
-     * test runs on it. */
+    /* DQ_TEST_LAYOUT=compact or compact-push: the suite's queues use that
+     * layout (delayq.h, DQ_LAYOUT_*), so every test runs on it. */
     if (server != TU_SRV_NONE && tu_compact()) {
-        size_t n = strlen(g_srv.uri);
-        snprintf(g_srv.uri + n, sizeof(g_srv.uri) - n, "%slayout=compact",
-                 strchr(g_srv.uri, '?') ? "&" : "?");
+        char buf[sizeof(g_srv.uri)];
+        const char *u = tu_layout_uri(g_srv.uri, buf, sizeof(buf));
+        if (u == buf)
+            snprintf(g_srv.uri, sizeof(g_srv.uri), "%s", buf);
     }
     Suite *s = suite_create(suite);
     for (size_t i = 0; i < ntests; i++) {

@@ -137,7 +137,11 @@ long long client_commands(redisContext *r) {
         "time",  "zrangebyscore", "zrange", "zadd", "zrem",    "zcard",
         "zcount", "zscore",       "hmget",  "hset", "hget",    "hdel",
         "hexists", "hlen",        "incrby", "publish", "info",  "pexpire",
-        "zremrangebyscore", "spublish", "hincrby", "pttl", NULL};
+        "zremrangebyscore", "spublish", "hincrby", "pttl",
+        /* and what the compact layouts' scripts add (the mover of an
+         * idle poll) */
+        "get", "set", "del", "exists", "zrevrangebyscore", "hgetall",
+        "hvals", "hrandfield", NULL};
     redisReply *rep = th_cmd(r, "INFO commandstats");
     ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
     long long sum = 0;
@@ -316,26 +320,38 @@ const char *uri_with(const char *extra, char *buf, size_t n) {
     return buf;
 }
 
-int tu_compact(void) {
+/* The layout of DQ_TEST_LAYOUT ("compact" or "compact-push"), or NULL. */
+static const char *test_layout(void) {
     const char *s = getenv("DQ_TEST_LAYOUT");
-    return s != NULL && strcmp(s, "compact") == 0;
+    return s != NULL && (strcmp(s, "compact") == 0 ||
+                         strcmp(s, "compact-push") == 0)
+               ? s
+               : NULL;
+}
+
+int tu_compact(void) { return test_layout() != NULL; }
+
+int tu_compact_push(void) {
+    const char *s = test_layout();
+    return s != NULL && strcmp(s, "compact-push") == 0;
 }
 
 const char *tu_layout_uri(const char *uri, char *buf, size_t n) {
     if (!tu_compact() || strstr(uri, "layout=") != NULL)
         return uri;
-    int w = snprintf(buf, n, "%s%slayout=compact", uri,
-                     strchr(uri, '?') ? "&" : "?");
+    int w = snprintf(buf, n, "%s%slayout=%s", uri,
+                     strchr(uri, '?') ? "&" : "?", test_layout());
     return w >= 0 && (size_t)w < n ? buf : uri;
 }
 
 const char *tu_uri(const char *base, const char *extra, char *buf, size_t n) {
-    char parts[48] = "";
+    char parts[64] = "";
     if (tu_parts() > 1)
-        snprintf(parts, sizeof(parts), "partitions=%d%s", tu_parts(),
-                 tu_compact() ? "&layout=compact" : "");
+        snprintf(parts, sizeof(parts), "partitions=%d%s%s", tu_parts(),
+                 tu_compact() ? "&layout=" : "",
+                 tu_compact() ? test_layout() : "");
     else if (tu_compact())
-        snprintf(parts, sizeof(parts), "layout=compact");
+        snprintf(parts, sizeof(parts), "layout=%s", test_layout());
     const char *sep1 = strchr(base, '?') ? "&" : "?";
     int w;
     if (parts[0] && extra)

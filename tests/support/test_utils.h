@@ -132,13 +132,17 @@ void queue_key(const char *ns, const char *q, const char *suffix, char *out,
 
 /* N of DQ_TEST_PARTITIONS when it is > 1, else 1 (plain queues). */
 int tu_parts(void);
-/* Whether DQ_TEST_LAYOUT=compact: tu_main then appends "layout=compact"
- * to g_srv.uri's query, and tu_uri too, so every push of the suite keeps
- * its queue in the compact layout (lib/lua/common.lua). */
+/* Whether DQ_TEST_LAYOUT is compact or compact-push: tu_main then
+ * appends "layout=<that>" to g_srv.uri's query, and tu_uri too, so the
+ * suite's queues use that layout (lib/lua/common.lua): with compact-push
+ * every push moves its jobs into compact buckets, with compact every poll
+ * that finds nothing due moves some. */
 int tu_compact(void);
-/* uri as the run lays queues out: with "layout=compact" added to its query
- * on a compact run (unless it names a layout already), written to buf;
- * else uri itself.  For the clients that tests and workers open on a
+/* Whether DQ_TEST_LAYOUT=compact-push. */
+int tu_compact_push(void);
+/* uri as the run lays queues out: with "layout=<DQ_TEST_LAYOUT>" added to
+ * its query on a compact run (unless it names a layout already), written
+ * to buf; else uri itself.  For the clients that tests and workers open on a
  * server of their own (open_uri, aopen_uri and the fault workers use it). */
 const char *tu_layout_uri(const char *uri, char *buf, size_t n);
 /* The partition of job id on a queue of n partitions (FNV-1a 32-bit of the

@@ -282,6 +282,16 @@ START_TEST(cluster_and_sentinel) {
     dq__uri_clear(&u);
     u = parse_ok("unix:///s?db=2&partitions=3");
     ck_assert_int_eq(u.partitions, 3);
+    ck_assert_int_eq(u.layout, DQ_LAYOUT_DEFAULT);
+    dq__uri_clear(&u);
+    u = parse_ok("redis://h?layout=compact&partitions=2");
+    ck_assert_int_eq(u.layout, DQ_LAYOUT_COMPACT);
+    dq__uri_clear(&u);
+    u = parse_ok("redis://h?layout=compact-push");
+    ck_assert_int_eq(u.layout, DQ_LAYOUT_COMPACT_PUSH);
+    dq__uri_clear(&u);
+    u = parse_ok("redis://h?layout=default");
+    ck_assert_int_eq(u.layout, DQ_LAYOUT_DEFAULT);
     dq__uri_clear(&u);
 
     parse_bad("redis+cluster://h:1/1", DQ_EURI);      /* db 0 only */
@@ -293,6 +303,8 @@ START_TEST(cluster_and_sentinel) {
     parse_bad("redis://h1,h2", DQ_EURI);              /* one node: one host */
     parse_bad("redis://h?partitions=0", DQ_EURI);
     parse_bad("redis://h?partitions=1025", DQ_EURI);
+    parse_bad("redis://h?layout=compactpush", DQ_EURI);
+    parse_bad("redis://h?layout=", DQ_EURI);
     parse_bad("redis://h?db=1", DQ_EURI);             /* db goes in the path */
     parse_bad("redis+cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", DQ_EURI);
 }
