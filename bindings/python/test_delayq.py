@@ -480,6 +480,9 @@ class TestSettings(Base):
         self.assertEqual(got["expired"], delayq.EXPIRED_DROP)
         self.assertEqual(got["rate_max"], 10)
         self.assertIsNone(got["dead_max"])
+        self.c.config_set(self.q, layout="compact-push")
+        self.assertEqual(self.c.config_get(self.q)["layout"],
+                         delayq.LAYOUT_COMPACT_PUSH)
         # None unsets; numbers for the words work too; 0 is a value
         self.c.config_set(self.q, rate_max=None, rate_window_ms=None,
                           backoff=delayq.BACKOFF_FIXED, max_attempts=0)
