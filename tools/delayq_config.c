@@ -56,9 +56,7 @@ const dqt_optspec dqt_config_opts[] = {{"unset", 0, 1, DQT_O_UNSET},
                                        {"json", 0, 0, DQT_O_JSON},
                                        {NULL, 0, 0, 0}};
 
-/* The word of a value of the settings that take words (backoff,
- * expired, layout), or NULL for a number. */
-static const char *value_word(int s, int64_t v) {
+const char *dqt_setting_word(int s, int64_t v) {
     if (s == DQ_SET_BACKOFF)
         return v == DQ_BACKOFF_FIXED         ? "fixed"
                : v == DQ_BACKOFF_EXPONENTIAL ? "exponential"
@@ -93,7 +91,7 @@ static int parse_value(int s, const char *val, int64_t *v) {
     const char *name = dq_setting_name(s);
     if (s == DQ_SET_BACKOFF || s == DQ_SET_EXPIRED || s == DQ_SET_LAYOUT) {
         for (int64_t k = 0; k <= 2; k++) {
-            const char *w = value_word(s, k);
+            const char *w = dqt_setting_word(s, k);
             if (w != NULL && strcmp(val, w) == 0) {
                 *v = k;
                 return 0;
@@ -133,7 +131,8 @@ static void print_settings(const char *queue, int n, const int *s,
     }
     for (int i = 0; i < n; i++) {
         const char *name = dq_setting_name(s[i]);
-        const char *w = v[i] == DQ_UNSET ? NULL : value_word(s[i], v[i]);
+        const char *w =
+            v[i] == DQ_UNSET ? NULL : dqt_setting_word(s[i], v[i]);
         if (json) {
             printf("%s\"%s\":", i ? "," : "", name);
             if (v[i] == DQ_UNSET)

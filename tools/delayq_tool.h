@@ -188,6 +188,11 @@ enum { DQT_O_UNSET = 200 };
 extern const char dqt_help_config[];
 extern const dqt_optspec dqt_config_opts[];
 int dqt_cmd_config(dqt_cli *g);
+/* The word of value v of setting s when s takes words (backoff, expired,
+ * layout: "exponential", "drop", "compact-push", ...), else NULL (a
+ * number, or a value without a word); the config command and the web
+ * settings card both show settings with it. */
+const char *dqt_setting_word(int s, int64_t v);
 
 /* delayq_web.c */
 extern const char dqt_help_web[];

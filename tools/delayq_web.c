@@ -1020,22 +1020,11 @@ static int j_settings(web *w, struct evbuffer *b, const char *q) {
     for (int i = 0; i < DQ_SET__COUNT; i++) {
         const char *name = dq_setting_name(keys[i]);
         evbuffer_add_printf(b, "%s\"%s\":", i ? "," : "", name ? name : "?");
+        const char *word = dqt_setting_word(keys[i], vals[i]);
         if (vals[i] == DQ_UNSET)
             W_ADD(b, "null");
-        else if (keys[i] == DQ_SET_BACKOFF)
-            evbuffer_add_printf(b, "\"%s\"",
-                                vals[i] == DQ_BACKOFF_EXPONENTIAL
-                                    ? "exponential"
-                                    : "fixed");
-        else if (keys[i] == DQ_SET_EXPIRED)
-            evbuffer_add_printf(b, "\"%s\"",
-                                vals[i] == DQ_EXPIRED_DROP ? "drop" : "dead");
-        else if (keys[i] == DQ_SET_LAYOUT)
-            evbuffer_add_printf(b, "\"%s\"",
-                                vals[i] == DQ_LAYOUT_COMPACT ? "compact"
-                                : vals[i] == DQ_LAYOUT_COMPACT_PUSH
-                                    ? "compact-push"
-                                    : "default");
+        else if (word != NULL)
+            evbuffer_add_printf(b, "\"%s\"", word);
         else
             evbuffer_add_printf(b, "%" PRId64, vals[i]);
     }

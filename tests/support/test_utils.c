@@ -331,11 +331,6 @@ static const char *test_layout(void) {
 
 int tu_compact(void) { return test_layout() != NULL; }
 
-int tu_compact_push(void) {
-    const char *s = test_layout();
-    return s != NULL && strcmp(s, "compact-push") == 0;
-}
-
 const char *tu_layout_uri(const char *uri, char *buf, size_t n) {
     if (!tu_compact() || strstr(uri, "layout=") != NULL)
         return uri;
@@ -346,12 +341,12 @@ const char *tu_layout_uri(const char *uri, char *buf, size_t n) {
 
 const char *tu_uri(const char *base, const char *extra, char *buf, size_t n) {
     char parts[64] = "";
+    const char *lay = test_layout();
     if (tu_parts() > 1)
         snprintf(parts, sizeof(parts), "partitions=%d%s%s", tu_parts(),
-                 tu_compact() ? "&layout=" : "",
-                 tu_compact() ? test_layout() : "");
-    else if (tu_compact())
-        snprintf(parts, sizeof(parts), "layout=%s", test_layout());
+                 lay ? "&layout=" : "", lay ? lay : "");
+    else if (lay)
+        snprintf(parts, sizeof(parts), "layout=%s", lay);
     const char *sep1 = strchr(base, '?') ? "&" : "?";
     int w;
     if (parts[0] && extra)

@@ -138,8 +138,6 @@ int tu_parts(void);
  * every push moves its jobs into compact buckets, with compact every poll
  * that finds nothing due moves some. */
 int tu_compact(void);
-/* Whether DQ_TEST_LAYOUT=compact-push. */
-int tu_compact_push(void);
 /* uri as the run lays queues out: with "layout=<DQ_TEST_LAYOUT>" added to
  * its query on a compact run (unless it names a layout already), written
  * to buf; else uri itself.  For the clients that tests and workers open on a
