@@ -39,9 +39,10 @@
 -- ARGV[1] is the queue's wake-up channel (its name carries the database
 -- number: pub/sub is server-wide, databases are not); the operation's own
 -- arguments start at ARGV[2].  Leading flag bytes (never in a namespace):
--- '+' keeps the counters (KEYS[9]), then '!' asks for sharded pub/sub: in a Redis Cluster a plain PUBLISH is broadcast to
--- every node, SPUBLISH reaches only the subscribers on the owner of the
--- channel's slot, which is the queue's own slot (same hash tag).
+-- '+' keeps the counters (KEYS[9]), then '!' asks for sharded pub/sub:
+-- in a Redis Cluster a plain PUBLISH is broadcast to every node, SPUBLISH
+-- reaches only the subscribers on the owner of the channel's slot, which
+-- is the queue's own slot (same hash tag).
 -- A job id is in at most one of due, lease and dead.  A queue without jobs
 -- leaves no key behind: Redis deletes empty sets and hashes, and done
 -- expires a window after the last ack.
@@ -82,6 +83,29 @@ local function counts_read()
 end
 local function count(field, n)
     if COUNTING and n > 0 then redis.call('HINCRBY', K_COUNTS, field, n) end
+end
+
+-- HSET or ZADD of many entries (args: field, value, .. or score, member,
+-- ..) into key.  A new or small hash or sorted set is a listpack, and
+-- every entry added to one scans it: a call that adds many entries to a
+-- small one (a poll's claims into an emptied jobs hash or lease set, a
+-- batch into an empty queue) pays time quadratic in the entries until
+-- Redis converts the key at 128.  An entry longer than any id first
+-- (over hash- and zset-max-listpack-value) makes Redis convert it at
+-- once; it is removed right after and never names a job (ids are at
+-- most 128 bytes).  Only with more than over entries: above 128 the key
+-- is converted anyway, so its memory is the same.
+local LP_BIG = string.rep('~', 129)
+local function add_many(cmd, key, args, over)
+    if #args <= 2 * (over or 128) then
+        redis.call(cmd, key, unpack(args))
+    elseif cmd == 'HSET' then
+        redis.call('HSET', key, LP_BIG, '', unpack(args))
+        redis.call('HDEL', key, LP_BIG)
+    else
+        redis.call('ZADD', key, '0', LP_BIG, unpack(args))
+        redis.call('ZREM', key, LP_BIG)
+    end
 end
 
 -- The field of a job's meta ("attempts:token") in the jobs hash.
@@ -322,12 +346,31 @@ local function c_flagged()
 end
 
 
--- The shard of a compact job's id (see c_lib below).
+-- The shard of a compact job's id (see c_lib below): the id's bytes as a
+-- polynomial in 31, mod 2^18.  It runs for every compact job a poll
+-- claims or the mover moves, so it takes fourteen bytes per string.byte
+-- call, seven per step (Horner's rule, then h * 31^7 + that, mod 2^18:
+-- below 2^53, exact), and formats the name with string.format's %d (Lua's own
+-- number-to-string concatenation prints with %.14g, the slow way).
 local function c_skey(id)
-    local h = 0
-    local bytes = { string.byte(id, 1, -1) } -- one call, not one per byte
-    for i = 1, #bytes do h = (h * 31 + bytes[i]) % 4294967296 end
-    return K_PFX .. 's:' .. (h % 262144)
+    local h, n, i = 0, #id, 1
+    local byte = string.byte
+    while i + 13 <= n do -- 14 bytes (a generated id) with one call
+        local a, b, c, d, e, f, g, a2, b2, c2, d2, e2, f2, g2 =
+            byte(id, i, i + 13)
+        h = (h * 27512614111 +
+             (((((a * 31 + b) * 31 + c) * 31 + d) * 31 + e) * 31 + f) * 31 +
+             g) % 262144
+        h = (h * 27512614111 +
+             (((((a2 * 31 + b2) * 31 + c2) * 31 + d2) * 31 + e2) * 31 + f2) *
+             31 + g2) % 262144
+        i = i + 14
+    end
+    while i <= n do
+        h = (h * 31 + byte(id, i)) % 262144
+        i = i + 1
+    end
+    return string.format('%ss:%d', K_PFX, h)
 end
 
 -- Whether id is a compact job (its shard names it).
@@ -392,16 +435,59 @@ local function c_lib()
         return c_id_lt(x[1], y[1])
     end
 
-    -- A bucket's entries as { {id, due, payload}, .. } sorted by (due, id);
-    -- flat is an HGETALL answer.
+    -- Entries e ({ {id, due, ..}, .. }) sorted by (due, id), as a new list.
+    -- Every poll that claims compact jobs sorts the buckets it reads, so
+    -- the sort compares numbers, not entries through a Lua function: each
+    -- key is due * m + the entry's place (m a power of two above the
+    -- count; exact below 2^53, else the plain sort), and only runs of one
+    -- due time are sorted again, by id.
+    local function c_sort(e)
+        local n, keys, m = #e, {}, 1
+        while m < n do m = m * 2 end
+        local lim = 9007199254740992 / m - 1
+        for i = 1, n do
+            local d = e[i][2]
+            if d >= lim or d <= -lim then
+                table.sort(e, c_order)
+                return e
+            end
+            keys[i] = d * m + (i - 1)
+        end
+        table.sort(keys)
+        local s, tie = {}, false
+        for i = 1, n do
+            s[i] = e[keys[i] % m + 1]
+            if i > 1 and s[i][2] == s[i - 1][2] then tie = true end
+        end
+        if not tie then return s end
+        local function by_id(x, y) return c_id_lt(x[1], y[1]) end
+        local i = 1
+        while i <= n do
+            local j = i
+            while j < n and s[j + 1][2] == s[i][2] do j = j + 1 end
+            if j > i then
+                local run = {}
+                for k = i, j do run[#run + 1] = s[k] end
+                table.sort(run, by_id)
+                for k = i, j do s[k] = run[k - i + 1] end
+            end
+            i = j + 1
+        end
+        return s
+    end
+
+    -- A bucket's entries as { {id, due, payload, due as stored}, .. }
+    -- sorted by (due, id); flat is an HGETALL answer.
     local function c_entries(flat)
         local e = {}
-        for i = 1, #flat, 2 do
-            local due, payload = c_val(flat[i + 1])
-            e[#e + 1] = { flat[i], due, payload }
+        local find, sub = string.find, string.sub
+        for i = 1, #flat / 2 do
+            local v = flat[2 * i]
+            local c = find(v, ':', 1, true)
+            local ds = sub(v, 1, c - 1)
+            e[i] = { flat[2 * i - 1], tonumber(ds), sub(v, c + 1), ds }
         end
-        table.sort(e, c_order)
-        return e
+        return c_sort(e)
     end
 
     -- The HSET arguments of entries { {id, due, payload}, .. } in a bucket.
@@ -563,7 +649,7 @@ local function c_lib()
                     local was = {}
                     for _, x in ipairs(old) do was[x[1]] = true end
                     for _, it in ipairs(e) do old[#old + 1] = it end
-                    table.sort(old, c_order)
+                    old = c_sort(old)
                     local pieces = c_pieces(old)
                     local keep, add, drop = {}, {}, {}
                     for _, x in ipairs(pieces[1]) do
@@ -639,11 +725,12 @@ local function c_lib()
     end
 
     -- Compact jobs due by now, earliest first, at most need of them: a list
-    -- of { id, due, payload, b } and the buckets read, each as { b, entries,
-    -- uniform size or nil }.  Bounded: buckets are read in time order until
-    -- need jobs are found, so at most need + C_CAP entries.
+    -- of entries (c_entries: { id, due, payload, due string }), the buckets
+    -- read, each as { b, entries, uniform size or nil }, and for each entry
+    -- its bucket's place in that list.  Bounded: buckets are read in time
+    -- order until need jobs are found, so at most need + C_CAP entries.
     local function c_due(now, need)
-        local out, read = {}, {}
+        local out, read, rof = {}, {}, {}
         local from = '-inf'
         local upto = string.format('%d', now)
         while #out < need do
@@ -664,14 +751,15 @@ local function c_lib()
                 read[#read + 1] = { b, e, n > C_CAP and n or nil }
                 for _, x in ipairs(e) do
                     if x[2] > now or #out >= need then break end
-                    out[#out + 1] = { x[1], x[2], x[3], #read }
+                    out[#out + 1] = x
+                    rof[#out] = #read
                 end
                 from = '(' .. bs[i + 1]
                 if #out >= need then break end
             end
             if #bs < 16 then break end
         end
-        return out, read
+        return out, read, rof
     end
 
     -- After a poll took the first taken[r] jobs (in order) of each bucket of
@@ -689,7 +777,7 @@ local function c_lib()
             elseif t == #e then
                 redis.call('ZREM', K_CB, b)
             else
-                redis.call('ZADD', K_CB, string.format('%d', e[t + 1][2]), b)
+                redis.call('ZADD', K_CB, e[t + 1][4], b)
             end
             total = total + t
         end

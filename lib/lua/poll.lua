@@ -77,13 +77,13 @@ end
 -- Reads: the oldest expired leases, due jobs and compact due jobs, merged
 -- by time (most polls find no expired lease and no compact job and skip
 -- the merge).
-local exp, due, cdue, cread = {}, {}, {}, nil
+local exp, due, cdue, cread, crof = {}, {}, {}, nil, nil
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
-    if cany then cdue, cread = C.due(now, max) end
+    if cany then cdue, cread, crof = C.due(now, max) end
 end
 -- The mover of the compact layouts (common.lua, "The compact layout"): a
 -- poll that finds nothing due moves up to IDLE_MOVE pushed jobs into
@@ -106,11 +106,16 @@ if max > 0 and #exp == 0 and #due == 0 and #cdue == 0 and
     if moved > 0 then cany = true end
 end
 local ids, from_lease, from_due = {}, {}, {}
-local from_c = {} -- ids[k] -> its c_due entry, for compact jobs
+local from_c = {} -- ids[k] -> its place in c_due's list, for compact jobs
 local scores -- merged: score of ids[k]; nil: due[2k] is
 if #exp == 0 and #cdue == 0 then
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     from_due = ids
+elseif #exp == 0 and #due == 0 then -- compact jobs only (at most max)
+    scores = {}
+    for c, e in ipairs(cdue) do
+        ids[c], scores[c], from_c[c] = e[1], e[4], c
+    end
 else
     scores = {}
     local a, b, c = 1, 1, 1
@@ -128,8 +133,8 @@ else
             from_due[#from_due + 1] = due[b]
             b = b + 2
         else
-            ids[k], scores[k] = cdue[c][1], string.format('%d', sc)
-            from_c[k] = cdue[c]
+            ids[k], scores[k] = cdue[c][1], cdue[c][4]
+            from_c[k] = c
             c = c + 1
         end
     end
@@ -140,22 +145,29 @@ local H = 3 -- header entries of out
 local n = #ids
 local delivered = 0
 if n > 0 then
-    local got, fields = get_with_meta(ids)
     -- Compact jobs move to the native keys: payload (and meta, below)
-    -- into jobs, like any claimed job into lease.
+    -- into jobs, like any claimed job into lease.  They have nothing
+    -- there yet: a poll that claims only compact jobs reads nothing.
     local ctaken, cids = {}, {}
-    for k, e in pairs(from_c) do
-        got[k] = e[3]
-        ctaken[e[4]] = (ctaken[e[4]] or 0) + 1
-        cids[#cids + 1] = e[1]
+    for _, c in pairs(from_c) do
+        ctaken[crof[c]] = (ctaken[crof[c]] or 0) + 1
+        cids[#cids + 1] = cdue[c][1]
     end
+    local got, fields
+    if #cids == n then
+        got, fields = {}, {}
+        for i, id in ipairs(ids) do fields[n + i] = mf(id) end
+    else
+        got, fields = get_with_meta(ids)
+    end
+    for k, c in pairs(from_c) do got[k] = cdue[c][3] end
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
-    for k, e in pairs(from_c) do
-        mset[#mset + 1] = e[1]
-        mset[#mset + 1] = e[3]
+    for k, c in pairs(from_c) do
+        mset[#mset + 1] = ids[k]
+        mset[#mset + 1] = got[k]
     end
     local queue_most = max_attempts_of('', conf, max_attempts)
     -- A job that is not delivered goes to dead with a reason (or, expired
@@ -218,20 +230,9 @@ if n > 0 then
     if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
     if #from_due > 0 then redis.call('ZREM', K_DUE, unpack(from_due)) end
     if #cids > 0 then C.taken(cread, ctaken, cids) end
-    if #mset > 0 then redis.call('HSET', K_JOBS, unpack(mset)) end
-    if #leased > 64 then
-        -- A new small ZSET is a listpack whose every insert scans it; a
-        -- member longer than any id (zset-max-listpack-value) makes Redis
-        -- build the skiplist at once.  It is removed right after and can
-        -- never be a job (ids are at most 128 bytes).
-        local big = string.rep('~', 129)
-        table.insert(leased, 1, big)
-        table.insert(leased, 1, '0')
-        redis.call('ZADD', K_LEASE, unpack(leased))
-        redis.call('ZREM', K_LEASE, big)
-    elseif #leased > 0 then
-        redis.call('ZADD', K_LEASE, unpack(leased))
-    end
+    -- (the lease set is short-lived: converted from 32 claims on)
+    if #mset > 0 then add_many('HSET', K_JOBS, mset) end
+    if #leased > 0 then add_many('ZADD', K_LEASE, leased, 32) end
     if #died > 0 then redis.call('ZADD', K_DEAD, unpack(died)) end
     if #gone > 0 then redis.call('HDEL', K_JOBS, unpack(job_fields(gone))) end
     dead_trim(trim)

@@ -182,8 +182,8 @@ if #reset > 0 then
 end
 if #unc > 0 then C.remove(unc) end
 if earliest then
-    redis.call('HSET', K_JOBS, unpack(hset))
-    redis.call('ZADD', K_DUE, unpack(zadd))
+    add_many('HSET', K_JOBS, hset)
+    add_many('ZADD', K_DUE, zadd)
     if fit > 0 then C.move(cursor, fit) end
 end
 wake(earliest, cands, now, now_us)
