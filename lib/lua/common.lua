@@ -95,16 +95,17 @@ end
 -- once; it is removed right after and never names a job (ids are at
 -- most 128 bytes).  Only with more than over entries: above 128 the key
 -- is converted anyway, so its memory is the same.
-local LP_BIG = string.rep('~', 129)
 local function add_many(cmd, key, args, over)
     if #args <= 2 * (over or 128) then
-        redis.call(cmd, key, unpack(args))
-    elseif cmd == 'HSET' then
-        redis.call('HSET', key, LP_BIG, '', unpack(args))
-        redis.call('HDEL', key, LP_BIG)
+        return redis.call(cmd, key, unpack(args))
+    end
+    local big = string.rep('~', 129) -- made here: every call runs the prelude
+    if cmd == 'HSET' then
+        redis.call('HSET', key, big, '', unpack(args))
+        redis.call('HDEL', key, big)
     else
-        redis.call('ZADD', key, '0', LP_BIG, unpack(args))
-        redis.call('ZREM', key, LP_BIG)
+        redis.call('ZADD', key, '0', big, unpack(args))
+        redis.call('ZREM', key, big)
     end
 end
 
