@@ -97,7 +97,8 @@ end
 -- is converted anyway, so its memory is the same.
 local function add_many(cmd, key, args, over)
     if #args <= 2 * (over or 128) then
-        return redis.call(cmd, key, unpack(args))
+        redis.call(cmd, key, unpack(args))
+        return
     end
     local big = string.rep('~', 129) -- made here: every call runs the prelude
     if cmd == 'HSET' then
@@ -392,10 +393,11 @@ local function c_lib()
 
     local function c_bkey(b) return K_PFX .. 'c:' .. b end
 
-    -- "<due>:<payload>" -> due (number), payload
+    -- "<due>:<payload>" -> due (number), payload, due as stored (a string)
     local function c_val(v)
         local c = string.find(v, ':', 1, true)
-        return tonumber(string.sub(v, 1, c - 1)), string.sub(v, c + 1)
+        local ds = string.sub(v, 1, c - 1)
+        return tonumber(ds), string.sub(v, c + 1), ds
     end
 
     -- The bucket that holds (or would hold) due time d (a string or number):
@@ -481,12 +483,9 @@ local function c_lib()
     -- sorted by (due, id); flat is an HGETALL answer.
     local function c_entries(flat)
         local e = {}
-        local find, sub = string.find, string.sub
         for i = 1, #flat / 2 do
-            local v = flat[2 * i]
-            local c = find(v, ':', 1, true)
-            local ds = sub(v, 1, c - 1)
-            e[i] = { flat[2 * i - 1], tonumber(ds), sub(v, c + 1), ds }
+            local due, payload, ds = c_val(flat[2 * i])
+            e[i] = { flat[2 * i - 1], due, payload, ds }
         end
         return c_sort(e)
     end

@@ -160,12 +160,12 @@ if n > 0 then
     else
         got, fields = get_with_meta(ids)
     end
-    for k, c in pairs(from_c) do got[k] = cdue[c][3] end
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
     for k, c in pairs(from_c) do
+        got[k] = cdue[c][3]
         mset[#mset + 1] = ids[k]
         mset[#mset + 1] = got[k]
     end
