@@ -5,24 +5,28 @@
 #   bash bench/srvcost.sh [BUILD_DIR] [SECTION...]
 #   BUILD_DIR  a meson build dir of this tree (default build-bench; built
 #              with bench/dqsrvcost if needed)
-#   SECTION    push1 push100 push1000 pollack1 drain100 drain1000 (default
-#              all)
+#   SECTION    push1 push100 push1000 pollack1 drain100 drain1000, and
+#              cdrain100 cdrain1000 (the drain of jobs held in compact
+#              buckets, layout compact-push) (default all)
 #
 # Each section runs twice, with N and 2N jobs, each time on a fresh
 # redis-server (save "", private unix socket) under
 # valgrind --tool=callgrind --toggle-collect=evalGenericCommand; the figure
-# is (Ir(2N) - Ir(N)) / N, so script loading and warm-up cancel out.
+# is (Ir(2N) - Ir(N)) / N, so script loading and warm-up cancel out.  A
+# cdrain section pushes its jobs through the library first (dqsrvcost ...
+# setup), then zeroes the counters (callgrind_control -z), then drains.
 # Deterministic: compare Lua script changes without the machine's noise.
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
 case ${1:-} in
-    -h | --help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
 esac
 BUILD=${1:-build-bench}
 [[ $# -gt 0 ]] && shift
 SECTIONS=("$@")
-[[ ${#SECTIONS[@]} -gt 0 ]] || SECTIONS=(push1 push100 push1000 pollack1 drain100 drain1000)
-for tool in valgrind redis-server redis-cli; do
+[[ ${#SECTIONS[@]} -gt 0 ]] ||
+    SECTIONS=(push1 push100 push1000 pollack1 drain100 drain1000 cdrain100 cdrain1000)
+for tool in valgrind callgrind_control redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "srvcost.sh: $tool not found" >&2; exit 1; }
 done
 # (A build dir configured before this target existed needs a reconfigure.)
@@ -43,6 +47,11 @@ measure() {
         redis-cli -s "$d/r.sock" ping >/dev/null 2>&1 && break
         sleep 0.1
     done
+    if [[ $sec == c* ]]; then
+        "$DRIVER" "$sec" "$d/r.sock" "$n" setup ||
+            echo "srvcost.sh: $sec $n setup failed" >&2
+        callgrind_control -z "$pid" >/dev/null 2>&1
+    fi
     if ! "$DRIVER" "$sec" "$d/r.sock" "$n"; then
         echo "srvcost.sh: $sec $n failed" >&2
     fi
@@ -57,7 +66,7 @@ printf '%-10s %8s %14s\n' section N "instr/job"
 for sec in "${SECTIONS[@]}"; do
     case $sec in
         push1 | pollack1) n=1000 ;;
-        push100 | drain100) n=2000 ;;
+        push100 | drain100 | cdrain100) n=2000 ;;
         *) n=5000 ;;
     esac
     a=$(measure "$sec" "$n")
