@@ -61,21 +61,18 @@ static int64_t server_ms(const char *sock) {
     return ms;
 }
 
-/* n jobs due from 25 h to 1 h ago, pushed in batches of 1000. */
-static int compact_due(dq_client *c, const char *sock, long n) {
+/* n jobs due from 25 h to 1 h ago, pushed in batches of 1000 (pls and
+ * lens: 1000 payloads). */
+static int compact_due(dq_client *c, const char *sock, long n,
+                       const void *const *pls, const size_t *lens) {
     int64_t now = server_ms(sock);
     if (now < 0)
         return -1;
-    const void *pls[1000];
-    size_t lens[1000];
     int64_t at[1000];
     for (long i = 0; i < n; i += 1000) {
         size_t b = (size_t)(n - i < 1000 ? n - i : 1000);
-        for (size_t j = 0; j < b; j++) {
-            pls[j] = payload;
-            lens[j] = 16;
+        for (size_t j = 0; j < b; j++)
             at[j] = now - 3600000 - (i + (long)j) * 7919 % 86400000;
-        }
         if (dq_push_batch_ex(c, QUEUE, b, pls, lens, at, NULL, DQ_PUSH_AT,
                              NULL, NULL, NULL) != (int)b)
             return -1;
@@ -90,9 +87,15 @@ int main(int argc, char **argv) {
     }
     const char *sec = argv[1], *sock = argv[2];
     long n = atol(argv[3]);
+    /* Compact buckets are built for the drain sections only. */
     int compact = sec[0] == 'c';
     if (compact)
         sec++;
+    if ((compact && strncmp(sec, "drain", 5) != 0) || (argc == 5 && !compact)) {
+        fprintf(stderr, "dqsrvcost: no such section: %s%s\n", argv[1],
+                argc == 5 ? " setup" : "");
+        return 2;
+    }
     char uri[600];
     snprintf(uri, sizeof(uri), "unix://%s%s", sock,
              compact ? "?layout=compact-push" : "");
@@ -116,21 +119,16 @@ int main(int argc, char **argv) {
         lens[i] = 16;
         d[i] = 3600000 + (int64_t)i * 7919 % 86400000;
     }
-    int bad = 0;
-    if (argc == 5 || compact) {
+    if (argc == 5) {
         /* cdrain: the setup run pushes, the counted one only drains. */
-        if (strncmp(sec, "drain", 5) != 0 ||
-            (argc == 5 && compact_due(c, sock, n) != 0)) {
-            fprintf(stderr, "dqsrvcost: bad section or setup failed: %s\n",
+        int rc = compact_due(c, sock, n, pls, lens);
+        if (rc != 0)
+            fprintf(stderr, "dqsrvcost: %s setup: %s\n", argv[1],
                     dq_errmsg(c));
-            dq_close(c);
-            return 1;
-        }
-        if (argc == 5) {
-            dq_close(c);
-            return 0;
-        }
+        dq_close(c);
+        return rc != 0;
     }
+    int bad = 0;
     if (strncmp(sec, "push", 4) == 0) {
         int b = atoi(sec + 4);
         if (b == 1) {
