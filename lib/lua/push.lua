@@ -73,7 +73,7 @@ if #ARGV == 10 and not replace and ext == '' then
     local before, cany = first_due(cflag)
     local held = cany and not fresh and C.has(id)
     if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
-        return { (held or redis.call('HEXISTS', K_JOBS, id) == 1) and 2 or 4 }
+        return { (held or redis.call('HMGET', K_JOBS, id)[1]) and 2 or 4 }
     end
     if held then return { 2 } end
     local cands = wake_prep(at, before, now)

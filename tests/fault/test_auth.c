@@ -138,6 +138,15 @@ static void scenario(const char *uri, const char *q, redisContext *admin,
     const dq_job *j0 = dq_jobs_at(jobs, 0), *j1 = dq_jobs_at(jobs, 1),
                  *j2 = dq_jobs_at(jobs, 2);
     STEP("ack", dq_ack(c, q, dq_job_id(j0), dq_job_token(j0)), 0);
+    /* a retried push of the job just acked: its done record answers */
+    int pushed = 0;
+    STEP("push done", dq_push(c, q, "r", 1, 0, dq_job_id(j0), 0, NULL, 0,
+                              &pushed),
+         0);
+    if (pushed != DQ_DONE) {
+        rc = pushed;
+        STEP("push done outcome", DQ_EPROTO, 0);
+    }
     STEP("ack stale", dq_ack(c, q, dq_job_id(j1), "999999"), DQ_ESTALE);
     STEP("extend", dq_extend(c, q, dq_job_id(j1), dq_job_token(j1), 1000,
                              NULL),
