@@ -738,11 +738,13 @@ local function c_lib()
 
     -- Compact jobs due by now, earliest first, at most need of them: a list
     -- of entries (c_entries: { id, due, payload, due string }), the buckets
-    -- read, each as { b, entries, uniform size or nil }, and for each entry
-    -- its bucket's place in that list.  Bounded: buckets are read in time
-    -- order until need jobs are found, so at most need + C_CAP entries.
+    -- read, each as { b, entries, uniform size or nil }, for each entry
+    -- its bucket's place in that list, and for each bucket read how many
+    -- of the list are its (c_taken's counts of a poll that takes them
+    -- all).  Bounded: buckets are read in time order until need jobs are
+    -- found, so at most need + C_CAP entries.
     local function c_due(now, need)
-        local out, read, rof = {}, {}, {}
+        local out, read, rof, cnt = {}, {}, {}, {}
         local from = '-inf'
         local upto = string.format('%d', now)
         while #out < need do
@@ -760,18 +762,20 @@ local function c_lib()
                 else
                     e = c_entries(redis.call('HGETALL', k))
                 end
-                read[#read + 1] = { b, e, n > C_CAP and n or nil }
+                local r, had = #read + 1, #out
+                read[r] = { b, e, n > C_CAP and n or nil }
                 for _, x in ipairs(e) do
                     if x[2] > now or #out >= need then break end
                     out[#out + 1] = x
-                    rof[#out] = #read
+                    rof[#out] = r
                 end
+                if #out > had then cnt[r] = #out - had end
                 from = '(' .. bs[i + 1]
                 if #out >= need then break end
             end
             if #bs < 16 then break end
         end
-        return out, read, rof
+        return out, read, rof, cnt
     end
 
     -- After a poll took the first taken[r] jobs (in order) of each bucket of

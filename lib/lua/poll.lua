@@ -77,13 +77,13 @@ end
 -- Reads: the oldest expired leases, due jobs and compact due jobs, merged
 -- by time (most polls find no expired lease and no compact job and skip
 -- the merge).
-local exp, due, cdue, cread, crof = {}, {}, {}, nil, nil
+local exp, due, cdue, cread, crof, ccnt = {}, {}, {}, nil, nil, nil
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
-    if cany then cdue, cread, crof = C.due(now, max) end
+    if cany then cdue, cread, crof, ccnt = C.due(now, max) end
 end
 -- The mover of the compact layouts (common.lua, "The compact layout"): a
 -- poll that finds nothing due moves up to IDLE_MOVE pushed jobs into
@@ -108,11 +108,12 @@ end
 local ids, from_lease, from_due = {}, {}, {}
 local from_c = {} -- ids[k] -> its place in c_due's list, for compact jobs
 local scores -- merged: score of ids[k]; nil: due[2k] is
+local conly = false -- compact jobs only: all of cdue, in its order
 if #exp == 0 and #cdue == 0 then
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     from_due = ids
 elseif #exp == 0 and #due == 0 then -- compact jobs only (at most max)
-    scores = {}
+    scores, conly = {}, true
     for c, e in ipairs(cdue) do
         ids[c], scores[c], from_c[c] = e[1], e[4], c
     end
@@ -148,10 +149,13 @@ if n > 0 then
     -- Compact jobs move to the native keys: payload (and meta, below)
     -- into jobs, like any claimed job into lease.  They have nothing
     -- there yet: a poll that claims only compact jobs reads nothing.
-    local ctaken, cids = {}, {}
-    for _, c in pairs(from_c) do
-        ctaken[crof[c]] = (ctaken[crof[c]] or 0) + 1
-        cids[#cids + 1] = cdue[c][1]
+    local ctaken, cids = ccnt, ids
+    if not conly then
+        ctaken, cids = {}, {}
+        for _, c in pairs(from_c) do
+            ctaken[crof[c]] = (ctaken[crof[c]] or 0) + 1
+            cids[#cids + 1] = cdue[c][1]
+        end
     end
     local got, fields
     if #cids == n then
