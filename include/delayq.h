@@ -433,7 +433,7 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
  * pending job in a sorted set and a hash: about 180 bytes of Redis memory
  * per job beyond its payload.  The compact one, for huge backlogs of
  * small jobs, keeps pending jobs that were never delivered, carry no push
- * options and have an id and payload of at most 64 and about 50 bytes in
+ * options and have an id and payload of at most 64 and 53 bytes in
  * small hashes by due time and id shards (listpacks) instead: about 100
  * bytes per job beyond the payload at a million jobs per queue or
  * partition, less above (its 262,144 shards cost about 25 MB once all

@@ -165,7 +165,7 @@ static long long node_int(thc_cluster *cl, int i, const char *fmt,
 
 /* Job id is stored in the jobs hash of its queue (partition) on the node
  * that owns that slot, or, on a compact run, maybe in its shard there
- * (lib/lua/common.lua, c_skey). */
+ * (lib/lua/common.lua, c_code). */
 static void check_stored(thc_cluster *cl, const char *q, int parts,
                          const char *id) {
     int p = part_of(id, parts);
@@ -175,7 +175,9 @@ static void check_stored(thc_cluster *cl, const char *q, int parts,
     int o = owner_of_part(cl, q, p);
     long long in = node_int(cl, o, "HEXISTS %s %s", key, id);
     if (in == 0 && tu_compact()) {
-        snprintf(key, sizeof(key), "dq:{%s}:s:%u", tag, tu_shard_of(id));
+        char sfx[TU_SHARD_SUFFIX];
+        tu_shard_suffix(id, sfx);
+        snprintf(key, sizeof(key), "dq:{%s}:%s", tag, sfx);
         in = node_int(cl, o, "HEXISTS %s %s", key, id);
     }
     ck_assert_msg(in == 1,

@@ -42,7 +42,7 @@
 
 #define NS "dq"
 #define C_CAP 120       /* jobs in a bucket that do not share a due time */
-#define C_PAYLOAD_MAX 50 /* the longest payload a compact job has */
+#define C_PAYLOAD_MAX 53 /* the longest payload a compact job has */
 #define C_ID_MAX 64      /* the longest id a compact job has */
 #define HOUR_MS INT64_C(3600000)
 
@@ -98,18 +98,38 @@ static void pkey(char *buf, size_t n, const char *q, int i,
     tu_part_key(buf, n, NS, q, suffix, pidx(i));
 }
 
-/* The shard of an id (common.lua, c_skey). */
 /* Whether job id is compact: its shard names it. */
 static int is_compact(redisContext *r, const char *q,
                                  const char *id) {
-    char key[600], suffix[32];
-    snprintf(suffix, sizeof(suffix), "s:%u", tu_shard_of(id));
+    char key[600], suffix[TU_SHARD_SUFFIX];
+    tu_shard_suffix(id, suffix);
     tu_key(key, sizeof(key), NS, q, suffix, id);
     return rint_(r, "HEXISTS", key, id) == 1;
 }
 
 static long long used_memory(redisContext *r) {
     return tu_info_int(r, "memory", "used_memory");
+}
+
+/* A bucket value of job id (lib/lua/common.lua, c_val): the id's shard
+ * code (3 bytes), its due time (8 bytes of 6 bits, '0' + digit, most
+ * significant first) into *due, then the payload.  0, or -1 when the
+ * value is not that. */
+static int bucket_value(const char *id, const char *v, size_t len,
+                        int64_t *due) {
+    char sfx[TU_SHARD_SUFFIX];
+    tu_shard_suffix(id, sfx);
+    if (len < 11 || memcmp(v, sfx + 2, 3) != 0)
+        return -1;
+    int64_t d = 0;
+    for (int k = 3; k < 11; k++) {
+        int digit = (unsigned char)v[k] - '0';
+        if (digit < 0 || digit > 63)
+            return -1;
+        d = d * 64 + digit;
+    }
+    *due = d;
+    return 0;
 }
 
 static int64_t num_of(const redisReply *e) {
@@ -328,10 +348,11 @@ static void snap_take(redisContext *r, const char *q, snap *s,
             int64_t mn = INT64_MAX, mx = INT64_MIN;
             for (size_t e = 0; e < ne; e++) {
                 redisReply *f = all->element[2 * e], *v = all->element[2 * e + 1];
-                const char *colon = memchr(v->str, ':', v->len);
-                ck_assert_msg(colon != NULL, "%s: %s field %s value without "
-                              "':'", ctx, kb, f->str);
-                int64_t d = strtoll(v->str, NULL, 10);
+                int64_t d = 0;
+                ck_assert_msg(bucket_value(f->str, v->str, v->len, &d) == 0,
+                              "%s: %s field %s: value %.*s is not its shard "
+                              "code, 8 bytes of due time and the payload",
+                              ctx, kb, f->str, (int)v->len, v->str);
                 if (d < mn)
                     mn = d;
                 if (d > mx)
@@ -339,8 +360,8 @@ static void snap_take(redisContext *r, const char *q, snap *s,
                 ck_assert_msg(f->len <= C_ID_MAX && v->len <= 64,
                               "%s: %s holds %s (%zu B) -> %zu B: too long for "
                               "a listpack", ctx, kb, f->str, f->len, v->len);
-                snap_add(s, f->str, f->len, d, colon + 1,
-                         v->len - (size_t)(colon + 1 - v->str), 1, i);
+                snap_add(s, f->str, f->len, d, v->str + 11, v->len - 11, 1,
+                         i);
             }
             freeReplyObject(all);
             ck_assert_msg(mn == score, "%s: bucket %s scores %lld, its "
@@ -393,8 +414,9 @@ static void snap_take(redisContext *r, const char *q, snap *s,
 
         /* shards: each compact job in its own with its due time */
         for (size_t k = first_compact; k < s->n; k++) {
-            char ks[600];
-            snprintf(ks, sizeof(ks), "%ss:%u", pfx, tu_shard_of(s->v[k].id));
+            char ks[600], sfx[TU_SHARD_SUFFIX];
+            tu_shard_suffix(s->v[k].id, sfx);
+            snprintf(ks, sizeof(ks), "%s%s", pfx, sfx);
             redisAppendCommand(r, "HGET %s %s", ks, s->v[k].id);
         }
         for (size_t k = first_compact; k < s->n; k++) {

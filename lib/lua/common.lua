@@ -258,17 +258,25 @@ end
 -- due (~110 B) and a native hash entry in jobs (~56 B + its strings); a
 -- huge backlog of small payloads keeps most of its pending jobs in small
 -- hashes that Redis encodes as listpacks (a few bytes per entry) instead:
---   <prefix>c:<b>  HASH  bucket b: id -> "<due ms>:<payload>", at most
---                        C_CAP entries (or any number that share one due
---                        time: a "uniform" bucket); fields and values of
---                        at most C_VMAX bytes (hash-max-listpack-value)
+--   <prefix>c:<b>  HASH  bucket b: id -> <shard code><due><payload>, at
+--                        most C_CAP entries (or any number that share one
+--                        due time: a "uniform" bucket); fields and values
+--                        of at most C_VMAX bytes (hash-max-listpack-value).
+--                        The value's first 3 bytes name the id's shard
+--                        (c_code: a poll deletes the shard entries of the
+--                        jobs it claims without hashing their ids), the
+--                        next 8 its due ms (0..2^48-1, 6 bits a byte, as
+--                        the code; c_val), the rest is the payload
 --   <prefix>cb     ZSET  b -> the earliest due time in bucket b.  Buckets
 --                        hold disjoint time ranges: every job of a bucket
 --                        is due before the next bucket's score, so the
 --                        first bucket holds the earliest compact jobs
---   <prefix>s:<h>  HASH  id -> due ms, one of 2^18 shards by a hash of the
---                        id (listpacks up to ~30 million jobs per queue or
---                        partition): finds a job's bucket by its id
+--   <prefix>s:<c>  HASH  id -> due ms (decimal), one of 2^18 shards by a
+--                        hash of the id (listpacks up to ~30 million jobs
+--                        per queue or partition): finds a job's bucket by
+--                        its id.  c: the shard's number h as 3 bytes of 6
+--                        bits, each 48 + a digit ('0'..'o'), most
+--                        significant first
 --   <prefix>cm     HASH  n: compact jobs, next: last bucket number
 --   <prefix>mv     STRING where the mover goes on (a due score); it
 --                        expires soon (a waiting consumer that moves
@@ -348,13 +356,13 @@ local function c_flagged()
 end
 
 
--- The shard of a compact job's id (see c_lib below): the id's bytes as a
--- polynomial in 31, mod 2^18.  It runs for every compact job a poll
--- claims or the mover moves, so it takes fourteen bytes per string.byte
--- call, seven per step (Horner's rule, then h * 31^7 + that, mod 2^18:
--- below 2^53, exact), and formats the name with string.format's %d (Lua's own
--- number-to-string concatenation prints with %.14g, the slow way).
-local function c_skey(id)
+-- The shard code of a compact job's id (see c_lib below): the id's bytes
+-- as a polynomial in 31, mod 2^18, as 3 bytes of 6 bits.  It runs for
+-- every compact job the mover moves, so it takes fourteen bytes per
+-- string.byte call, seven per step (Horner's rule, then h * 31^7 + that,
+-- mod 2^18: below 2^53, exact), and makes the code with one string.char
+-- (string.format's %d alone costs more).
+local function c_code(id)
     local h, n, i = 0, #id, 1
     local byte = string.byte
     while i + 13 <= n do -- 14 bytes (a generated id) with one call
@@ -372,8 +380,15 @@ local function c_skey(id)
         h = (h * 31 + byte(id, i)) % 262144
         i = i + 1
     end
-    return string.format('%ss:%d', K_PFX, h)
+    local c = h % 64
+    local t = (h - c) / 64
+    local b = t % 64
+    return string.char(48 + (t - b) / 64, 48 + b, 48 + c)
 end
+
+-- The shard key of an id, and of a shard code.
+local K_S = K_PFX .. 's:'
+local function c_skey(id) return K_S .. c_code(id) end
 
 -- Whether id is a compact job (its shard names it).
 local function c_has(id)
@@ -393,11 +408,30 @@ local function c_lib()
 
     local function c_bkey(b) return K_PFX .. 'c:' .. b end
 
-    -- "<due>:<payload>" -> due (number), payload, due as stored (a string)
+    -- A bucket value -> due (number), payload, shard code.  The due time's
+    -- bytes are 48 + a digit each: Horner's rule over the bytes, less
+    -- C_D0 (48 times 64^7 + .. + 64 + 1), exact below 2^53.
+    local C_D0 = 214457125112880
     local function c_val(v)
-        local c = string.find(v, ':', 1, true)
-        local ds = string.sub(v, 1, c - 1)
-        return tonumber(ds), string.sub(v, c + 1), ds
+        local a, b, c, d, e, f, g, h = string.byte(v, 4, 11)
+        return ((((((a * 64 + b) * 64 + c) * 64 + d) * 64 + e) * 64 + f) *
+                64 + g) * 64 + h - C_D0, string.sub(v, 12),
+            string.sub(v, 1, 3)
+    end
+
+    -- A bucket value of shard code, due (0..2^48-1) and payload.
+    local function c_enc(code, due, payload)
+        local d, d8, d7, d6, d5, d4, d3, d2 = due
+        d8 = d % 64; d = (d - d8) / 64
+        d7 = d % 64; d = (d - d7) / 64
+        d6 = d % 64; d = (d - d6) / 64
+        d5 = d % 64; d = (d - d5) / 64
+        d4 = d % 64; d = (d - d4) / 64
+        d3 = d % 64; d = (d - d3) / 64
+        d2 = d % 64; d = (d - d2) / 64
+        return code .. string.char(48 + d, 48 + d2, 48 + d3, 48 + d4,
+                                   48 + d5, 48 + d6, 48 + d7, 48 + d8) ..
+            payload
     end
 
     -- The bucket that holds (or would hold) due time d (a string or number):
@@ -479,35 +513,31 @@ local function c_lib()
         return s
     end
 
-    -- A bucket's entries as { {id, due, payload, due as stored}, .. }
-    -- sorted by (due, id); flat is an HGETALL answer.  A listpack keeps
-    -- its fields in the order they were written, and the mover writes
-    -- buckets in due order (a new bucket sorted, later jobs mostly after
-    -- the earlier ones), so most buckets come back sorted already: the
-    -- parse checks that (as c_val, inline: it runs for every entry a poll
-    -- reads) and only a bucket out of order is sorted.
+    -- A bucket's entries as { {id, due, payload, shard code}, .. } sorted
+    -- by (due, id); flat is an HGETALL answer.  A listpack keeps its
+    -- fields in the order they were written, and the mover writes buckets
+    -- in due order (a new bucket sorted, later jobs mostly after the
+    -- earlier ones), so most buckets come back sorted already: the parse
+    -- checks that and only a bucket out of order is sorted.
     local function c_entries(flat)
         local e, up, prev = {}, true, -math.huge
-        local find, sub = string.find, string.sub
         for i = 2, #flat, 2 do
-            local v = flat[i]
-            local c = find(v, ':', 1, true)
-            local ds = sub(v, 1, c - 1)
-            local due = tonumber(ds)
+            local due, payload, code = c_val(flat[i])
             if due <= prev then up = false end
             prev = due
-            e[i / 2] = { flat[i - 1], due, sub(v, c + 1), ds }
+            e[i / 2] = { flat[i - 1], due, payload, code }
         end
         if up then return e end
         return c_sort(e)
     end
 
-    -- The HSET arguments of entries { {id, due, payload}, .. } in a bucket.
+    -- The HSET arguments of entries { {id, due, payload, shard code}, .. }
+    -- in a bucket.
     local function c_fields(list)
         local f = {}
         for _, x in ipairs(list) do
             f[#f + 1] = x[1]
-            f[#f + 1] = string.format('%d:', x[2]) .. x[3]
+            f[#f + 1] = c_enc(x[4], x[2], x[3])
         end
         return f
     end
@@ -595,12 +625,13 @@ local function c_lib()
         redis.call('ZADD', K_CB, string.format('%d', piece[1][2]), nb)
     end
 
-    -- Whether a job fits the compact layout: an id and "<due>:<payload>" of
-    -- at most C_VMAX bytes each (longer ones stay native; Redis would turn
-    -- the whole bucket into a native hash).
+    -- Whether a job fits the compact layout: an id and a value (11 bytes
+    -- and the payload) of at most C_VMAX bytes each (longer ones stay
+    -- native; Redis would turn the whole bucket into a native hash), and a
+    -- due time the value holds (0..2^48-1: every time a push can set).
     local function c_fits(id, payload, due)
-        return #id <= C_VMAX and
-            #payload + #string.format('%d', due) + 1 <= C_VMAX
+        return #id <= C_VMAX and #payload + 11 <= C_VMAX and due >= 0 and
+            due < 281474976710656
     end
 
     -- Stores jobs in the compact layout: items { {id, due, payload}, .. },
@@ -614,9 +645,11 @@ local function c_lib()
     -- takes only jobs of its own due time.  Shards keep due times, not
     -- bucket numbers: none changes when a bucket is cut.  Bounded: per
     -- touched bucket one lookup and one HLEN, and a read of at most C_CAP
-    -- entries when it is rebuilt; per job one shard HSET.
+    -- entries when it is rebuilt; per job one shard HSET.  Each item gets
+    -- its shard code (as its 4th field, as entries have it).
     local function c_put(items)
         if #items == 0 then return end
+        for _, it in ipairs(items) do it[4] = c_code(it[1]) end
         table.sort(items, function(x, y) return x[2] > y[2] end)
         local groups, order = {}, {}
         local cur_b, cur_s
@@ -680,7 +713,7 @@ local function c_lib()
             end
         end
         for _, it in ipairs(items) do
-            redis.call('HSET', c_skey(it[1]), it[1],
+            redis.call('HSET', K_S .. it[4], it[1],
                        string.format('%d', it[2]))
         end
         if redis.call('HINCRBY', K_CM, 'n', #items) == #items then
@@ -737,7 +770,7 @@ local function c_lib()
     end
 
     -- Compact jobs due by now, earliest first, at most need of them: a list
-    -- of entries (c_entries: { id, due, payload, due string }), the buckets
+    -- of entries (c_entries: { id, due, payload, shard code }), the buckets
     -- read, each as { b, entries, uniform size or nil }, for each entry
     -- its bucket's place in that list, and for each bucket read how many
     -- of the list are its (c_taken's counts of a poll that takes them
@@ -779,10 +812,11 @@ local function c_lib()
     end
 
     -- After a poll took the first taken[r] jobs (in order) of each bucket of
-    -- read (c_due): deletes them and fixes the buckets' scores, from what was
-    -- read (no read again).  A bucket taken whole goes with one DEL: an
-    -- HDEL of each field scans the listpack once per field.
-    local function c_taken(read, taken, ids)
+    -- read (c_due): deletes them, their shard entries (by the codes read:
+    -- no id is hashed) and fixes the buckets' scores, from what was read
+    -- (no read again).  A bucket taken whole goes with one DEL: an HDEL of
+    -- each field scans the listpack once per field.
+    local function c_taken(read, taken)
         local total = 0
         for r, t in pairs(taken) do
             local b, e, uniform = read[r][1], read[r][2], read[r][3]
@@ -794,12 +828,13 @@ local function c_lib()
                 for k = 1, t do del[k] = e[k][1] end
                 redis.call('HDEL', c_bkey(b), unpack(del))
                 if not uniform then
-                    redis.call('ZADD', K_CB, e[t + 1][4], b)
+                    redis.call('ZADD', K_CB, string.format('%d', e[t + 1][2]),
+                               b)
                 end
             end
+            for k = 1, t do redis.call('HDEL', K_S .. e[k][4], e[k][1]) end
             total = total + t
         end
-        for _, id in ipairs(ids) do redis.call('HDEL', c_skey(id), id) end
         if total > 0 then c_gone(total) end
     end
 

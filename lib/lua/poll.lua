@@ -115,7 +115,7 @@ if #exp == 0 and #cdue == 0 then
 elseif #exp == 0 and #due == 0 then -- compact jobs only (at most max)
     scores, conly = {}, true
     for c, e in ipairs(cdue) do
-        ids[c], scores[c], from_c[c] = e[1], e[4], c
+        ids[c], scores[c], from_c[c] = e[1], e[2], c
     end
 else
     scores = {}
@@ -134,7 +134,7 @@ else
             from_due[#from_due + 1] = due[b]
             b = b + 2
         else
-            ids[k], scores[k] = cdue[c][1], cdue[c][4]
+            ids[k], scores[k] = cdue[c][1], cdue[c][2]
             from_c[k] = c
             c = c + 1
         end
@@ -233,7 +233,7 @@ if n > 0 then
     -- Writes: lease and due were read above, jobs and dead too.
     if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
     if #from_due > 0 then redis.call('ZREM', K_DUE, unpack(from_due)) end
-    if #cids > 0 then C.taken(cread, ctaken, cids) end
+    if #cids > 0 then C.taken(cread, ctaken) end
     -- (the lease set is short-lived: converted from 32 claims on)
     if #mset > 0 then add_many('HSET', K_JOBS, mset) end
     if #leased > 0 then add_many('ZADD', K_LEASE, leased, 32) end

@@ -276,14 +276,24 @@ unsigned tu_shard_of(const char *id) {
     return (unsigned)(h % 262144);
 }
 
+void tu_shard_suffix(const char *id, char buf[TU_SHARD_SUFFIX]) {
+    unsigned h = tu_shard_of(id);
+    buf[0] = 's';
+    buf[1] = ':';
+    buf[2] = (char)('0' + (h >> 12));
+    buf[3] = (char)('0' + ((h >> 6) & 63));
+    buf[4] = (char)('0' + (h & 63));
+    buf[5] = '\0';
+}
+
 int tu_job_stored(redisContext *r, const char *ns, const char *queue,
                   const char *id) {
     char key[800];
     tu_key(key, sizeof(key), ns, queue, "jobs", id);
     if (rint_(r, "HEXISTS", key, id) == 1)
         return 1;
-    char suffix[32];
-    snprintf(suffix, sizeof(suffix), "s:%u", tu_shard_of(id));
+    char suffix[TU_SHARD_SUFFIX];
+    tu_shard_suffix(id, suffix);
     tu_key(key, sizeof(key), ns, queue, suffix, id);
     return rint_(r, "HEXISTS", key, id) == 1;
 }

@@ -171,9 +171,12 @@ long long tu_sum(redisContext *r, const char *cmd, const char *ns,
  * tu_sum "HLEN" of "jobs": payloads, metas...) plus its compact jobs (the
  * "n" of its "cm" hash, lib/lua/common.lua), over all partitions. */
 long long tu_job_fields(redisContext *r, const char *ns, const char *queue);
-/* The shard of a compact job's id: its key is "<prefix>s:<shard>"
- * (lib/lua/common.lua, c_skey). */
+#define TU_SHARD_SUFFIX 6 /* "s:" + 3 bytes + NUL */
+/* The shard of a compact job's id (0..2^18-1), and its key's suffix
+ * "s:<code>" (lib/lua/common.lua, c_code: the shard as 3 bytes, 6 bits
+ * each, '0' + digit, most significant first) into buf. */
 unsigned tu_shard_of(const char *id);
+void tu_shard_suffix(const char *id, char buf[TU_SHARD_SUFFIX]);
 /* Whether job id is stored, in the default layout (its payload in the
  * jobs hash of its partition) or the compact one (its id in its shard). */
 int tu_job_stored(redisContext *r, const char *ns, const char *queue,
