@@ -386,7 +386,7 @@ local function c_code(id)
     return string.char(48 + (t - b) / 64, 48 + b, 48 + c)
 end
 
--- The shard key of an id, and of a shard code.
+-- Shard keys: K_S .. a shard code; c_skey(id) is that of id's code.
 local K_S = K_PFX .. 's:'
 local function c_skey(id) return K_S .. c_code(id) end
 

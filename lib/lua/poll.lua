@@ -149,16 +149,16 @@ if n > 0 then
     -- Compact jobs move to the native keys: payload (and meta, below)
     -- into jobs, like any claimed job into lease.  They have nothing
     -- there yet: a poll that claims only compact jobs reads nothing.
-    local ctaken, cids = ccnt, ids
+    local ctaken, ctotal = ccnt, n -- per bucket read, and in all
     if not conly then
-        ctaken, cids = {}, {}
+        ctaken, ctotal = {}, 0
         for _, c in pairs(from_c) do
             ctaken[crof[c]] = (ctaken[crof[c]] or 0) + 1
-            cids[#cids + 1] = cdue[c][1]
+            ctotal = ctotal + 1
         end
     end
     local got, fields
-    if #cids == n then
+    if ctotal == n then
         got, fields = {}, {}
         for i, id in ipairs(ids) do fields[n + i] = mf(id) end
     else
@@ -233,7 +233,7 @@ if n > 0 then
     -- Writes: lease and due were read above, jobs and dead too.
     if #from_lease > 0 then redis.call('ZREM', K_LEASE, unpack(from_lease)) end
     if #from_due > 0 then redis.call('ZREM', K_DUE, unpack(from_due)) end
-    if #cids > 0 then C.taken(cread, ctaken) end
+    if ctotal > 0 then C.taken(cread, ctaken) end
     -- (the lease set is short-lived: converted from 32 claims on)
     if #mset > 0 then add_many('HSET', K_JOBS, mset) end
     if #leased > 0 then add_many('ZADD', K_LEASE, leased, 32) end
