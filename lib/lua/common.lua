@@ -513,23 +513,45 @@ local function c_lib()
         return s
     end
 
-    -- A bucket's entries as { {id, due, payload, shard code}, .. } sorted
-    -- by (due, id); flat is an HGETALL answer.  A listpack keeps its
-    -- fields in the order they were written, and the mover writes buckets
-    -- in due order (a new bucket sorted, later jobs mostly after the
-    -- earlier ones), so most buckets come back sorted already: the parse
-    -- checks that and only a bucket out of order is sorted.
-    local function c_entries(flat)
-        local e, up, prev = {}, true, -math.huge
+    -- Columns { ids, dues, payloads, shard codes } as rows
+    -- { {id, due, payload, shard code}, .. }.
+    local function c_rows(cols)
+        local ids, dues, pays, codes = cols[1], cols[2], cols[3], cols[4]
+        local e = {}
+        for k = 1, #ids do e[k] = { ids[k], dues[k], pays[k], codes[k] } end
+        return e
+    end
+
+    -- A bucket's entries as columns { ids, dues, payloads, shard codes }
+    -- (entry k is ids[k], dues[k], ..), sorted by (due, id); flat is an
+    -- HGETALL answer.  Columns, not a table per entry: a poll parses up to
+    -- a thousand entries per call.  A listpack keeps its fields in the
+    -- order they were written, and the mover writes buckets in due order
+    -- (a new bucket sorted, later jobs mostly after the earlier ones), so
+    -- most buckets come back sorted already: the parse checks that and
+    -- only a bucket out of order is sorted (as rows, c_sort).
+    local function c_cols(flat)
+        local ids, dues, pays, codes = {}, {}, {}, {}
+        local up, prev = true, -math.huge
         for i = 2, #flat, 2 do
+            local k = i / 2
             local due, payload, code = c_val(flat[i])
             if due <= prev then up = false end
             prev = due
-            e[i / 2] = { flat[i - 1], due, payload, code }
+            ids[k], dues[k], pays[k], codes[k] =
+                flat[i - 1], due, payload, code
         end
-        if up then return e end
-        return c_sort(e)
+        local cols = { ids, dues, pays, codes }
+        if not up then
+            for k, x in ipairs(c_sort(c_rows(cols))) do
+                ids[k], dues[k], pays[k], codes[k] = x[1], x[2], x[3], x[4]
+            end
+        end
+        return cols
     end
+
+    -- A bucket's entries as rows, sorted by (due, id).
+    local function c_entries(flat) return c_rows(c_cols(flat)) end
 
     -- The HSET arguments of entries { {id, due, payload, shard code}, .. }
     -- in a bucket.
@@ -769,46 +791,48 @@ local function c_lib()
         return #moved, more
     end
 
-    -- Compact jobs due by now, earliest first, at most need of them: a list
-    -- of entries (c_entries: { id, due, payload, shard code }), the buckets
-    -- read, each as { b, entries, uniform size or nil }, for each entry
-    -- its bucket's place in that list, and for each bucket read how many
-    -- of the list are its (c_taken's counts of a poll that takes them
+    -- Compact jobs due by now, earliest first, at most need of them, as
+    -- columns: their ids, due times and payloads; the buckets read, each
+    -- as { b, its columns (c_cols), uniform size or nil }; for each job
+    -- its bucket's place in that list; and for each bucket read how many
+    -- of the jobs are its (c_taken's counts of a poll that takes them
     -- all).  Bounded: buckets are read in time order until need jobs are
     -- found, so at most need + C_CAP entries.
     local function c_due(now, need)
-        local out, read, rof, cnt = {}, {}, {}, {}
-        local from = '-inf'
+        local ids, dues, pays, read, rof, cnt = {}, {}, {}, {}, {}, {}
+        local from, got = '-inf', 0
         local upto = string.format('%d', now)
-        while #out < need do
+        while got < need do
             local bs = redis.call('ZRANGEBYSCORE', K_CB, from, upto,
                                   'WITHSCORES',
                                   'LIMIT', 0, 8)
             for i = 1, #bs, 2 do
                 local b, k = bs[i], c_bkey(bs[i])
                 local n = redis.call('HLEN', k)
-                local e
+                local cols
                 if n > C_CAP then
                     -- uniform: every job is due at the score; any of them
-                    e = c_entries(redis.call('HRANDFIELD', k, need - #out,
+                    cols = c_cols(redis.call('HRANDFIELD', k, need - got,
                                              'WITHVALUES'))
                 else
-                    e = c_entries(redis.call('HGETALL', k))
+                    cols = c_cols(redis.call('HGETALL', k))
                 end
-                local r, had = #read + 1, #out
-                read[r] = { b, e, n > C_CAP and n or nil }
-                for _, x in ipairs(e) do
-                    if x[2] > now or #out >= need then break end
-                    out[#out + 1] = x
-                    rof[#out] = r
+                local r, had = #read + 1, got
+                read[r] = { b, cols, n > C_CAP and n or nil }
+                local bid, bdue, bpay = cols[1], cols[2], cols[3]
+                for x = 1, #bid do
+                    if bdue[x] > now or got >= need then break end
+                    got = got + 1
+                    ids[got], dues[got], pays[got], rof[got] =
+                        bid[x], bdue[x], bpay[x], r
                 end
-                if #out > had then cnt[r] = #out - had end
+                if got > had then cnt[r] = got - had end
                 from = '(' .. bs[i + 1]
-                if #out >= need then break end
+                if got >= need then break end
             end
             if #bs < 16 then break end
         end
-        return out, read, rof, cnt
+        return ids, dues, pays, read, rof, cnt
     end
 
     -- After a poll took the first taken[r] jobs (in order) of each bucket of
@@ -819,20 +843,19 @@ local function c_lib()
     local function c_taken(read, taken)
         local total = 0
         for r, t in pairs(taken) do
-            local b, e, uniform = read[r][1], read[r][2], read[r][3]
-            if t == (uniform or #e) then
+            local b, cols, uniform = read[r][1], read[r][2], read[r][3]
+            local bid, codes = cols[1], cols[4]
+            if t == (uniform or #bid) then
                 redis.call('DEL', c_bkey(b))
                 redis.call('ZREM', K_CB, b)
             else
-                local del = {}
-                for k = 1, t do del[k] = e[k][1] end
-                redis.call('HDEL', c_bkey(b), unpack(del))
+                redis.call('HDEL', c_bkey(b), unpack(bid, 1, t))
                 if not uniform then
-                    redis.call('ZADD', K_CB, string.format('%d', e[t + 1][2]),
-                               b)
+                    redis.call('ZADD', K_CB,
+                               string.format('%d', cols[2][t + 1]), b)
                 end
             end
-            for k = 1, t do redis.call('HDEL', K_S .. e[k][4], e[k][1]) end
+            for k = 1, t do redis.call('HDEL', K_S .. codes[k], bid[k]) end
             total = total + t
         end
         if total > 0 then c_gone(total) end

@@ -77,13 +77,14 @@ end
 -- Reads: the oldest expired leases, due jobs and compact due jobs, merged
 -- by time (most polls find no expired lease and no compact job and skip
 -- the merge).
-local exp, due, cdue, cread, crof, ccnt = {}, {}, {}, nil, nil, nil
+-- (compact jobs as columns: ids cid, due times cdt, payloads cpay)
+local exp, due, cid, cdt, cpay, cread, crof, ccnt = {}, {}, {}, {}, {}
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
-    if cany then cdue, cread, crof, ccnt = C.due(now, max) end
+    if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
 end
 -- The mover of the compact layouts (common.lua, "The compact layout"): a
 -- poll that finds nothing due moves up to IDLE_MOVE pushed jobs into
@@ -96,7 +97,7 @@ end
 -- plain poll's next_us stays the time to the next due job).
 local IDLE_MOVE, MOVE_PACE_US = 256, 20000
 local moving = false
-if max > 0 and #exp == 0 and #due == 0 and #cdue == 0 and
+if max > 0 and #exp == 0 and #due == 0 and #cid == 0 and
     (conf.layout or ARGV[8] or '0') ~= '0' then
     C = C or c_lib()
     local moved, more = C.move(redis.call('GET', C.MV) or '+inf', IDLE_MOVE)
@@ -106,25 +107,22 @@ if max > 0 and #exp == 0 and #due == 0 and #cdue == 0 and
     if moved > 0 then cany = true end
 end
 local ids, from_lease, from_due = {}, {}, {}
-local from_c = {} -- ids[k] -> its place in c_due's list, for compact jobs
+local from_c = {} -- ids[k] -> its place in c_due's columns (merged)
 local scores -- merged: score of ids[k]; nil: due[2k] is
-local conly = false -- compact jobs only: all of cdue, in its order
-if #exp == 0 and #cdue == 0 then
+local conly = false -- compact jobs only: all of c_due's, in its order
+if #exp == 0 and #cid == 0 then
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     from_due = ids
 elseif #exp == 0 and #due == 0 then -- compact jobs only (at most max)
-    scores, conly = {}, true
-    for c, e in ipairs(cdue) do
-        ids[c], scores[c], from_c[c] = e[1], e[2], c
-    end
+    ids, scores, conly = cid, cdt, true
 else
     scores = {}
     local a, b, c = 1, 1, 1
-    while #ids < max and (exp[a] or due[b] or cdue[c]) do
+    while #ids < max and (exp[a] or due[b] or cid[c]) do
         local k = #ids + 1
         local se = exp[a] and tonumber(exp[a + 1])
         local sd = due[b] and tonumber(due[b + 1])
-        local sc = cdue[c] and cdue[c][2]
+        local sc = cdt[c]
         if se and (not sd or se <= sd) and (not sc or se <= sc) then
             ids[k], scores[k] = exp[a], exp[a + 1]
             from_lease[#from_lease + 1] = exp[a]
@@ -134,7 +132,7 @@ else
             from_due[#from_due + 1] = due[b]
             b = b + 2
         else
-            ids[k], scores[k] = cdue[c][1], cdue[c][2]
+            ids[k], scores[k] = cid[c], cdt[c]
             from_c[k] = c
             c = c + 1
         end
@@ -158,7 +156,10 @@ if n > 0 then
         end
     end
     local got, fields
-    if ctotal == n then
+    if conly then
+        got, fields = cpay, {}
+        for i, id in ipairs(ids) do fields[n + i] = mf(id) end
+    elseif ctotal == n then
         got, fields = {}, {}
         for i, id in ipairs(ids) do fields[n + i] = mf(id) end
     else
@@ -168,8 +169,11 @@ if n > 0 then
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
     local mset, leased, died, gone = {}, {}, {}, {}
+    if conly then
+        for k = 1, n do mset[2 * k - 1], mset[2 * k] = ids[k], cpay[k] end
+    end
     for k, c in pairs(from_c) do
-        got[k] = cdue[c][3]
+        got[k] = cpay[c]
         mset[#mset + 1] = ids[k]
         mset[#mset + 1] = got[k]
     end
