@@ -4,7 +4,8 @@
  *
  * LLVMFuzzerInitialize starts one private redis-server (tests/harness.c, on
  * a unix socket) for the whole run.  Each input is a program of at most 8
- * calls; the server is flushed first.  Arguments come from the input:
+ * calls, with a client in the default, compact or compact-push layout;
+ * the server is flushed first.  Arguments come from the input:
  * hostile queue names and ids (braces, colons, '%', any byte, too long,
  * empty), empty and large payloads (<= 64 KiB), delays, leases, counts and
  * flags in and out of range, tokens real and forged.  Between calls the
@@ -680,6 +681,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         dq_options_set_str(o, DQ_OPT_NAMESPACE, k & 4 ? "dq:x" : "n.s-1_");
     if (k & 8)
         dq_options_set_int(o, DQ_OPT_MAX_ATTEMPTS, 1 + (k >> 4) % 3);
+    /* The compact layouts for queues without the setting (the top two
+     * bits: 1 compact, 2 compact-push): half the programs move jobs into
+     * buckets and claim them there, not only those that set the layout. */
+    if (k >> 6 == DQ_LAYOUT_COMPACT || k >> 6 == DQ_LAYOUT_COMPACT_PUSH)
+        dq_options_set_int(o, DQ_OPT_LAYOUT, k >> 6);
     dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, 10);
     dq_client *c = NULL;
     int rc = dq_open(srv.uri, o, &c);
