@@ -1808,6 +1808,82 @@ END_TEST
  * and one due an hour before it (in one partition): each must land in a
  * bucket whose range holds it, so it is found by id, listed and polled in
  * due order. */
+/* A uniform bucket (one due time) past hash-max-listpack-entries (128 in
+ * stock Redis, 512 in Debian's build) is a native hash in Redis, which
+ * never turns it back.  Once claims or cancels leave it at most C_CAP
+ * jobs, jobs of
+ * other due times may join it: it must be a listpack again by then (the
+ * snapshot checks every bucket of more than one due time).  Both ways it
+ * shrinks: a poll's claims (part A) and cancels (part B, another due
+ * time). */
+START_TEST(uniform_shrinks) {
+    dq_client *c = open_client();
+    redisContext *r = rconn();
+    set_layout(c, Q, g_layout);
+    const int64_t now = server_ms(r);
+    enum { NU = 600, NCANCEL = NU - C_CAP + 10 };
+    static char ids[2][NU][32];
+    for (int part = 0; part < 2; part++) {
+        /* A: due 5 h ago (claimed by the poll below); B: in 5 h */
+        const int64_t t = part == 0 ? now - 5 * HOUR_MS : now + 5 * HOUR_MS;
+        const char *ip[NU];
+        const void *pp[NU];
+        size_t lens[NU];
+        int64_t at[NU];
+        for (int i = 0; i < NU; i++) {
+            char base[16];
+            snprintf(base, sizeof(base), "%c%03d", part ? 'b' : 'a', i);
+            tu_id_in(ids[part][i], sizeof(ids[part][i]), base, 0);
+            ip[i] = ids[part][i];
+            pp[i] = "u";
+            lens[i] = 1;
+            at[i] = t;
+        }
+        ck_assert_int_eq(dq_push_batch_ex(c, Q, NU, pp, lens, at, ip,
+                                          DQ_PUSH_AT, NULL, NULL, NULL),
+                         NU);
+        snap s;
+        snap_take(r, Q, &s, "uniform_shrinks: the uniform bucket");
+        ck_assert_msg(s.max_uniform == NU, "largest uniform bucket %lld",
+                      s.max_uniform);
+        snap_free(&s);
+        int left = NU;
+        if (part == 0) {
+            dq_jobs *jobs = NULL;
+            ck_assert_int_eq(poll_n(c, Q, NU - C_CAP + 20, 60000, &jobs,
+                                    NULL),
+                             NU - C_CAP + 20);
+            left -= NU - C_CAP + 20;
+            dq_jobs_free(jobs);
+        } else {
+            for (int i = 0; i < NCANCEL; i++)
+                ck_assert_int_eq(dq_cancel(c, Q, ids[part][i], 0),
+                                 DQ_CANCELED_PENDING);
+            left -= NCANCEL;
+        }
+        /* a job due 1 ms later joins that bucket (it holds <= C_CAP) */
+        char later[32];
+        tu_id_in(later, sizeof(later), part ? "blater" : "alater", 0);
+        const void *lp = "l";
+        const size_t ll = 1;
+        const int64_t lat = t + 1;
+        const char *li = later;
+        ck_assert_int_eq(dq_push_batch_ex(c, Q, 1, &lp, &ll, &lat, &li,
+                                          DQ_PUSH_AT, NULL, NULL, NULL),
+                         1);
+        snap_take(r, Q, &s, part ? "uniform_shrinks: after cancels"
+                                 : "uniform_shrinks: after claims");
+        const sj *x = snap_find(&s, later);
+        ck_assert_msg(x != NULL && x->due == lat && x->compact,
+                      "%s not stored in a bucket (%d jobs left beside it)",
+                      later, left);
+        snap_free(&s);
+    }
+    redisFree(r);
+    dq_close(c);
+}
+END_TEST
+
 START_TEST(uniform_first_bucket) {
     dq_client *c = open_client();
     redisContext *r = rconn();
@@ -2238,6 +2314,7 @@ TEST_SUITE("compact", TU_SRV_UNIX,
     {"uniform_bucket", uniform_bucket, 60, NULL},
     {"lease_merge", lease_merge, 60, NULL},
     {"uniform_first_bucket", uniform_first_bucket, 60, NULL},
+    {"uniform_shrinks", uniform_shrinks, 60, NULL},
     {"far_future", far_future, 60, NULL},
     {"switch_back", switch_back, 60, NULL},
     {"many_buckets", many_buckets, 120, NULL})

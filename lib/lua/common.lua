@@ -564,11 +564,26 @@ local function c_lib()
         return f
     end
 
-    -- After jobs left bucket b: its score becomes its earliest due time again
-    -- (an empty bucket leaves cb; a uniform one keeps its only due time).
-    -- Only a bucket that lost a job due at its score (its earliest) needs
-    -- it: otherwise that job is still there, and so is the score.
-    local function c_fix(b)
+    -- A bucket that held more than C_CAP jobs (a uniform one: one due
+    -- time) may have passed hash-max-listpack-entries (512 by default),
+    -- and Redis then made it a native hash, which it never turns back.  Once it holds at most C_CAP it is
+    -- an ordinary bucket (c_put adds jobs of other due times to it), so it
+    -- is written anew, as a listpack: one read and one write of at most
+    -- C_CAP entries, once each time a bucket shrinks past C_CAP.
+    local function c_repack(k)
+        local all = redis.call('HGETALL', k)
+        if #all == 0 then return end
+        redis.call('DEL', k)
+        redis.call('HSET', k, unpack(all))
+    end
+
+    -- After gone jobs left bucket b: its score becomes its earliest due
+    -- time again (an empty bucket leaves cb; a uniform one keeps its only
+    -- due time).  Only a bucket that lost a job due at its score (its
+    -- earliest) needs it: otherwise that job is still there, and so is the
+    -- score.  A uniform bucket loses only such jobs, so it is repacked here
+    -- when it shrinks past C_CAP.
+    local function c_fix(b, gone)
         local k = c_bkey(b)
         local n = redis.call('HLEN', k)
         if n == 0 then
@@ -576,6 +591,7 @@ local function c_lib()
             return
         end
         if n > C_CAP then return end
+        if n + gone > C_CAP then c_repack(k) end
         local m
         for _, v in ipairs(redis.call('HVALS', k)) do
             local d = c_val(v)
@@ -612,7 +628,7 @@ local function c_lib()
         end
         for _, b in ipairs(order) do
             redis.call('HDEL', c_bkey(b), unpack(byb[b]))
-            if earliest[b] then c_fix(b) end
+            if earliest[b] then c_fix(b, #byb[b]) end
         end
         for _, it in ipairs(items) do
             redis.call('HDEL', c_skey(it[1]), it[1])
@@ -853,6 +869,8 @@ local function c_lib()
                 if not uniform then
                     redis.call('ZADD', K_CB,
                                string.format('%d', cols[2][t + 1]), b)
+                elseif uniform - t <= C_CAP then
+                    c_repack(c_bkey(b)) -- (c_fix: its score stays)
                 end
             end
             for k = 1, t do redis.call('HDEL', K_S .. codes[k], bid[k]) end
@@ -906,7 +924,7 @@ local function c_lib()
     end
     return { MV = K_MV, id_lt = c_id_lt, bkey = c_bkey, skey = c_skey,
         has = c_has, val = c_val, bucket_of = c_bucket_of, find = c_find,
-        entries = c_entries, fields = c_fields, fix = c_fix, gone = c_gone,
+        entries = c_entries, fields = c_fields, gone = c_gone,
         remove = c_remove, fits = c_fits, put = c_put, move = c_move,
         due = c_due, taken = c_taken, count = c_count }
 end
