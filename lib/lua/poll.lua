@@ -156,23 +156,21 @@ if n > 0 then
         end
     end
     local got, fields
-    if conly then
-        got, fields = cpay, {}
-        for i, id in ipairs(ids) do fields[n + i] = mf(id) end
-    elseif ctotal == n then
-        got, fields = {}, {}
-        for i, id in ipairs(ids) do fields[n + i] = mf(id) end
+    local mset = {} -- written to jobs: compact payloads, then meta
+    if ctotal == n then -- all compact: nothing of theirs in jobs to read
+        got, fields = conly and cpay or {}, {}
+        for i, id in ipairs(ids) do
+            fields[n + i] = mf(id)
+            if conly then mset[2 * i - 1], mset[2 * i] = id, cpay[i] end
+        end
     else
         got, fields = get_with_meta(ids)
     end
     local deadline = string.format('%d', now + lease_ms) -- formatted once
     local tok0 = now_us - 1
     local now_s = string.format('%d', now)
-    local mset, leased, died, gone = {}, {}, {}, {}
-    if conly then
-        for k = 1, n do mset[2 * k - 1], mset[2 * k] = ids[k], cpay[k] end
-    end
-    for k, c in pairs(from_c) do
+    local leased, died, gone = {}, {}, {}
+    for k, c in pairs(from_c) do -- merged: ids[k] is c_due's c-th
         got[k] = cpay[c]
         mset[#mset + 1] = ids[k]
         mset[#mset + 1] = got[k]
