@@ -90,11 +90,14 @@ end
 -- every entry added to one scans it: a call that adds many entries to a
 -- small one (a poll's claims into an emptied jobs hash or lease set, a
 -- batch into an empty queue) pays time quadratic in the entries until
--- Redis converts the key at 128.  An entry longer than any id first
+-- Redis converts the key (zset-max-listpack-entries: 128 by default;
+-- hash-max-listpack-entries: 512).  An entry longer than any id first
 -- (over hash- and zset-max-listpack-value) makes Redis convert it at
 -- once; it is removed right after and never names a job (ids are at
--- most 128 bytes).  Only with more than over entries: above 128 the key
--- is converted anyway, so its memory is the same.
+-- most 128 bytes).  Only with more than over entries (128 unless told):
+-- a sorted set that large is converted anyway; a hash of 129 to 512
+-- entries would have stayed a listpack, a few kilobytes that the
+-- quadratic scan of so many entries is not worth.
 local function add_many(cmd, key, args, over)
     if #args <= 2 * (over or 128) then
         redis.call(cmd, key, unpack(args))
