@@ -1808,6 +1808,34 @@ END_TEST
  * and one due an hour before it (in one partition): each must land in a
  * bucket whose range holds it, so it is found by id, listed and polled in
  * due order. */
+/* Pushes n jobs of payload "u" into q, all due at t, with ids in
+ * partition 0 (prefix, then the job's number), kept in ids: one uniform
+ * bucket. */
+static void push_uniform(dq_client *c, const char *q, char prefix, int n,
+                         int64_t t, char (*ids)[32]) {
+    const char **ip = calloc((size_t)n, sizeof(*ip));
+    const void **pp = calloc((size_t)n, sizeof(*pp));
+    size_t *lens = calloc((size_t)n, sizeof(*lens));
+    int64_t *at = calloc((size_t)n, sizeof(*at));
+    ck_assert(ip && pp && lens && at);
+    for (int i = 0; i < n; i++) {
+        char base[16];
+        snprintf(base, sizeof(base), "%c%03d", prefix, i);
+        tu_id_in(ids[i], 32, base, 0);
+        ip[i] = ids[i];
+        pp[i] = "u";
+        lens[i] = 1;
+        at[i] = t;
+    }
+    ck_assert_int_eq(dq_push_batch_ex(c, q, (size_t)n, pp, lens, at, ip,
+                                      DQ_PUSH_AT, NULL, NULL, NULL),
+                     n);
+    free(ip);
+    free(pp);
+    free(lens);
+    free(at);
+}
+
 /* A uniform bucket (one due time) past hash-max-listpack-entries (128 in
  * stock Redis, 512 in Debian's build) is a native hash in Redis, which
  * never turns it back.  Once claims or cancels leave it at most C_CAP
@@ -1826,22 +1854,7 @@ START_TEST(uniform_shrinks) {
     for (int part = 0; part < 2; part++) {
         /* A: due 5 h ago (claimed by the poll below); B: in 5 h */
         const int64_t t = part == 0 ? now - 5 * HOUR_MS : now + 5 * HOUR_MS;
-        const char *ip[NU];
-        const void *pp[NU];
-        size_t lens[NU];
-        int64_t at[NU];
-        for (int i = 0; i < NU; i++) {
-            char base[16];
-            snprintf(base, sizeof(base), "%c%03d", part ? 'b' : 'a', i);
-            tu_id_in(ids[part][i], sizeof(ids[part][i]), base, 0);
-            ip[i] = ids[part][i];
-            pp[i] = "u";
-            lens[i] = 1;
-            at[i] = t;
-        }
-        ck_assert_int_eq(dq_push_batch_ex(c, Q, NU, pp, lens, at, ip,
-                                          DQ_PUSH_AT, NULL, NULL, NULL),
-                         NU);
+        push_uniform(c, Q, part ? 'b' : 'a', NU, t, ids[part]);
         snap s;
         snap_take(r, Q, &s, "uniform_shrinks: the uniform bucket");
         ck_assert_msg(s.max_uniform == NU, "largest uniform bucket %lld",
@@ -1891,21 +1904,7 @@ START_TEST(uniform_first_bucket) {
     const int64_t t = server_ms(r) - 5 * HOUR_MS;
     enum { NU = 200 };
     static char ids[NU][32];
-    const char *ip[NU];
-    const void *pp[NU];
-    size_t lens[NU];
-    int64_t at[NU];
-    for (int i = 0; i < NU; i++) {
-        char base[16];
-        snprintf(base, sizeof(base), "u%03d", i);
-        tu_id_in(ids[i], sizeof(ids[i]), base, 0);
-        ip[i] = ids[i];
-        pp[i] = "u";
-        lens[i] = 1;
-        at[i] = t;
-    }
-    ck_assert_int_eq(dq_push_batch_ex(c, Q, NU, pp, lens, at, ip, DQ_PUSH_AT,
-                                      NULL, NULL, NULL), NU);
+    push_uniform(c, Q, 'u', NU, t, ids);
     snap s;
     snap_take(r, Q, &s, "uniform_first_bucket: the uniform bucket");
     ck_assert_msg(s.compact == NU && s.uniform == 1, "%lld compact, %lld "
