@@ -101,9 +101,11 @@ typedef struct dqb_pctl {
 /* Sorts v and returns its p50, p95, p99 and max. */
 dqb_pctl dqb_percentiles(double *v, size_t n);
 
-/* One figure measured once per run. */
+/* One figure measured once per run, or a few times per run (the layout
+ * drains, scen_layout.c: up to DQB_SERIES_MAX / DQB_MAXRUNS). */
+#define DQB_SERIES_MAX (DQB_MAXRUNS * 4)
 typedef struct dqb_series {
-    double v[DQB_MAXRUNS];
+    double v[DQB_SERIES_MAX];
     int n;
 } dqb_series;
 

@@ -81,7 +81,7 @@ double dqb_pct_sorted(const double *v, size_t n, double p) {
 double dqb_median(const double *v, size_t n) {
     if (n == 0)
         return NAN;
-    double tmp[DQB_MAXRUNS * 4];
+    double tmp[DQB_SERIES_MAX];
     double *w = n <= sizeof(tmp) / sizeof(tmp[0]) ? tmp : malloc(n * sizeof(double));
     if (w == NULL)
         return NAN;
@@ -115,7 +115,7 @@ dqb_pctl dqb_percentiles(double *v, size_t n) {
 }
 
 void dqb_s_add(dqb_series *s, double x) {
-    if (s->n < DQB_MAXRUNS)
+    if (s->n < DQB_SERIES_MAX)
         s->v[s->n++] = x;
 }
 
@@ -124,7 +124,7 @@ double dqb_s_med(const dqb_series *s) {
 }
 
 double dqb_s_ratio(const dqb_series *a, const dqb_series *b) {
-    double r[DQB_MAXRUNS];
+    double r[DQB_SERIES_MAX];
     int n = a->n < b->n ? a->n : b->n;
     for (int i = 0; i < n; i++)
         r[i] = a->v[i] / b->v[i];

@@ -27,9 +27,11 @@
  *      moves nothing): its drain is the native one, and compact-push's is
  *      the drain of jobs held in buckets.
  *
- * Each run measures default then compact for one payload size before the
- * next size, so the ratios compare figures minutes apart; the table shows
- * medians over runs of the values and of the per-run ratios.
+ * Each run measures A for every layout of one payload size, then B for
+ * every layout back to back, three times in a rotated order, before the
+ * next size.  The table shows medians over runs (A) or over all drains
+ * (B) of the values and of the ratios of figures measured together: A's
+ * minutes apart, the drains' seconds apart.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -480,12 +482,23 @@ static void dqb_lay_drain(const dqb_cfg *c, int L, int p) {
     dq_close(cl);
 }
 
+/* Drains of one payload size per run and layout: a drain takes a second
+ * or two, and this machine's speed drifts by tens of percent over a
+ * minute, so one drain per layout minutes apart (after each layout's
+ * phase A) compared noise more than layouts. */
+#define DQB_LAY_DRAINS 3
+
 void dqb_scen_layout_run(const dqb_cfg *c, int run) {
-    for (int p = 0; p < DQB_LAY_NP; p++)
-        for (int L = 0; L < DQB_LAY_NL; L++) {
+    for (int p = 0; p < DQB_LAY_NP; p++) {
+        for (int L = 0; L < DQB_LAY_NL; L++)
             dqb_lay_pending(c, run, L, p);
-            dqb_lay_drain(c, L, p);
-        }
+        /* Every layout's drain back to back, DQB_LAY_DRAINS times, the
+         * order rotated each time: the k-th drains of the layouts are
+         * seconds apart, and no layout always goes first. */
+        for (int k = 0; k < DQB_LAY_DRAINS; k++)
+            for (int i = 0; i < DQB_LAY_NL; i++)
+                dqb_lay_drain(c, (i + k + run) % DQB_LAY_NL, p);
+    }
     dqb_flushall();
 }
 
@@ -571,8 +584,9 @@ void dqb_scen_layout_rows(const dqb_cfg *c) {
     snprintf(title, sizeof(title),
              "layouts: %ld pending jobs (1 h + U(0..24 h), generated ids, "
              "push_batch 1000); drain: %ld pushed alike, due 25..1 h ago, poll "
-             "1000 + ack_batch; cancel: %ld random ids; ratio: to default",
-             c->lay_n, c->lay_drain_n, c->lay_cancel_n);
+             "1000 + ack_batch, %d per run and layout, the layouts back to "
+             "back; cancel: %ld random ids; ratio: to default",
+             c->lay_n, c->lay_drain_n, DQB_LAY_DRAINS, c->lay_cancel_n);
     dqb_add_section(title);
     char name[200];
     for (int p = 0; p < DQB_LAY_NP; p++) {
