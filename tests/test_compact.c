@@ -1801,13 +1801,8 @@ START_TEST(lease_merge) {
 }
 END_TEST
 
-/* ---- uniform_first_bucket -------------------------------------------------- */
+/* ---- uniform buckets ------------------------------------------------------ */
 
-/* A uniform bucket (200 jobs due at one time) that is the queue's first
- * one, then one push whose mover takes a job due an hour after that time
- * and one due an hour before it (in one partition): each must land in a
- * bucket whose range holds it, so it is found by id, listed and polled in
- * due order. */
 /* Pushes n jobs of payload "u" into q, all due at t, with ids in
  * partition 0 (prefix, then the job's number), kept in ids: one uniform
  * bucket. */
@@ -1897,6 +1892,11 @@ START_TEST(uniform_shrinks) {
 }
 END_TEST
 
+/* A uniform bucket (200 jobs due at one time) that is the queue's first
+ * one, then one push whose mover takes a job due an hour after that time
+ * and one due an hour before it (in one partition): each must land in a
+ * bucket whose range holds it, so it is found by id, listed and polled in
+ * due order. */
 START_TEST(uniform_first_bucket) {
     dq_client *c = open_client();
     redisContext *r = rconn();
