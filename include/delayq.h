@@ -257,8 +257,11 @@ DQ_EXTERN void dq_close(dq_client *c);
 DQ_EXTERN const char *dq_errmsg(const dq_client *c);
 /* Code of the last failed call on c (0 after a success). */
 DQ_EXTERN int dq_errcode(const dq_client *c);
-/* Non-fatal findings about the server made at connect time, e.g. that its
- * maxmemory-policy can evict queue keys; "" when there are none.  Valid
+/* Non-fatal findings about the server made at connect time, "; " between
+ * two: that its maxmemory-policy can evict queue keys, or that its
+ * hash-max-listpack-entries / -value are below the 120 / 64 the compact
+ * layout needs (its hashes would then cost more than the default layout);
+ * "" when there are none, or when the server or ACL refuses CONFIG.  Valid
  * until the next call on c. */
 DQ_EXTERN const char *dq_warnings(const dq_client *c);
 

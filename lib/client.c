@@ -22,7 +22,7 @@ struct dq_client {
     dq__conn *conn;         /* link of the last command (owned by links) */
     dq__wake wake;          /* poll_wait's wake-up subscribers */
     dq__err err;            /* last error */
-    char warnings[256];    /* findings at connect time */
+    char warnings[512];     /* findings at connect time */
 };
 
 int dq_version_number(void) { return DQ_VERSION_NUMBER; }
@@ -54,29 +54,77 @@ static int ensure_conn(dq_client *c, int slot) {
     return dq__links_get(c->links, slot, &c->conn, &c->err);
 }
 
-/* Reads the server's eviction policy: a policy that can evict keys without
- * a TTL (allkeys-*) can silently drop queued jobs.  Best effort: a server
- * or ACL that refuses CONFIG leaves no warning.  A server that wants AUTH
- * we did not send fails the open with DQ_EAUTH now rather than on the first
- * operation. */
+/* The compact layout keeps buckets of up to 120 entries and shards of about
+ * as many (at 30 million jobs per queue) with values of up to 64 bytes
+ * (C_CAP, C_VMAX in lua/common.lua): a server whose listpack limits are
+ * lower stores them as native hashes instead, which cost more than the
+ * default layout. */
+enum { COMPACT_ENTRIES = 120, COMPACT_VALUE = 64 };
+
+/* Appends a finding to c->warnings ("; " between two), cut to fit. */
+static void warn(dq_client *c, const char *text) {
+    size_t n = strlen(c->warnings);
+    snprintf(c->warnings + n, sizeof(c->warnings) - n, "%s%s",
+             n > 0 ? "; " : "", text);
+}
+
+/* Reads the server's eviction policy and hash listpack limits: a policy
+ * that can evict keys without a TTL (allkeys-*) can silently drop queued
+ * jobs, and limits below the compact layout's make it cost memory instead
+ * of saving it.  Best effort: a server or ACL that refuses CONFIG leaves no
+ * warning.  A server that wants AUTH we did not send fails the open with
+ * DQ_EAUTH now rather than on the first operation. */
 static int check_server(dq_client *c) {
-    const char *argv[3] = {"CONFIG", "GET", "maxmemory-policy"};
+    const char *argv[5] = {"CONFIG", "GET", "maxmemory-policy",
+                           "hash-max-listpack-entries",
+                           "hash-max-listpack-value"};
     dq__reply *r = NULL;
-    int rc = dq__conn_call(c->conn, 3, argv, NULL, &r, &c->err);
+    int rc = dq__conn_call(c->conn, 5, argv, NULL, &r, &c->err);
     if (rc != DQ_OK)
         return rc;
     if (dq__reply_is_error(r, "NOAUTH")) {
         rc = dq__err_set(&c->err, DQ_EAUTH,
                         "Redis requires AUTH: give a password in the URI or "
                         "DQ_OPT_PASSWORD");
-    } else if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 2) {
-        size_t len;
-        const char *pol = dq__reply_str(dq__reply_at(r, 1), &len);
-        if (len > 8 && memcmp(pol, "allkeys-", 8) == 0)
-            snprintf(c->warnings, sizeof(c->warnings),
-                     "maxmemory-policy is %.*s: Redis may evict queue keys "
-                     "and lose jobs; use noeviction",
-                     (int)(len > 40 ? 40 : len), pol);
+    } else if (dq__reply_type(r) == DQ_R_ARRAY) {
+        char text[160];
+        /* name, value pairs, in no set order */
+        for (size_t i = 0; i + 1 < dq__reply_len(r); i += 2) {
+            size_t nlen, len;
+            const char *name = dq__reply_str(dq__reply_at(r, i), &nlen);
+            const char *val = dq__reply_str(dq__reply_at(r, i + 1), &len);
+            if (name == NULL || val == NULL)
+                continue;
+            if (nlen == 16 && memcmp(name, "maxmemory-policy", 16) == 0) {
+                if (len > 8 && memcmp(val, "allkeys-", 8) == 0) {
+                    snprintf(text, sizeof(text),
+                             "maxmemory-policy is %.*s: Redis may evict "
+                             "queue keys and lose jobs; use noeviction",
+                             (int)(len > 40 ? 40 : len), val);
+                    warn(c, text);
+                }
+                continue;
+            }
+            int entries = nlen == 25 &&
+                          memcmp(name, "hash-max-listpack-entries", 25) == 0;
+            int value = nlen == 23 &&
+                        memcmp(name, "hash-max-listpack-value", 23) == 0;
+            if (!entries && !value)
+                continue;
+            long need = entries ? COMPACT_ENTRIES : COMPACT_VALUE;
+            char num[24];
+            snprintf(num, sizeof(num), "%.*s", (int)(len < 23 ? len : 23),
+                     val);
+            char *end;
+            long have = strtol(num, &end, 10);
+            if (end != num && *end == '\0' && have < need) {
+                snprintf(text, sizeof(text),
+                         "%.*s is %ld, below the %ld the compact layout "
+                         "needs: its hashes would not be listpacks",
+                         (int)nlen, name, have, need);
+                warn(c, text);
+            }
+        }
     }
     dq__reply_free(r);
     return rc;

@@ -258,6 +258,47 @@ START_TEST(auth_acl_user) {
 }
 END_TEST
 
+/* Listpack limits below the compact layout's (120 entries, 64-byte values)
+ * are reported, each by name, beside an eviction warning; stock limits are
+ * not. */
+START_TEST(warnings_listpack) {
+    redisContext *r = rconn();
+    redisReply *e = th_cmd(r, "CONFIG GET hash-max-listpack-entries");
+    redisReply *v = th_cmd(r, "CONFIG GET hash-max-listpack-value");
+    ck_assert(e->type == REDIS_REPLY_ARRAY && e->elements == 2);
+    ck_assert(v->type == REDIS_REPLY_ARRAY && v->elements == 2);
+    dq_client *c = open_client();
+    ck_assert_str_eq(dq_warnings(c), "");
+    dq_close(c);
+    freeReplyObject(th_cmd(r, "CONFIG SET hash-max-listpack-value 32"));
+    c = open_client();
+    ck_assert_msg(strstr(dq_warnings(c), "hash-max-listpack-value is 32") &&
+                      !strstr(dq_warnings(c), "entries"),
+                  "warnings: %s", dq_warnings(c));
+    dq_close(c);
+    freeReplyObject(th_cmd(r, "CONFIG SET hash-max-listpack-entries 64"));
+    freeReplyObject(th_cmd(r, "CONFIG SET maxmemory-policy allkeys-lru"));
+    c = open_client();
+    const char *w = dq_warnings(c);
+    ck_assert_msg(strstr(w, "hash-max-listpack-value is 32") &&
+                      strstr(w, "hash-max-listpack-entries is 64") &&
+                      strstr(w, "allkeys-lru") && strstr(w, "; "),
+                  "warnings: %s", w);
+    dq_close(c);
+    freeReplyObject(th_cmd(r, "CONFIG SET maxmemory-policy noeviction"));
+    freeReplyObject(th_cmd(r, "CONFIG SET hash-max-listpack-entries %s",
+                           e->element[1]->str));
+    freeReplyObject(th_cmd(r, "CONFIG SET hash-max-listpack-value %s",
+                           v->element[1]->str));
+    c = open_client();
+    ck_assert_str_eq(dq_warnings(c), "");
+    dq_close(c);
+    freeReplyObject(e);
+    freeReplyObject(v);
+    redisFree(r);
+}
+END_TEST
+
 START_TEST(warnings_eviction) {
     redisContext *r = rconn();
     freeReplyObject(th_cmd(r, "CONFIG SET maxmemory-policy allkeys-lru"));
@@ -312,5 +353,6 @@ TEST_SUITE("connect", TU_SRV_TCP,
     {"auth_password", auth_password, 30, NULL},
     {"auth_acl_user", auth_acl_user, 30, NULL},
     {"warnings", warnings_eviction, 30, NULL},
+    {"warnings_listpack", warnings_listpack, 30, NULL},
     {"versions", versions, 30, NULL},
     {"options_copied", options_copied, 30, NULL})
