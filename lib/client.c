@@ -90,38 +90,29 @@ static int check_server(dq_client *c) {
         char text[160];
         /* name, value pairs, in no set order */
         for (size_t i = 0; i + 1 < dq__reply_len(r); i += 2) {
+            const dq__reply *name = dq__reply_at(r, i);
+            const dq__reply *val = dq__reply_at(r, i + 1);
             size_t nlen, len;
-            const char *name = dq__reply_str(dq__reply_at(r, i), &nlen);
-            const char *val = dq__reply_str(dq__reply_at(r, i + 1), &len);
-            if (name == NULL || val == NULL)
-                continue;
-            if (nlen == 16 && memcmp(name, "maxmemory-policy", 16) == 0) {
-                if (len > 8 && memcmp(val, "allkeys-", 8) == 0) {
-                    snprintf(text, sizeof(text),
-                             "maxmemory-policy is %.*s: Redis may evict "
-                             "queue keys and lose jobs; use noeviction",
-                             (int)(len > 40 ? 40 : len), val);
-                    warn(c, text);
-                }
-                continue;
-            }
-            int entries = nlen == 25 &&
-                          memcmp(name, "hash-max-listpack-entries", 25) == 0;
-            int value = nlen == 23 &&
-                        memcmp(name, "hash-max-listpack-value", 23) == 0;
-            if (!entries && !value)
-                continue;
-            long need = entries ? COMPACT_ENTRIES : COMPACT_VALUE;
-            char num[24];
-            snprintf(num, sizeof(num), "%.*s", (int)(len < 23 ? len : 23),
-                     val);
-            char *end;
-            long have = strtol(num, &end, 10);
-            if (end != num && *end == '\0' && have < need) {
+            const char *ns = dq__reply_str(name, &nlen);
+            const char *vs = dq__reply_str(val, &len);
+            long long need = dq__reply_is(name, "hash-max-listpack-entries")
+                                 ? COMPACT_ENTRIES
+                             : dq__reply_is(name, "hash-max-listpack-value")
+                                 ? COMPACT_VALUE
+                                 : 0;
+            long long have;
+            if (dq__reply_is(name, "maxmemory-policy") && len > 8 &&
+                memcmp(vs, "allkeys-", 8) == 0) {
                 snprintf(text, sizeof(text),
-                         "%.*s is %ld, below the %ld the compact layout "
+                         "maxmemory-policy is %.*s: Redis may evict queue "
+                         "keys and lose jobs; use noeviction",
+                         (int)(len > 40 ? 40 : len), vs);
+                warn(c, text);
+            } else if (need > 0 && dq__reply_ll(val, &have) && have < need) {
+                snprintf(text, sizeof(text),
+                         "%.*s is %lld, below the %lld the compact layout "
                          "needs: its hashes would not be listpacks",
-                         (int)nlen, name, have, need);
+                         (int)nlen, ns, have, need);
                 warn(c, text);
             }
         }

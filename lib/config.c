@@ -135,18 +135,10 @@ int dq__decode_config(const dq__reply *r, size_t n, int64_t *values,
             values[i] = DQ_UNSET;
             continue;
         }
-        size_t len;
-        const char *s = dq__reply_str(e, &len);
-        char buf[32];
-        char *end;
-        if (dq__reply_type(e) != DQ_R_STRING || len == 0 ||
-            len >= sizeof(buf))
+        long long v;
+        if (!dq__reply_ll(e, &v))
             return dq__err_set(err, DQ_EPROTO, "config: unexpected value");
-        memcpy(buf, s, len);
-        buf[len] = '\0';
-        values[i] = strtoll(buf, &end, 10);
-        if (*end != '\0')
-            return dq__err_set(err, DQ_EPROTO, "config: unexpected value");
+        values[i] = v;
     }
     return DQ_OK;
 }

@@ -2,6 +2,7 @@
  * reply.c - the engine's view of a Redis reply (conn.h: dq__reply_*), over
  * hiredis's redisReply, the same for both hiredis versions and both links.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
@@ -57,6 +58,19 @@ const char *dq__reply_str(const dq__reply *r, size_t *len) {
     const redisReply *rr = (const redisReply *)r;
     *len = rr->str ? (size_t)rr->len : 0;
     return rr->str ? rr->str : "";
+}
+
+int dq__reply_ll(const dq__reply *r, long long *v) {
+    size_t len;
+    const char *s = dq__reply_str(r, &len);
+    char buf[32];
+    if (dq__reply_type(r) != DQ_R_STRING || len == 0 || len >= sizeof(buf))
+        return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    *v = strtoll(buf, &end, 10);
+    return *end == '\0';
 }
 
 size_t dq__reply_len(const dq__reply *r) {

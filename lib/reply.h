@@ -34,6 +34,9 @@ int dq__reply_type(const dq__reply *r);
 long long dq__reply_int(const dq__reply *r);
 /* String of a STRING/STATUS/ERROR reply; *len receives its length. */
 const char *dq__reply_str(const dq__reply *r, size_t *len);
+/* 1 if r is a bulk string holding a whole decimal integer (under 32
+ * bytes), stored in *v; else 0. */
+int dq__reply_ll(const dq__reply *r, long long *v);
 size_t dq__reply_len(const dq__reply *r);                  /* array length */
 const dq__reply *dq__reply_at(const dq__reply *r, size_t i); /* array element */
 void dq__reply_free(dq__reply *r);                         /* NULL is no-op */
