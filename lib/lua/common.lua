@@ -569,10 +569,11 @@ local function c_lib()
 
     -- A bucket that held more than C_CAP jobs (a uniform one: one due
     -- time) may have passed hash-max-listpack-entries (512 by default),
-    -- and Redis then made it a native hash, which it never turns back.  Once it holds at most C_CAP it is
-    -- an ordinary bucket (c_put adds jobs of other due times to it), so it
-    -- is written anew, as a listpack: one read and one write of at most
-    -- C_CAP entries, once each time a bucket shrinks past C_CAP.
+    -- and Redis then made it a native hash, which it never turns back.
+    -- Once it holds at most C_CAP it is an ordinary bucket (c_put adds
+    -- jobs of other due times to it), so it is written anew, as a
+    -- listpack: one read and one write of at most C_CAP entries, once each
+    -- time a bucket shrinks past C_CAP.
     local function c_repack(k)
         local all = redis.call('HGETALL', k)
         if #all == 0 then return end
