@@ -1834,11 +1834,10 @@ static void push_uniform(dq_client *c, const char *q, char prefix, int n,
 /* A uniform bucket (one due time) past hash-max-listpack-entries (128 in
  * stock Redis, 512 in Debian's build) is a native hash in Redis, which
  * never turns it back.  Once claims or cancels leave it at most C_CAP
- * jobs, jobs of
- * other due times may join it: it must be a listpack again by then (the
- * snapshot checks every bucket of more than one due time).  Both ways it
- * shrinks: a poll's claims (part A) and cancels (part B, another due
- * time). */
+ * jobs, jobs of other due times may join it: it must be a listpack again
+ * by then (the snapshot checks every bucket of more than one due time).
+ * Both ways it shrinks: a poll's claims (part A) and cancels (part B,
+ * another due time). */
 START_TEST(uniform_shrinks) {
     dq_client *c = open_client();
     redisContext *r = rconn();
@@ -1870,21 +1869,15 @@ START_TEST(uniform_shrinks) {
             left -= NCANCEL;
         }
         /* a job due 1 ms later joins that bucket (it holds <= C_CAP) */
-        char later[32];
-        tu_id_in(later, sizeof(later), part ? "blater" : "alater", 0);
-        const void *lp = "l";
-        const size_t ll = 1;
+        char later[1][32];
         const int64_t lat = t + 1;
-        const char *li = later;
-        ck_assert_int_eq(dq_push_batch_ex(c, Q, 1, &lp, &ll, &lat, &li,
-                                          DQ_PUSH_AT, NULL, NULL, NULL),
-                         1);
+        push_uniform(c, Q, part ? 'B' : 'A', 1, lat, later);
         snap_take(r, Q, &s, part ? "uniform_shrinks: after cancels"
                                  : "uniform_shrinks: after claims");
-        const sj *x = snap_find(&s, later);
+        const sj *x = snap_find(&s, later[0]);
         ck_assert_msg(x != NULL && x->due == lat && x->compact,
                       "%s not stored in a bucket (%d jobs left beside it)",
-                      later, left);
+                      later[0], left);
         snap_free(&s);
     }
     redisFree(r);
