@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
+#include "config.h"
 
 /* Indexed by DQ_SET_*: the field in the conf hash, and the range. */
 static const struct {

@@ -12,6 +12,7 @@
 
 #include "cron.h"
 #include "ops.h"
+#include "pushopts.h"
 #include "route.h"
 #include "resp.h"
 

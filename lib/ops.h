@@ -242,17 +242,6 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
 /* Decodes the reply of chunk i into p->outcomes. */
 int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
                         dq__err *err);
-/* The options of a push (NULL: none) checked against its times, and as
- * the string push.lua takes (buf of DQ_PUSH_OPTS_STR bytes); returns its
- * length. */
-#define DQ_PUSH_OPTS_STR 128
-int dq__check_push_opts(const dq_push_opts *o, size_t n, const int64_t *times,
-                        int absolute, const char *const *ids, dq__err *err);
-size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size);
-/* The repeat rule push.lua takes ("" none): "e<ms>", or a cron rule
- * (cron.h, dq__cron_rule); buf of DQ_PUSH_RULE_STR bytes. */
-#define DQ_PUSH_RULE_STR 640
-size_t dq__push_rule_str(const dq_push_opts *o, char *buf, size_t size);
 /* Number of jobs created or replaced (after all chunks decoded). */
 int dq__push_plan_count(const dq__push_plan *p);
 void dq__push_plan_free(dq__push_plan *p);
@@ -313,20 +302,6 @@ int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
  * NULL), or a code. */
 int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
                    dq__err *err);
-
-/* ---- Queue settings (config.c, lua/config.lua) ---- */
-/* n settings (DQ_SET_*, each once) of queue, with values to set (range or
- * DQ_UNSET) when partitions >= 1 (the client's partition count), or to
- * read when partitions < 0. */
-int dq__check_config(const char *queue, size_t n, const int *settings,
-                     const int64_t *values, int partitions, dq__err *err);
-/* A set (values) or a get (values NULL) on the partition (or plain queue)
- * whose keys are core's current ones. */
-int dq__build_config(dq__cmd *c, dq__core *core, size_t n,
-                     const int *settings, const int64_t *values);
-/* A set's reply (values NULL), or a get's into values[n]. */
-int dq__decode_config(const dq__reply *r, size_t n, int64_t *values,
-                      dq__err *err);
 
 /* Converts a script's negative result (-16, -17) into its code and message. */
 int dq__result_code(long long v, const char *what, const char *id,

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cron.h"
-#include "ops.h"
+#include "pushopts.h"
 
 dq_push_opts *dq_push_opts_new(void) {
     return calloc(1, sizeof(dq_push_opts));

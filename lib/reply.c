@@ -1,13 +1,13 @@
 /*
- * reply.c - the engine's view of a Redis reply (conn.h: dq__reply_*), over
- * hiredis's redisReply, the same for both hiredis versions and both links.
+ * reply.c - the engine's view of a Redis reply (reply.h), over hiredis's
+ * redisReply, the same for both hiredis versions and both links.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
 
-#include "conn.h"
+#include "reply.h"
 
 int dq__reply_is_error(const dq__reply *r, const char *prefix) {
     const redisReply *rr = (const redisReply *)r;

@@ -12,6 +12,7 @@
 
 #include "cron.h"
 #include "ops.h"
+#include "pushopts.h"
 
 /* Bits lo..hi set, every step-th. */
 static uint64_t span(int lo, int hi, int step) {
