@@ -79,19 +79,19 @@ _COPT = {
     "retry_jitter": 7, "max_attempts": 8,
 }
 _COPT_RETRY_BACKOFF = 4
-_BACKOFF = {"fixed": 1, "exponential": 2}
 # Queue settings stored in Redis (dq_config_set/get): values of backoff
 # and expired; UNSET (None in config_get) is a setting not set.
 BACKOFF_FIXED, BACKOFF_EXPONENTIAL = 1, 2
 EXPIRED_DEAD, EXPIRED_DROP = 0, 1
 LAYOUT_DEFAULT, LAYOUT_COMPACT, LAYOUT_COMPACT_PUSH = 0, 1, 2
+_BACKOFF = {"fixed": BACKOFF_FIXED, "exponential": BACKOFF_EXPONENTIAL}
 _UNSET = -1
-_SET_WORDS = {"backoff": _BACKOFF, "expired": {"dead": 0, "drop": 1},
-              "layout": {"default": 0, "compact": 1, "compact-push": 2}}
+_SET_WORDS = {"backoff": _BACKOFF,
+              "expired": {"dead": EXPIRED_DEAD, "drop": EXPIRED_DROP},
+              "layout": {"default": LAYOUT_DEFAULT,
+                         "compact": LAYOUT_COMPACT,
+                         "compact-push": LAYOUT_COMPACT_PUSH}}
 _SET_COUNT = 12
-# dq_push_opts options (DQ_PUSHOPT_*) and the DQ_PUSH_AT flag.
-_PUSHOPT_MAX_ATTEMPTS, _PUSHOPT_EXPIRE_AT, _PUSHOPT_EXPIRE_IN_MS = 1, 2, 3
-_PUSH_AT = 2
 # dq_list (only in libraries that define it).
 LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 

@@ -20,7 +20,6 @@ usage: check_layers.py --doc ARCHITECTURE.md --lib LIBDIR --include INCDIR
 Exit 0 when every check passes; prints each failure otherwise.
 """
 import argparse
-import fnmatch
 import glob
 import os
 import re
@@ -250,6 +249,15 @@ def check_edges(kind, edges, layer, layers, allowed, failures):
                         % (", ".join(comp), kind, "; ".join(detail)))
 
 
+def report(failures, ok):
+    """Prints each failure, or ok when there is none; the exit status."""
+    for f in failures:
+        print("FAIL: " + f)
+    if not failures:
+        print("ok: " + ok)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--doc", required=True)
@@ -280,12 +288,8 @@ def main():
                             % (e[0], e[1], os.path.basename(__file__)))
     print("%d layers, %d files, %d include and %d call edges between units"
           % (len(layers), len(where), len(inc), len(calls)))
-    for f in failures:
-        print("FAIL: " + f)
-    if not failures:
-        print("ok: every lib/ file placed; nothing includes or calls up; "
-              "no cycle")
-    return 1 if failures else 0
+    return report(failures, "every lib/ file placed; nothing includes or "
+                  "calls up; no cycle")
 
 
 if __name__ == "__main__":

@@ -87,9 +87,13 @@ def run(name, change, table, want_rc, want_text):
                 "--include", inc]
         if name != "stale allow-list":
             args.append("--no-allow")
-        r = subprocess.run(args,
-                           stdout=subprocess.PIPE, universal_newlines=True,
-                           timeout=60)
+        return expect(name, args, want_rc, want_text)
+
+
+def expect(name, args, want_rc, want_text):
+    """Runs a checker; True when it exits want_rc and says want_text."""
+    r = subprocess.run(args, stdout=subprocess.PIPE, universal_newlines=True,
+                       timeout=60)
     if r.returncode != want_rc or want_text not in r.stdout:
         print("FAIL: %s: exit %d (want %d), output lacks %r:\n%s"
               % (name, r.returncode, want_rc, want_text, r.stdout))
