@@ -201,6 +201,22 @@ class PythonOverCluster(unittest.TestCase):
                 self.assertEqual(res, [0] * 300)
                 self.assertEqual(c.stats(q)["inflight"], 0)
 
+    def test_queues(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "..", "bindings", "python"))
+        import delayq
+        ns, names = "pyq", QueuesOverCluster.PLAIN
+        with delayq.Client(URI, namespace=ns) as c, \
+                delayq.Client(URI, namespace=ns, partitions=6) as p:
+            for q in names:
+                c.push(q, b"x", delay_ms=60000)
+            for i in range(12):
+                p.push("lq-parted", b"p%d" % i, delay_ms=60000)
+            got = c.queues()
+            self.assertEqual(got, sorted(names + ["lq-parted"]))
+            self.assertEqual(got.partitioned, {"lq-parted"})
+            self.assertTrue(got.complete)
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
