@@ -1934,6 +1934,38 @@ START_TEST(queues_every_primary) {
 }
 END_TEST
 
+/* dq_queues behind Sentinel: the queues of the primary the Sentinels
+ * name, a partitioned one once. */
+START_TEST(queues_sentinel) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 1, "dqqueues") == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    char uri[512], puri[600];
+    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
+    dq_client *c = open_uri(uri, NULL), *cp = open_uri(puri, NULL);
+    push_now(c, "sq-plain", "j1", 60000);
+    for (int i = 0; i < 8; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "p%d", i);
+        push_now(cp, "sq-parted", id, 60000);
+    }
+    dq_queue_list *l = NULL;
+    CK_RC(dq_queues(c, 10, &l), 2, c, "dq_queues");
+    ck_assert_str_eq(listed(l, 0), "sq-parted");
+    ck_assert_str_eq(listed(l, 1), "sq-plain");
+    ck_assert_int_eq(dq_queue_list_partitioned(l, 0), 1);
+    ck_assert_int_eq(dq_queue_list_partitioned(l, 1), 0);
+    ck_assert_int_eq(dq_queue_list_complete(l), 1);
+    dq_queue_list_free(l);
+    dq_close(c);
+    dq_close(cp);
+    thc_sentinel_stop(&g_sn);
+    g_sn_up = 0;
+}
+END_TEST
+
 /* ---- 7. CLUSTER SLOTS when an ACL refuses CLUSTER SHARDS ---------------- */
 
 /*
@@ -2560,4 +2592,5 @@ TEST_SUITE("cluster", TU_SRV_NONE,
     {"sentinel_hung", sentinel_hung, 120, NULL},
     {"sync_consumer", sync_consumer, 120, NULL},
     {"queues_every_primary", queues_every_primary, 120, NULL},
+    {"queues_sentinel", queues_sentinel, 90, NULL},
     {"slots_fallback", slots_fallback, 90, NULL})
