@@ -107,6 +107,17 @@ static thc_cluster *cluster_up(char *uri, size_t n) {
     return &g_cl;
 }
 
+/* A primary with one replica, watched under the name master by that many
+ * Sentinels (sentinels); its redis+sentinel:// URI into uri (n bytes). */
+static void sentinel_up(int sentinels, const char *master, char *uri,
+                        size_t n) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, sentinels, master) == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    thc_sentinel_uri(&g_sn, uri, n);
+}
+
 static void cluster_down(void) {
     thc_cluster_stop(&g_cl);
     g_cl_up = 0;
@@ -1662,12 +1673,8 @@ static int kill_sentinel_primary(void *arg) {
 }
 
 START_TEST(sentinel) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqmaster") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512], puri[600];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqmaster", uri, sizeof(uri));
     snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
     const char *q = "so-plain", *pq = "so-part";
     dq_options *o = failover_opts(1);
@@ -1937,12 +1944,8 @@ END_TEST
 /* dq_queues behind Sentinel: the queues of the primary the Sentinels
  * name, a partitioned one once. */
 START_TEST(queues_sentinel) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 1, "dqqueues") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512], puri[600];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(1, "dqqueues", uri, sizeof(uri));
     snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
     dq_client *c = open_uri(uri, NULL), *cp = open_uri(puri, NULL);
     push_now(c, "sq-plain", "j1", 60000);
@@ -2189,12 +2192,8 @@ static long drain_count(dq_client *c, const char *q) {
  * the new one.  Every job is delivered once.
  */
 START_TEST(sentinel_switch) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqswitch") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512], puri[600];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqswitch", uri, sizeof(uri));
     snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
     const char *q = "sw-plain", *pq = "sw-part", *wq = "sw-wait";
     dq_options *o = failover_opts(1);
@@ -2388,12 +2387,8 @@ static int64_t stats_calls(dq_client *c, const char *q, int n) {
  * refused at once here).
  */
 START_TEST(sentinel_resubscribe) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqresub") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqresub", uri, sizeof(uri));
     const char *q = "rs-q";
     dq_options *o = opts_new();
     opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 5000);
@@ -2493,12 +2488,8 @@ static int sentinel_has_subscriber(int port) {
  * old primary after it.
  */
 START_TEST(sentinel_hung) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqhung") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqhung", uri, sizeof(uri));
     const char *q = "hg-q";
     dq_options *o = opts_new();
     opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 2000);
