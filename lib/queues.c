@@ -255,13 +255,18 @@ static int scan_once(dq__conn *conn, const char *ns, char cursor[32],
     return rc;
 }
 
+/* 1 once the list is full and a queue was left out: no use going on. */
+static int overflowed(const dq_queue_list *l) {
+    return l->n == l->max && !l->complete;
+}
+
 /* Runs one SCAN cursor on conn, within DQ_QUEUES_ROUNDS calls. */
 static int scan_node(dq__conn *conn, const char *ns, dq_queue_list *l,
                      dq__err *err) {
     char cursor[32] = "0";
     for (int round = 0; round < DQ_QUEUES_ROUNDS; round++) {
         int rc = scan_once(conn, ns, cursor, l, err);
-        if (rc != DQ_OK || strcmp(cursor, "0") == 0)
+        if (rc != DQ_OK || strcmp(cursor, "0") == 0 || overflowed(l))
             return rc;
     }
     l->complete = 0;
@@ -278,7 +283,7 @@ static int scan_all(dq__links *L, const char *ns, dq_queue_list *l,
     while (rc == DQ_OK && n < DQ_MAX_NODES &&
            (slots[n] = dq__links_node_slot(L, n)) >= 0)
         n++;
-    for (int i = 0; rc == DQ_OK && i < n; i++)
+    for (int i = 0; rc == DQ_OK && i < n && !overflowed(l); i++)
         if ((rc = dq__links_get(L, slots[i], &conn, err)) == DQ_OK)
             rc = scan_node(conn, ns, l, err);
     return rc;
