@@ -245,8 +245,8 @@ typedef struct dq_client dq_client;
  * call; the call that saw the break fails with DQ_EIO or DQ_ETIMEDOUT (and
  * may or may not have taken effect: pushes with a caller-chosen id and
  * DQ_PUSH_KEEP/REPLACE are safe to retry).  The read-only calls (dq_stats,
- * dq_list, dq_dead_list, dq_counters, dq_get, dq_count_due) reconnect and
- * try once more by themselves after a DQ_EIO.
+ * dq_list, dq_dead_list, dq_counters, dq_get, dq_count_due, dq_queues)
+ * reconnect and try once more by themselves after a DQ_EIO.
  */
 DQ_EXTERN int dq_open(const char *uri, const dq_options *opts,
                       dq_client **out);
@@ -846,6 +846,61 @@ DQ_EXTERN int dq_dead_purge(dq_client *c, const char *queue, const char *id);
 DQ_EXTERN int dq_list(dq_client *c, const char *queue, int which,
                       int64_t offset, int count, dq_jobs **out,
                       int64_t *now_ms);
+
+/* ---- The queues of a namespace ---------------------------------------- */
+
+/* Defined when dq_queues exists (added in the same version as it). */
+#define DQ_HAVE_QUEUES 1
+#define DQ_QUEUES_MAX 100000     /* queues one dq_queues lists, at most */
+#define DQ_QUEUES_SCAN_COUNT 1000 /* the COUNT of each of its SCAN calls */
+#define DQ_QUEUES_ROUNDS 1000    /* its SCAN calls per node, at most */
+
+typedef struct dq_queue_list dq_queue_list; /* the queues dq_queues found */
+
+/*
+ * Lists the queues of the client's namespace (DQ_OPT_NAMESPACE) in its
+ * database, without changing anything: every queue with a key in Redis
+ * (jobs in any state, of either layout, settings, counters, the done
+ * window).  One SCAN cursor ("SCAN ... MATCH <ns>:{*}:* COUNT
+ * DQ_QUEUES_SCAN_COUNT") on the one node, on the primary the Sentinels
+ * name, or on each primary of a Redis Cluster in turn.  A partitioned
+ * queue is listed once, by its name.  Names are sorted as strcmp does.
+ *
+ * max: the most queues to list, 1..DQ_QUEUES_MAX.
+ * out: receives the list (also an empty one); free it with
+ *      dq_queue_list_free.  NULL when the call fails.
+ *
+ * Bounded: at most DQ_QUEUES_ROUNDS SCAN calls per node, each within
+ * DQ_OPT_COMMAND_TIMEOUT_MS (DQ_QUEUES_ROUNDS * DQ_QUEUES_SCAN_COUNT keys
+ * visited per node; the compact layout keeps many keys per queue).  When
+ * a node has more keys, or there are more than max queues, the list holds
+ * what was found and dq_queue_list_complete says 0.  SCAN's guarantee:
+ * a queue that exists during the whole call is listed; one made or
+ * emptied meanwhile may be or not.  A slot that moves between primaries
+ * during the call may hide its queues from it.
+ *
+ * Returns the number of queues listed (0..max) or a negative code:
+ * DQ_ENULL (out NULL) or DQ_EINVAL (max out of range), nothing sent then;
+ * DQ_EIO, DQ_ETIMEDOUT, DQ_EREDIS (e.g. an ACL that refuses SCAN), ...
+ * Like the other read-only calls it reconnects and tries once more by
+ * itself after a DQ_EIO.  The list is independent of the client once
+ * returned (the usual thread rules hold for c).
+ */
+DQ_EXTERN int dq_queues(dq_client *c, int max, dq_queue_list **out);
+/* Accessors: all accept NULL (and i out of range) and then return 0 /
+ * NULL.  Names stay valid as long as the list. */
+DQ_EXTERN size_t dq_queue_list_count(const dq_queue_list *list);
+/* The i-th queue's name (NUL-terminated; a valid name for every call). */
+DQ_EXTERN const char *dq_queue_list_name(const dq_queue_list *list,
+                                         size_t i);
+/* 1 if the i-th queue has partitions (keys "{name#p}"), else 0. */
+DQ_EXTERN int dq_queue_list_partitioned(const dq_queue_list *list,
+                                        size_t i);
+/* 1 if the scan went through on every node and found at most max
+ * queues, 0 if a bound cut it short. */
+DQ_EXTERN int dq_queue_list_complete(const dq_queue_list *list);
+/* Frees a list.  NULL is a no-op. */
+DQ_EXTERN void dq_queue_list_free(dq_queue_list *list);
 
 /* ---- Looking up one job ------------------------------------------------ */
 

@@ -12,6 +12,7 @@
 #include "links.h"
 #include "wake.h"
 #include "op.h"
+#include "queues.h"
 #include "sigpipe.h"
 #include "uri.h"
 
@@ -978,4 +979,30 @@ int dq_counters(dq_client *c, const char *queue, int64_t *delivered,
             *outs[i] = rc == DQ_OK ? op.stats[i] : 0;
     dq__op_clear(&op);
     return rc;
+}
+
+/* ---- The queues of the namespace ---- */
+
+int dq_queues(dq_client *c, int max, dq_queue_list **out) {
+    ENTER(c);
+    if (out == NULL)
+        return dq__err_set(&c->err, DQ_ENULL, "out is NULL");
+    *out = NULL;
+    if (max < 1 || max > DQ_QUEUES_MAX)
+        return dq__err_set(&c->err, DQ_EINVAL,
+                          "max %d is out of range (1..%d)", max,
+                          DQ_QUEUES_MAX);
+    const char *ns = c->core.opts.ns ? c->core.opts.ns : "dq";
+    dq__sigpipe g;
+    dq__sigpipe_block(&g);
+    dq__links_listen(c->links);
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = dq__queues_scan(c->links, ns, max, out, &c->err);
+        if (!read_again(rc, again))
+            break;
+        dq__err_clear(&c->err);
+    }
+    dq__sigpipe_restore(&g);
+    return rc < 0 ? rc : (int)dq_queue_list_count(*out);
 }

@@ -556,3 +556,21 @@ int dq__links_owns(const dq__links *L, const dq__conn *c) {
             return 1;
     return 0;
 }
+
+/* ---- Every primary (node-wide calls: dq_queues) ---- */
+
+int dq__links_node_slot(const dq__links *L, int i) {
+    if (L->uri->kind != DQ_URI_CLUSTER)
+        return i == 0 ? 0 : -1;
+    unsigned char seen[DQ_MAX_NODES] = {0};
+    int k = 0;
+    for (int s = 0; s < DQ_SLOTS; s++) {
+        int o = L->map.owner[s];
+        if (o < 0 || o >= DQ_MAX_NODES || seen[o])
+            continue;
+        seen[o] = 1;
+        if (k++ == i)
+            return s;
+    }
+    return -1;
+}

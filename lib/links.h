@@ -63,4 +63,10 @@ unsigned dq__links_epoch(const dq__links *L);
 /* "host:port" of the node that owns slot, or "?" (for messages). */
 const char *dq__links_where(dq__links *L, int slot);
 
+/* A slot owned by the i-th node that owns slots (i from 0; nodes in the
+ * order of their lowest slot), or -1 past the last: dq__links_get of each
+ * reaches every primary once.  The map as last learnt (dq__links_get learns
+ * it when stale).  One node or Sentinel: slot 0 for i 0, then -1. */
+int dq__links_node_slot(const dq__links *L, int i);
+
 #endif

@@ -248,6 +248,21 @@ static void gen_id(dq__core *core, char *out) {
 static const char *const key_suffix[DQ_NKEYS] = {
     "due", "lease", "jobs", "dead", "done", "idle", "conf", "rate", "counts"};
 
+/* The compact layout's fixed keys, named from the due key's prefix by
+ * lua/common.lua: its meta and its bucket index exist while the queue
+ * holds compact jobs. */
+static const char *const compact_suffix[2] = {"cm", "cb"};
+
+int dq__key_suffix_known(const char *s, size_t n) {
+    for (int i = 0; i < DQ_NKEYS + 2; i++) {
+        const char *k = i < DQ_NKEYS ? key_suffix[i]
+                                     : compact_suffix[i - DQ_NKEYS];
+        if (strlen(k) == n && memcmp(k, s, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
  * names never map to the same keys. */

@@ -170,6 +170,9 @@ void dq__core_keys(dq__core *core, const char *queue);
 /* The same for partition part (0..partitions-1) of queue, whose keys carry
  * "{queue#part}" as their hash tag; part -1: the plain queue. */
 void dq__core_keys_part(dq__core *core, const char *queue, int part);
+/* 1 if s[0..n) is the suffix of one of a queue's keys (after
+ * "<ns>:{<queue>}:"), of either layout; how dq_queues knows them. */
+int dq__key_suffix_known(const char *s, size_t n);
 /* Sets how many partitions the client's queues have (1..DQ_PARTS_MAX). */
 void dq__core_set_partitions(dq__core *core, int n);
 /* The partition of a job id: FNV-1a (32 bits) of its bytes modulo n. */

@@ -17,9 +17,7 @@ static int hexval(char c) {
     return -1;
 }
 
-/* Copies s[0..n) percent-decoded into a new string.  NULL on a bad escape
- * or an escaped NUL (*bad = 1) or on ENOMEM (*bad = 0). */
-static char *pct_decode(const char *s, size_t n, int *bad) {
+char *dq__pct_decode(const char *s, size_t n, int *bad) {
     *bad = 0;
     char *out = malloc(n + 1), *o = out;
     if (out == NULL)
@@ -62,7 +60,7 @@ static int set_decoded(char **slot, const char *s, size_t n, const char *what,
                        dq__err *err) {
     int bad;
     free(*slot);
-    *slot = pct_decode(s, n, &bad);
+    *slot = dq__pct_decode(s, n, &bad);
     if (*slot != NULL)
         return DQ_OK;
     if (bad)

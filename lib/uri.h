@@ -59,4 +59,9 @@ void dq__uri_clear(dq__uri *u);
  * cleared, and lives as long as they do. */
 void dq__uri_node(const dq__uri *u, const char *host, int port, dq__uri *node);
 
+/* Copies s[0..n) percent-decoded into a new string.  NULL on a bad escape
+ * or an escaped NUL (*bad = 1) or on ENOMEM (*bad = 0).  Also decodes the
+ * queue names in key names (dq_queues). */
+char *dq__pct_decode(const char *s, size_t n, int *bad);
+
 #endif

@@ -107,6 +107,17 @@ static thc_cluster *cluster_up(char *uri, size_t n) {
     return &g_cl;
 }
 
+/* A primary with one replica, watched under the name master by that many
+ * Sentinels (sentinels); its redis+sentinel:// URI into uri (n bytes). */
+static void sentinel_up(int sentinels, const char *master, char *uri,
+                        size_t n) {
+    at_exit_once();
+    ck_assert_msg(thc_sentinel_start(&g_sn, 1, sentinels, master) == 0,
+                  "thc_sentinel_start failed (see stderr)");
+    g_sn_up = 1;
+    thc_sentinel_uri(&g_sn, uri, n);
+}
+
 static void cluster_down(void) {
     thc_cluster_stop(&g_cl);
     g_cl_up = 0;
@@ -1662,12 +1673,8 @@ static int kill_sentinel_primary(void *arg) {
 }
 
 START_TEST(sentinel) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqmaster") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512], puri[600];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqmaster", uri, sizeof(uri));
     snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
     const char *q = "so-plain", *pq = "so-part";
     dq_options *o = failover_opts(1);
@@ -1847,6 +1854,118 @@ START_TEST(sync_consumer) {
     sync_consumer_run(uri, 1, q, &d1);
     sync_consumer_run(uri, 4, pq, &d4);
     cluster_down();
+}
+END_TEST
+
+/* ---- 6b. dq_queues on every primary -------------------------------------- */
+
+/* The listing's name i, failing the test past its end. */
+static const char *listed(const dq_queue_list *l, size_t i) {
+    const char *n = dq_queue_list_name(l, i);
+    ck_assert_ptr_nonnull(n);
+    return n;
+}
+
+/*
+ * dq_queues on a 3-primary cluster: 12 plain queues whose slots lie 4 on
+ * each primary, a partitioned queue (8 partitions over every primary) and
+ * a compact one are each listed once, sorted, the partitioned one
+ * flagged; a queue of another namespace is not.
+ */
+START_TEST(queues_every_primary) {
+    char uri[512];
+    thc_cluster *cl = cluster_up(uri, sizeof(uri));
+    char names[12][32];
+    int per[THC_MAX_NODES];
+    pick_queues(cl, "lq", 1, names, per);
+    dq_client *c = open_uri(uri, NULL);
+    for (int i = 0; i < 12; i++)
+        push_now(c, names[i], "j1", 60000);
+    dq_options *o = opts_new();
+    opt(o, DQ_OPT_PARTITIONS, 8);
+    dq_client *cp = open_uri(uri, o);
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "p%d", i);
+        push_now(cp, "lq-parted", id, 60000);
+    }
+    dq_options_free(o);
+    int on[THC_MAX_NODES] = {0}, owners = 0;
+    for (int p = 0; p < 8; p++)
+        if (on[owner_of_part(cl, "lq-parted", p)]++ == 0)
+            owners++;
+    ck_assert_msg(owners >= 2, "every partition on one primary");
+    o = opts_new();
+    opt(o, DQ_OPT_LAYOUT, DQ_LAYOUT_COMPACT_PUSH);
+    dq_client *cc = open_uri(uri, o);
+    push_now(cc, "lq-compact", "c1", 60000);
+    dq_options_free(o);
+    o = opts_new();
+    ck_assert_int_eq(dq_options_set_str(o, DQ_OPT_NAMESPACE, "other"), 0);
+    dq_client *co = open_uri(uri, o);
+    push_now(co, "lq-elsewhere", "e1", 60000);
+    dq_options_free(o);
+
+    dq_queue_list *l = NULL;
+    int n = dq_queues(cp, DQ_QUEUES_MAX, &l);
+    CK_OK(n, cp, "dq_queues");
+    ck_assert_int_eq(n, 14);
+    ck_assert_int_eq(dq_queue_list_complete(l), 1);
+    /* sorted: lq-0.. (digits sort before letters), lq-compact, lq-parted */
+    for (size_t i = 1; i < (size_t)n; i++)
+        ck_assert_msg(strcmp(listed(l, i - 1), listed(l, i)) < 0,
+                      "not sorted: %s, %s", listed(l, i - 1), listed(l, i));
+    for (int k = 0; k < 12; k++) {
+        int found = 0;
+        for (size_t i = 0; i < (size_t)n; i++)
+            if (strcmp(listed(l, i), names[k]) == 0) {
+                found = 1;
+                ck_assert_int_eq(dq_queue_list_partitioned(l, i), 0);
+            }
+        ck_assert_msg(found, "queue %s not listed", names[k]);
+    }
+    ck_assert_str_eq(listed(l, 12), "lq-compact");
+    ck_assert_str_eq(listed(l, 13), "lq-parted");
+    ck_assert_int_eq(dq_queue_list_partitioned(l, 12), 0);
+    ck_assert_int_eq(dq_queue_list_partitioned(l, 13), 1);
+    dq_queue_list_free(l);
+    /* the other namespace: its one queue */
+    CK_RC(dq_queues(co, 10, &l), 1, co, "dq_queues other");
+    ck_assert_str_eq(listed(l, 0), "lq-elsewhere");
+    dq_queue_list_free(l);
+    dq_close(c);
+    dq_close(cp);
+    dq_close(cc);
+    dq_close(co);
+    cluster_down();
+}
+END_TEST
+
+/* dq_queues behind Sentinel: the queues of the primary the Sentinels
+ * name, a partitioned one once. */
+START_TEST(queues_sentinel) {
+    char uri[512], puri[600];
+    sentinel_up(1, "dqqueues", uri, sizeof(uri));
+    snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
+    dq_client *c = open_uri(uri, NULL), *cp = open_uri(puri, NULL);
+    push_now(c, "sq-plain", "j1", 60000);
+    for (int i = 0; i < 8; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "p%d", i);
+        push_now(cp, "sq-parted", id, 60000);
+    }
+    dq_queue_list *l = NULL;
+    CK_RC(dq_queues(c, 10, &l), 2, c, "dq_queues");
+    ck_assert_str_eq(listed(l, 0), "sq-parted");
+    ck_assert_str_eq(listed(l, 1), "sq-plain");
+    ck_assert_int_eq(dq_queue_list_partitioned(l, 0), 1);
+    ck_assert_int_eq(dq_queue_list_partitioned(l, 1), 0);
+    ck_assert_int_eq(dq_queue_list_complete(l), 1);
+    dq_queue_list_free(l);
+    dq_close(c);
+    dq_close(cp);
+    thc_sentinel_stop(&g_sn);
+    g_sn_up = 0;
 }
 END_TEST
 
@@ -2073,12 +2192,8 @@ static long drain_count(dq_client *c, const char *q) {
  * the new one.  Every job is delivered once.
  */
 START_TEST(sentinel_switch) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqswitch") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512], puri[600];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqswitch", uri, sizeof(uri));
     snprintf(puri, sizeof(puri), "%s?partitions=4", uri);
     const char *q = "sw-plain", *pq = "sw-part", *wq = "sw-wait";
     dq_options *o = failover_opts(1);
@@ -2272,12 +2387,8 @@ static int64_t stats_calls(dq_client *c, const char *q, int n) {
  * refused at once here).
  */
 START_TEST(sentinel_resubscribe) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqresub") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqresub", uri, sizeof(uri));
     const char *q = "rs-q";
     dq_options *o = opts_new();
     opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 5000);
@@ -2377,12 +2488,8 @@ static int sentinel_has_subscriber(int port) {
  * old primary after it.
  */
 START_TEST(sentinel_hung) {
-    at_exit_once();
-    ck_assert_msg(thc_sentinel_start(&g_sn, 1, 3, "dqhung") == 0,
-                  "thc_sentinel_start failed (see stderr)");
-    g_sn_up = 1;
     char uri[512];
-    thc_sentinel_uri(&g_sn, uri, sizeof(uri));
+    sentinel_up(3, "dqhung", uri, sizeof(uri));
     const char *q = "hg-q";
     dq_options *o = opts_new();
     opt(o, DQ_OPT_COMMAND_TIMEOUT_MS, 2000);
@@ -2475,4 +2582,6 @@ TEST_SUITE("cluster", TU_SRV_NONE,
     {"sentinel_resubscribe", sentinel_resubscribe, 120, NULL},
     {"sentinel_hung", sentinel_hung, 120, NULL},
     {"sync_consumer", sync_consumer, 120, NULL},
+    {"queues_every_primary", queues_every_primary, 120, NULL},
+    {"queues_sentinel", queues_sentinel, 90, NULL},
     {"slots_fallback", slots_fallback, 90, NULL})

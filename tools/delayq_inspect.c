@@ -153,6 +153,8 @@ const dqt_optspec dqt_stats_opts[] = {{"json", 0, 0, DQT_O_JSON},
                                       {"count", 0, 1, DQT_O_COUNT},
                                       {NULL, 0, 0, 0}};
 
+#define DQT_STATS_QUEUES 10000 /* queues shown without names given */
+
 static volatile sig_atomic_t got_stop; /* SIGINT/SIGTERM count */
 
 /* Signal handler of SIGINT and SIGTERM during stats --watch. */
@@ -172,74 +174,106 @@ static void catch_stop(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* delayq stats: counts of queues, once or --watch. */
-int dqt_cmd_stats(dqt_cli *g) {
-    int mode = 0, watch = 0, rc;
-    int64_t interval = 2000, count = 0;
+/* The options of delayq stats into *mode, *watch, *interval, *count;
+ * 0 or an exit code after a message. */
+static int stats_opts(dqt_cli *g, int *mode, int *watch, int64_t *interval,
+                      int64_t *count) {
     for (int i = 0; i < g->a.nopts; i++) {
         const dqt_optval *o = &g->a.opts[i];
-        rc = 0;
+        int rc = 0;
         if (o->id == DQT_O_JSON || o->id == DQT_O_PROM) {
-            if (mode != 0 && mode != o->id)
+            if (*mode != 0 && *mode != o->id)
                 return dqt_usage_error(g, "use either --json or --prometheus%s",
                                        "");
-            mode = o->id;
+            *mode = o->id;
         } else if (o->id == DQT_O_WATCH) {
-            watch = 1;
+            *watch = 1;
             if (o->val != NULL &&
-                (rc = dqt_opt_duration(g, o, &interval)) == 0 &&
-                interval < 100) {
+                (rc = dqt_opt_duration(g, o, interval)) == 0 &&
+                *interval < 100) {
                 fprintf(stderr, "delayq stats: --watch: the interval must "
                                 "be at least 100ms\n");
                 return DQT_EXIT_USAGE;
             }
         } else if (o->id == DQT_O_COUNT) {
-            rc = dqt_opt_int(g, o, 1, INT32_MAX, &count);
+            rc = dqt_opt_int(g, o, 1, INT32_MAX, count);
         }
         if (rc)
             return rc;
     }
-    if (count > 0 && !watch)
+    if (*count > 0 && !*watch)
         return dqt_usage_error(g, "--count needs --watch%s", "");
-    char *one[1];
-    char **queues = g->a.pos;
-    int nq = g->a.npos;
-    if (nq == 0) {
-        if ((one[0] = (char *)dqt_need_queue(g)) == NULL)
-            return DQT_EXIT_USAGE;
-        queues = one;
-        nq = 1;
+    return 0;
+}
+
+/* The queues a round of delayq stats shows: those named (arguments, else
+ * --queue), or with neither every queue of the namespace (dq_queues, read
+ * again each round: *list holds their names).  The count, or a negative
+ * exit code after a message. */
+static int stats_queues(dqt_cli *g, dq_queue_list **list, char ***queues) {
+    if (g->a.npos > 0 || (g->queue != NULL && *g->queue)) {
+        *queues = g->a.npos > 0 ? g->a.pos : (char **)&g->queue;
+        return g->a.npos > 0 ? g->a.npos : 1;
     }
-    if ((rc = dqt_open_client(g)))
-        return rc;
-    dqt_qstats *st = calloc((size_t)nq, sizeof(*st));
+    dq_queue_list_free(*list);
+    free(*queues);
+    *queues = NULL;
+    int n = dq_queues(g->c, DQT_STATS_QUEUES, list);
+    if (n < 0)
+        return -dqt_report(g, n);
+    if (!dq_queue_list_complete(*list))
+        fprintf(stderr, "delayq stats: only the first %d queues found are "
+                        "shown (the listing's bounds); name others\n", n);
+    if ((*queues = calloc((size_t)n + 1, sizeof(char *))) == NULL) {
+        fprintf(stderr, "delayq stats: out of memory\n");
+        return -DQT_EXIT_FAILED;
+    }
+    for (int i = 0; i < n; i++)
+        (*queues)[i] = (char *)dq_queue_list_name(*list, (size_t)i);
+    return n;
+}
+
+/* Reads the counts of *nq queues into st; 0 or an exit code.  all: the
+ * queues were found, not named: one whose partition count is not the
+ * client's (DQ_EINVAL) is named on stderr and left out (*nq less). */
+static int stats_read(dqt_cli *g, char **queues, int *nq, dqt_qstats *st,
+                      int all) {
+    for (int i = 0; i < *nq; i++) {
+        int rc = dq_stats(g->c, queues[i], &st[i].v[0], &st[i].v[1],
+                          &st[i].v[2], &st[i].v[3], &st[i].v[4]);
+        if (rc >= 0)
+            rc = dq_counters(g->c, queues[i], &st[i].k[0], &st[i].k[1],
+                             &st[i].k[2], &st[i].k[3]);
+        if (rc == DQ_EINVAL && all) {
+            fprintf(stderr, "delayq stats: %s: %s (EINVAL)\n", queues[i],
+                    dq_errmsg(g->c));
+            memmove(queues + i, queues + i + 1,
+                    sizeof(*queues) * (size_t)(*nq - i - 1));
+            (*nq)--;
+            i--;
+        } else if (rc < 0) {
+            return got_stop ? DQT_EXIT_OKAY : dqt_report(g, rc);
+        }
+    }
+    return DQT_EXIT_OKAY;
+}
+
+/* One round of delayq stats: finds the queues, reads and prints them. */
+static int stats_round(dqt_cli *g, dq_queue_list **list, char ***queues,
+                       int mode, int head, int64_t interval, int64_t round) {
+    int nq = stats_queues(g, list, queues);
+    if (nq < 0)
+        return -nq;
+    dqt_qstats *st = calloc((size_t)nq + 1, sizeof(*st));
     if (st == NULL) {
         fprintf(stderr, "delayq stats: out of memory\n");
         return DQT_EXIT_FAILED;
     }
-    if (watch)
-        catch_stop();
-    int tty = isatty(1);
-    int ret = DQT_EXIT_OKAY;
-    for (int64_t round = 0; !got_stop; round++) {
-        int64_t t0 = dqt_mono_ms();
-        for (int i = 0; i < nq && rc == 0; i++) {
-            rc = dq_stats(g->c, queues[i], &st[i].v[0], &st[i].v[1],
-                          &st[i].v[2], &st[i].v[3], &st[i].v[4]);
-            if (rc >= 0)
-                rc = dq_counters(g->c, queues[i], &st[i].k[0], &st[i].k[1],
-                                 &st[i].k[2], &st[i].k[3]);
-            if (rc < 0) {
-                if (got_stop)
-                    break;
-                ret = dqt_report(g, rc);
-            }
-        }
-        if (got_stop || ret != DQT_EXIT_OKAY)
-            break;
-        if (watch && mode == 0) {
+    int ret = stats_read(g, *queues, &nq, st, *list != NULL);
+    if (ret == DQT_EXIT_OKAY && !got_stop) {
+        if (head) {
             char iso[40], d[48];
-            if (tty)
+            if (isatty(1))
                 fputs("\033[H\033[2J", stdout);
             else if (round > 0)
                 putchar('\n');
@@ -247,9 +281,34 @@ int dqt_cmd_stats(dqt_cli *g) {
                    dqt_fmt_dur(interval, d, sizeof(d)),
                    dqt_fmt_iso(dqt_wall_ms(), iso, sizeof(iso)));
         }
-        dqt_print_stats(queues, nq, st, mode, dqt_wall_ms());
+        dqt_print_stats(*queues, nq, st, mode, dqt_wall_ms());
         fflush(stdout);
-        if (!watch || (count > 0 && round + 1 >= count))
+    }
+    free(st);
+    return ret;
+}
+
+/* delayq stats: counts of queues (those named, else every queue of the
+ * namespace), once or --watch. */
+int dqt_cmd_stats(dqt_cli *g) {
+    int mode = 0, watch = 0, rc;
+    int64_t interval = 2000, count = 0;
+    if ((rc = stats_opts(g, &mode, &watch, &interval, &count)) ||
+        (rc = dqt_open_client(g)))
+        return rc;
+    if (watch)
+        catch_stop();
+    dq_queue_list *list = NULL;
+    char **found = NULL; /* names of list (or borrowed: not freed) */
+    int ret = DQT_EXIT_OKAY;
+    for (int64_t round = 0; !got_stop && ret == DQT_EXIT_OKAY; round++) {
+        int64_t t0 = dqt_mono_ms();
+        char **queues = found;
+        ret = stats_round(g, &list, &queues, mode, watch && mode == 0,
+                          interval, round);
+        found = list != NULL ? queues : NULL;
+        if (ret != DQT_EXIT_OKAY || !watch ||
+            (count > 0 && round + 1 >= count))
             break;
         int64_t left = interval - (dqt_mono_ms() - t0);
         while (left > 0 && !got_stop) {
@@ -257,7 +316,8 @@ int dqt_cmd_stats(dqt_cli *g) {
             left = interval - (dqt_mono_ms() - t0);
         }
     }
-    free(st);
+    free(found);
+    dq_queue_list_free(list);
     return ret;
 }
 

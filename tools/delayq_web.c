@@ -9,9 +9,8 @@
  * DQ_OPT_COMMAND_TIMEOUT_MS.  evhttp reads requests without blocking, so a
  * slow client never holds up another one: only the handlers run in turn.
  *
- * Queue discovery SCANs the namespace's keys on a hiredis connection of its
- * own (the public API has no call that lists queues); everything else goes
- * through the public API of <delayq.h>.
+ * Everything goes through the public API of <delayq.h>: queues are found
+ * with dq_queues, on every topology the URI can name.
  */
 #include "delayq_tool.h"
 
@@ -41,8 +40,8 @@ const char dqt_help_web[] =
     "                      requeue or purge.\n"
     "\n"
     "Use the URI of the queues' clients, with ?partitions=N for partitioned\n"
-    "queues.  Queue discovery (SCAN) needs a redis:// or unix:// URI; with\n"
-    "another URI only the --queue given is shown.\n";
+    "queues.  The queues are found on every primary of a cluster, and on\n"
+    "the primary that Sentinels name.\n";
 
 #ifndef DQT_HAVE_EVHTTP
 
@@ -67,7 +66,6 @@ int dqt_cmd_web(dqt_cli *g) {
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -94,8 +92,6 @@ const dqt_optspec dqt_web_opts[] = {{"listen", 0, 1, DQT_O_LISTEN},
 #define W_MAX_HEADERS (16 * 1024)   /* bytes of request headers */
 #define W_MAX_BODY (64 * 1024)      /* bytes of a request body */
 #define W_CMD_TIMEOUT_MS 2000       /* each Redis call */
-#define W_SCAN_COUNT 1000           /* SCAN ... COUNT */
-#define W_SCAN_ROUNDS 100           /* SCAN calls per request */
 #define W_MAX_QUEUES 1000           /* queues per listing */
 #define W_LIST_PAGE_MAX 200         /* jobs per page of the API */
 #define W_PAYLOAD_SHORT 256         /* payload bytes shown in lists */
@@ -136,11 +132,6 @@ typedef struct web {
     char csrf[33];       /* random per start */
     char session[33];    /* cookie value after a login */
     const char *ns;
-    /* SCAN connection */
-    int scan_ok;         /* the URI is one we can SCAN on */
-    int scan_unix, scan_port, scan_db;
-    char *scan_host, *scan_user, *scan_pass;
-    redisContext *rc;
     qsamples *q[W_SAMPLE_QUEUES];
     int nq;
     struct event_base *base;
@@ -185,32 +176,24 @@ static int hexval(int c) {
     return -1;
 }
 
-/* Percent-decodes s[0..n) into a new NUL-terminated string; NULL on a bad
- * escape or a decoded NUL (names and ids never hold one). */
+/* Percent-decodes s[0..n) (evhttp_uridecode) into a new NUL-terminated
+ * string; NULL on a bad escape or a decoded NUL (names and ids never hold
+ * one). */
 static char *pct_decode(const char *s, size_t n) {
-    char *o = malloc(n + 1);
-    size_t k = 0;
-    if (o == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            int h, l;
-            if (i + 2 >= n || (h = hexval(s[i + 1])) < 0 ||
-                (l = hexval(s[i + 2])) < 0 || (h == 0 && l == 0)) {
-                free(o);
-                return NULL;
-            }
-            o[k++] = (char)(h * 16 + l);
-            i += 2;
-        } else {
-            if (s[i] == '\0') {
-                free(o);
-                return NULL;
-            }
-            o[k++] = s[i];
-        }
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0' ||
+            (s[i] == '%' &&
+             (i + 2 >= n || hexval(s[i + 1]) < 0 ||
+              hexval(s[i + 2]) < 0)))
+            return NULL;
+    char *raw = strndup(s, n), *o = NULL;
+    size_t len = 0;
+    if (raw != NULL && (o = evhttp_uridecode(raw, 0, &len)) != NULL &&
+        strlen(o) != len) {
+        free(o);
+        o = NULL;
     }
-    o[k] = '\0';
+    free(raw);
     return o;
 }
 
@@ -525,285 +508,36 @@ static int client(web *w) {
     return 0;
 }
 
-/* Reads the SCAN connection's settings from a redis:// or unix:// URI
- * (other forms: no discovery). */
-static void scan_setup(web *w, const char *uri) {
-    const char *p;
-    if (strncmp(uri, "unix://", 7) == 0) {
-        p = uri + 7;
-        const char *q = strchr(p, '?');
-        size_t n = q ? (size_t)(q - p) : strlen(p);
-        w->scan_host = pct_decode(p, n);
-        w->scan_unix = 1;
-        while (q != NULL && w->scan_host != NULL) {
-            q++;
-            const char *amp = strchr(q, '&');
-            size_t l = amp ? (size_t)(amp - q) : strlen(q);
-            const char *eq = memchr(q, '=', l);
-            if (eq != NULL) {
-                size_t kl = (size_t)(eq - q);
-                char *v = pct_decode(eq + 1, l - kl - 1);
-                if (kl == 2 && strncmp(q, "db", 2) == 0 && v)
-                    w->scan_db = atoi(v);
-                else if (kl == 4 && strncmp(q, "user", 4) == 0 && v) {
-                    free(w->scan_user);
-                    w->scan_user = v, v = NULL;
-                } else if (kl == 8 && strncmp(q, "password", 8) == 0 && v) {
-                    free(w->scan_pass);
-                    w->scan_pass = v, v = NULL;
-                }
-                free(v);
-            }
-            q = amp;
-        }
-        w->scan_ok = w->scan_host != NULL && *w->scan_host;
-        return;
-    }
-    if (strncmp(uri, "redis://", 8) != 0)
-        return;
-    p = uri + 8;
-    const char *end = p + strcspn(p, "/?");
-    const char *at = NULL;
-    for (const char *s = p; s < end; s++)
-        if (*s == '@')
-            at = s;
-    if (at != NULL) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        if (colon != NULL) {
-            if (colon > p)
-                w->scan_user = pct_decode(p, (size_t)(colon - p));
-            w->scan_pass = pct_decode(colon + 1, (size_t)(at - colon - 1));
-        } else if (at > p) {
-            w->scan_user = pct_decode(p, (size_t)(at - p));
-        }
-        p = at + 1;
-    }
-    const char *hs = p, *he, *port = NULL;
-    if (*p == '[') {
-        hs = p + 1;
-        he = memchr(p, ']', (size_t)(end - p));
-        if (he == NULL)
-            return;
-        if (he + 1 < end && he[1] == ':')
-            port = he + 2;
-    } else {
-        he = memchr(p, ':', (size_t)(end - p));
-        if (he != NULL)
-            port = he + 1;
-        else
-            he = end;
-    }
-    w->scan_host = he > hs ? strndup(hs, (size_t)(he - hs)) : strdup("127.0.0.1");
-    w->scan_port = port ? atoi(port) : 6379;
-    if (*end == '/')
-        w->scan_db = atoi(end + 1);
-    w->scan_ok = w->scan_host != NULL && w->scan_port > 0;
-}
-
-static void scan_drop(web *w) {
-    if (w->rc != NULL)
-        redisFree(w->rc);
-    w->rc = NULL;
-}
-
-/* A reply of a command on the SCAN connection, or NULL (error in msg). */
-static redisReply *scan_cmd(web *w, char *msg, size_t msz, int argc,
-                            const char **argv) {
-    redisReply *r = redisCommandArgv(w->rc, argc, argv, NULL);
-    if (r == NULL) {
-        snprintf(msg, msz, "Redis: %s",
-                 w->rc->errstr[0] ? w->rc->errstr : "connection lost");
-        scan_drop(w);
-        return NULL;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(msg, msz, "Redis: %s", r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
-}
-
-/* Connects the SCAN connection; 0, or -1 with msg. */
-static int scan_connect(web *w, char *msg, size_t msz) {
-    if (w->rc != NULL)
-        return 0;
-    struct timeval tv = {W_CMD_TIMEOUT_MS / 1000,
-                         (W_CMD_TIMEOUT_MS % 1000) * 1000};
-    w->rc = w->scan_unix ? redisConnectUnixWithTimeout(w->scan_host, tv)
-                         : redisConnectWithTimeout(w->scan_host, w->scan_port,
-                                                   tv);
-    if (w->rc == NULL || w->rc->err) {
-        snprintf(msg, msz, "cannot connect to Redis: %s",
-                 w->rc ? w->rc->errstr : "out of memory");
-        scan_drop(w);
-        return -1;
-    }
-    redisSetTimeout(w->rc, tv);
-    redisReply *r = NULL;
-    if (w->scan_pass != NULL) {
-        const char *a[3] = {"AUTH", w->scan_user ? w->scan_user : w->scan_pass,
-                            w->scan_pass};
-        r = scan_cmd(w, msg, msz, w->scan_user ? 3 : 2, a);
-        if (r == NULL) {
-            scan_drop(w);
-            return -1;
-        }
-        freeReplyObject(r);
-    }
-    if (w->scan_db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", w->scan_db);
-        const char *a[2] = {"SELECT", db};
-        r = scan_cmd(w, msg, msz, 2, a);
-        if (r == NULL) {
-            scan_drop(w);
-            return -1;
-        }
-        freeReplyObject(r);
-    }
-    return 0;
-}
-
-/* A queue found by SCAN. */
+/* A queue found by dq_queues. */
 typedef struct qname {
     char *name;
     int partitioned;
 } qname;
 
-static int qname_cmp(const void *a, const void *b) {
-    return strcmp(((const qname *)a)->name, ((const qname *)b)->name);
-}
-
-/* The queue name in a key "<ns>:{<tag>}:due|lease|dead|jobs" (tag
- * percent-decoded, a "#<n>" partition suffix stripped), or NULL. */
-static char *key_queue(const char *ns, const char *key, size_t klen,
-                       int *partitioned) {
-    size_t nl = strlen(ns);
-    if (klen < nl + 4 || memcmp(key, ns, nl) != 0 || key[nl] != ':' ||
-        key[nl + 1] != '{')
-        return NULL;
-    const char *tag = key + nl + 2, *kend = key + klen;
-    const char *close = memchr(tag, '}', (size_t)(kend - tag));
-    if (close == NULL || close == tag)
-        return NULL;
-    const char *suf = close + 1;
-    size_t sl = (size_t)(kend - suf);
-    if (!((sl == 4 && memcmp(suf, ":due", 4) == 0) ||
-          (sl == 6 && memcmp(suf, ":lease", 6) == 0) ||
-          (sl == 5 && memcmp(suf, ":dead", 5) == 0) ||
-          (sl == 5 && memcmp(suf, ":jobs", 5) == 0)))
-        return NULL;
-    const char *tend = close;
-    const char *hash = memchr(tag, '#', (size_t)(close - tag));
-    *partitioned = 0;
-    if (hash != NULL) {
-        if (hash + 1 == close)
-            return NULL;
-        for (const char *d = hash + 1; d < close; d++)
-            if (!isdigit((unsigned char)*d))
-                return NULL;
-        tend = hash;
-        *partitioned = 1;
-    }
-    if (tend == tag)
-        return NULL;
-    char *name = pct_decode(tag, (size_t)(tend - tag));
-    if (name != NULL && (strlen(name) == 0 || strlen(name) > DQ_QUEUE_MAX)) {
-        free(name);
-        return NULL;
-    }
-    return name;
-}
-
-/* The queues of the namespace, sorted; *complete = 0 when the bounds cut
- * the scan short.  Returns the count, or -1 with msg. */
-static int discover(web *w, qname **out, int *complete, char *msg,
-                    size_t msz) {
+/* The queues of the namespace (dq_queues), sorted; *complete = 0 when
+ * the listing's bounds cut it short.  Returns the count, or a code. */
+static int discover(web *w, qname **out, int *complete) {
+    dq_queue_list *l = NULL;
+    int n = dq_queues(w->c, W_MAX_QUEUES, &l);
     *out = NULL;
-    *complete = 1;
-    int n = 0;
-    qname *qs = NULL;
-    if (!w->scan_ok) {
-        *complete = 0;
-        if (w->g->queue != NULL && *w->g->queue) {
-            qs = calloc(1, sizeof(*qs));
-            if (qs == NULL || (qs[0].name = strdup(w->g->queue)) == NULL) {
-                free(qs);
-                snprintf(msg, msz, "out of memory");
-                return -1;
-            }
-            n = 1;
-        }
-        *out = qs;
+    if (n < 0)
         return n;
+    qname *qs = calloc((size_t)n + 1, sizeof(*qs));
+    for (int i = 0; qs != NULL && i < n; i++) {
+        qs[i].partitioned = dq_queue_list_partitioned(l, (size_t)i);
+        if ((qs[i].name = strdup(dq_queue_list_name(l, (size_t)i))) == NULL) {
+            while (i-- > 0)
+                free(qs[i].name);
+            free(qs);
+            qs = NULL;
+        }
     }
-    if (scan_connect(w, msg, msz) != 0)
-        return -1;
-    char pattern[128], count[16], cursor[32] = "0";
-    snprintf(pattern, sizeof(pattern), "%s:{*}:*", w->ns);
-    snprintf(count, sizeof(count), "%d", W_SCAN_COUNT);
-    qs = calloc(W_MAX_QUEUES, sizeof(*qs));
-    if (qs == NULL) {
-        snprintf(msg, msz, "out of memory");
-        return -1;
-    }
-    int rounds = 0;
-    do {
-        if (rounds++ >= W_SCAN_ROUNDS) {
-            *complete = 0;
-            break;
-        }
-        const char *a[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", count};
-        redisReply *r = scan_cmd(w, msg, msz, 6, a);
-        if (r == NULL && w->rc == NULL && scan_connect(w, msg, msz) == 0)
-            r = scan_cmd(w, msg, msz, 6, a); /* the link broke: once more */
-        if (r == NULL)
-            goto fail;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[1]->type != REDIS_REPLY_ARRAY) {
-            freeReplyObject(r);
-            snprintf(msg, msz, "unexpected reply to SCAN");
-            goto fail;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        redisReply *keys = r->element[1];
-        for (size_t i = 0; i < keys->elements; i++) {
-            redisReply *k = keys->element[i];
-            if (k->type != REDIS_REPLY_STRING)
-                continue;
-            int part;
-            char *name = key_queue(w->ns, k->str, k->len, &part);
-            if (name == NULL)
-                continue;
-            int found = 0;
-            for (int j = 0; j < n; j++)
-                if (strcmp(qs[j].name, name) == 0) {
-                    qs[j].partitioned |= part;
-                    found = 1;
-                    break;
-                }
-            if (found) {
-                free(name);
-            } else if (n < W_MAX_QUEUES) {
-                qs[n].name = name;
-                qs[n++].partitioned = part;
-            } else {
-                free(name);
-                *complete = 0;
-            }
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0);
-    qsort(qs, (size_t)n, sizeof(*qs), qname_cmp);
+    *complete = dq_queue_list_complete(l);
+    dq_queue_list_free(l);
+    if (qs == NULL)
+        return DQ_ENOMEM;
     *out = qs;
     return n;
-fail:
-    for (int j = 0; j < n; j++)
-        free(qs[j].name);
-    free(qs);
-    return -1;
 }
 
 static void qnames_free(qname *qs, int n) {
@@ -934,8 +668,8 @@ static void h_session(web *w, struct evhttp_request *req) {
                         w->csrf, w->read_only ? "true" : "false",
                         w->token ? "token" : "none");
     j_cstr(b, w->ns);
-    evbuffer_add_printf(b, ",\"discovery\":%s,\"version\":\"%s\"}",
-                        w->scan_ok ? "true" : "false", dq_version_string());
+    evbuffer_add_printf(b, ",\"discovery\":true,\"version\":\"%s\"}",
+                        dq_version_string());
     send_json(req, 200, b);
     evbuffer_free(b);
 }
@@ -944,16 +678,11 @@ static void h_session(web *w, struct evhttp_request *req) {
  * error answer was sent. */
 static int queues_for(web *w, struct evhttp_request *req, qname **qs,
                       int *complete) {
-    char msg[512];
     int rc = client(w);
-    if (rc != 0) {
-        send_dq_error(w, req, rc);
-        return -1;
-    }
-    int n = discover(w, qs, complete, msg, sizeof(msg));
+    int n = rc != 0 ? rc : discover(w, qs, complete);
     if (n < 0)
-        send_error(req, 503, "EIO", msg);
-    return n;
+        send_dq_error(w, req, n);
+    return n < 0 ? -1 : n;
 }
 
 static void h_queues(web *w, struct evhttp_request *req) {
@@ -1766,7 +1495,6 @@ int dqt_cmd_web(dqt_cli *g) {
         fprintf(stderr, "delayq web: getrandom: %s\n", strerror(errno));
         return DQT_EXIT_FAILED;
     }
-    scan_setup(&w, g->uri);
     rc = client(&w);
     if (rc == DQ_EURI) {
         fprintf(stderr, "delayq web: bad --uri: %s (EURI)\n", w.last_err);
@@ -1834,14 +1562,10 @@ done:
         evhttp_free(http);
     if (base)
         event_base_free(base);
-    scan_drop(&w);
     for (int i = 0; i < w.nq; i++) {
         free(w.q[i]->name);
         free(w.q[i]);
     }
-    free(w.scan_host);
-    free(w.scan_user);
-    free(w.scan_pass);
     dq_close(w.c);
     return ret;
 }

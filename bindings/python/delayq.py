@@ -37,7 +37,7 @@ __all__ = [
     "PUSHED", "KEPT", "REPLACED", "DONE", "CANCELED_PENDING", "CANCEL_BUSY",
     "CANCELED_INFLIGHT", "LIST_SCHEDULED", "LIST_INFLIGHT", "LIST_DEAD",
     "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL", "JobInfo", "REASON_MAX",
-    "SCHEDULED", "DUE", "INFLIGHT", "DEAD",
+    "SCHEDULED", "DUE", "INFLIGHT", "DEAD", "QueueList", "QUEUES_MAX",
 ]
 
 # ---- Constants of delayq.h (macros are not in the ABI) -------------------
@@ -57,6 +57,7 @@ WEIGHT_MAX = 1000    # a queue's weight
 _PRIO_STRICT, _PRIO_WEIGHTED = 1, 2
 _COPT_PRIORITY = 10
 REASON_MAX = 1024
+QUEUES_MAX = 100000  # queues one Client.queues lists (DQ_QUEUES_MAX)
 # dq_get's job states (DQ_JOB_*), as JobInfo.state names them.
 SCHEDULED, DUE, INFLIGHT, DEAD = "scheduled", "due", "inflight", "dead"
 _STATES = {1: SCHEDULED, 2: DUE, 3: INFLIGHT, 4: DEAD}
@@ -234,6 +235,10 @@ class _PushOpts(ctypes.Structure):
     """Opaque dq_push_opts."""
 
 
+class _QueueList(ctypes.Structure):
+    """Opaque dq_queue_list."""
+
+
 _P_CLIENT = ctypes.POINTER(_Client)
 _P_OPTIONS = ctypes.POINTER(_Options)
 _P_JOBS = ctypes.POINTER(_Jobs)
@@ -247,6 +252,7 @@ _P_STR = ctypes.POINTER(_c_str)
 _P_CONSUMER = ctypes.POINTER(_Consumer)
 _P_INFO = ctypes.POINTER(_JobInfo)
 _P_PUSHOPTS = ctypes.POINTER(_PushOpts)
+_P_QLIST = ctypes.POINTER(_QueueList)
 # Callback types of delayq-consumer.h (ctypes takes the GIL around them).
 _HANDLER_FN = ctypes.CFUNCTYPE(_c_int, _P_CONSUMER, _P_JOB, _c_void)
 _OUTCOME_CB = ctypes.CFUNCTYPE(None, _P_CONSUMER, _P_JOB, _c_int, _c_int,
@@ -374,6 +380,13 @@ _OPTIONAL_PROTOTYPES = {
                                     ctypes.POINTER(_P_JOBS), _P_INT]),
     "dq_consumer_add_queue": (_c_int, [_P_CONSUMER, _c_str, _c_int]),
     "dq_consumer_job_queue": (_c_str, [_P_CONSUMER, _P_JOB]),
+    # the queues of a namespace
+    "dq_queues": (_c_int, [_P_CLIENT, _c_int, ctypes.POINTER(_P_QLIST)]),
+    "dq_queue_list_count": (_c_size, [_P_QLIST]),
+    "dq_queue_list_name": (_c_str, [_P_QLIST, _c_size]),
+    "dq_queue_list_partitioned": (_c_int, [_P_QLIST, _c_size]),
+    "dq_queue_list_complete": (_c_int, [_P_QLIST]),
+    "dq_queue_list_free": (None, [_P_QLIST]),
 }
 
 
@@ -411,6 +424,7 @@ HAVE_CONSUMER = hasattr(_lib, "dq_consumer_new_sync")
 HAVE_GET = hasattr(_lib, "dq_get")
 HAVE_CONFIG = hasattr(_lib, "dq_config_set")
 HAVE_COUNT_DUE = hasattr(_lib, "dq_count_due")
+HAVE_QUEUES = hasattr(_lib, "dq_queues")
 COUNT_DUE_MAX = 64
 
 
@@ -538,6 +552,18 @@ class Job:
         return ("Job(id=%r, attempt=%d, due_ms=%d, token=%r, payload=%r)"
                 % (self.id, self.attempt, self.due_ms, self.token,
                    self.payload[:40]))
+
+
+class QueueList(list):
+    """The names Client.queues found (a list of str), with .partitioned,
+    the set of those that have partitions, and .complete, False when the
+    listing's bounds (max, or SCAN rounds per node) cut it short."""
+
+    def __init__(self, names, partitioned, complete):
+        super().__init__(names)
+        self.partitioned = frozenset(
+            n for n, p in zip(names, partitioned) if p)
+        self.complete = complete
 
 
 class JobInfo:
@@ -1045,6 +1071,27 @@ class Client:
                                       *[ctypes.byref(x) for x in v]))
         return dict(zip(("scheduled", "due", "inflight", "dead",
                          "next_due_ms"), (x.value for x in v)))
+
+    def queues(self, max=QUEUES_MAX):
+        """The queues of the client's namespace, on every node (every
+        primary of a cluster): a QueueList of names, sorted, a partitioned
+        queue once.  Needs a library with dq_queues."""
+        if not HAVE_QUEUES:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_queues")
+        ptr = _P_QLIST()
+        with self._lock:
+            self._check(_lib.dq_queues(self._handle(), max,
+                                       ctypes.byref(ptr)))
+        try:
+            n = _lib.dq_queue_list_count(ptr)
+            return QueueList(
+                [_dec(_lib.dq_queue_list_name(ptr, i)) for i in range(n)],
+                [bool(_lib.dq_queue_list_partitioned(ptr, i))
+                 for i in range(n)],
+                bool(_lib.dq_queue_list_complete(ptr)))
+        finally:
+            _lib.dq_queue_list_free(ptr)
 
     def counters(self, queue):
         """Totals of a queue kept by the clients with counters=True

@@ -680,6 +680,31 @@ class TestCountDue(Base):
                 self.c.count_due(self.q, bad)
 
 
+class TestQueues(unittest.TestCase):
+    def test_every_queue_of_the_namespace(self):
+        ns = "pyq-%d" % os.getpid()
+        with delayq.Client(SERVER.uri, namespace=ns) as c, \
+                delayq.Client(SERVER.uri, namespace=ns, partitions=4) as p, \
+                delayq.Client(SERVER.uri, namespace=ns + "x") as o:
+            self.assertEqual(c.queues(), [])
+            self.assertTrue(c.queues().complete)
+            c.push("b", b"x", delay_ms=60000)
+            c.push("a \u00e9", b"x", delay_ms=60000)
+            for i in range(12):
+                p.push("parted", b"x%d" % i, delay_ms=60000)
+            o.push("elsewhere", b"x")
+            got = c.queues()
+            self.assertEqual(got, ["a \u00e9", "b", "parted"])
+            self.assertEqual(got.partitioned, {"parted"})
+            self.assertTrue(got.complete)
+            two = c.queues(max=2)
+            self.assertEqual((len(two), two.complete), (2, False))
+            self.assertEqual(o.queues(), ["elsewhere"])
+            for bad in (0, -1, delayq.QUEUES_MAX + 1):
+                with self.assertRaises(delayq.InvalidArgument):
+                    c.queues(max=bad)
+
+
 class TestConsumer(Base):
     def test_handler_outcomes(self):
         q = self.q

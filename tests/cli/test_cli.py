@@ -672,6 +672,36 @@ class TestStats(CliCase):
         empty = self.stats(new_queue("empty"))
         self.assertEqual(empty["next_due_ms"], -1)
 
+    def test_every_queue_without_a_name(self):
+        # no --queue and no argument: every queue of the namespace, once
+        # each (a partitioned one too), sorted; none in an empty one
+        ns, pns = "cli-all-%d" % os.getpid(), "cli-allp-%d" % os.getpid()
+        for q in ("b q", "a"):
+            self.ok(["push", "x", "-n", ns], q)
+        puri = REDIS.uri + ("&" if "?" in REDIS.uri else "?") + "partitions=4"
+        for i in range(12):
+            r = run(["push", "x%d" % i, "-n", pns], queue="parted", uri=puri)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = run(["stats", "--json", "-n", ns], env=env_for(None))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        docs = [json.loads(x) for x in r.stdout.decode().splitlines()]
+        self.assertEqual([(d["queue"], d["due"]) for d in docs],
+                         [("a", 1), ("b q", 1)])
+        r = run(["stats", "--json", "-n", pns], env=env_for(None, uri=puri))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        docs = [json.loads(x) for x in r.stdout.decode().splitlines()]
+        self.assertEqual([(d["queue"], d["due"]) for d in docs],
+                         [("parted", 12)])
+        # queues of another partition count than the client's (a
+        # partitioned client on plain queues): named on stderr, left out
+        r = run(["stats", "--json", "-n", ns], env=env_for(None, uri=puri))
+        self.assertEqual((r.returncode, r.stdout), (0, b""), r.stderr)
+        self.assertIn(b"delayq stats: a: ", r.stderr)
+        self.assertIn(b"delayq stats: b q: ", r.stderr)
+        self.assertIn(b"(EINVAL)", r.stderr)
+        r = run(["stats", "--json", "-n", ns + "-none"], env=env_for(None))
+        self.assertEqual((r.returncode, r.stdout), (0, b""), r.stderr)
+
     def test_several_queues(self):
         q1, q2 = new_queue("m1"), new_queue("m2")
         self.push(q1, "x")

@@ -7,8 +7,11 @@ Runs under `with_redis --cluster` (tests/support), which starts a private
 3-primary cluster on 127.0.0.1 and passes a redis+cluster:// URI of its
 primaries in $DQ_TEST_REDIS_URI; $DELAYQ_LIB names the build's libdelayq.so
 for the binding.  Plain and partitioned queues, whose slots land on every
-primary.  A missing URI is a failure, never a skip.
+primary; `delayq stats` and `delayq web` list the queues of all of them.
+A missing URI is a failure, never a skip.
 """
+import http.client
+import json
 import os
 import subprocess
 import sys
@@ -99,6 +102,89 @@ class CliOverCluster(unittest.TestCase):
                 self.assertIn(b"c%d" % i, r.stdout)
 
 
+def crc16(data):
+    """CRC16/XMODEM, Redis Cluster's key hash."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc
+
+
+def third_of(tag):
+    """Which of the three slot ranges `redis-cli --cluster create` gives
+    three primaries (0-5460, 5461-10922, 10923-16383) the tag is in."""
+    slot = crc16(tag.encode()) % 16384
+    return 0 if slot <= 5460 else 1 if slot <= 10922 else 2
+
+
+class QueuesOverCluster(unittest.TestCase):
+    """Every queue of a namespace, wherever its slot lives: `delayq stats`
+    without a queue and `delayq web`'s /api/queues (dq_queues)."""
+    NS = "every"
+    PLAIN = ["lq-%d" % i for i in range(9)]
+    PARTED = "lq-parted"
+
+    @classmethod
+    def setUpClass(cls):
+        thirds = sorted(third_of(q) for q in cls.PLAIN)
+        assert set(thirds) == {0, 1, 2}, thirds  # on every primary
+        for q in cls.PLAIN:
+            ok(["-n", cls.NS, "-q", q, "push", "x"])
+        assert len({third_of("%s#%d" % (cls.PARTED, p))
+                    for p in range(6)}) > 1
+        for i in range(12):
+            ok(["-n", cls.NS, "-q", cls.PARTED, "push", "p%d" % i], parted(6))
+        # another namespace's queue is not listed
+        ok(["-n", cls.NS + "-other", "-q", "elsewhere", "push", "x"])
+
+    def names(self):
+        return sorted(self.PLAIN + [self.PARTED])
+
+    def test_stats_lists_every_queue(self):
+        out = ok(["-n", self.NS, "stats", "--json"])
+        docs = [json.loads(x) for x in out.splitlines()]
+        self.assertEqual([d["queue"] for d in docs], self.names())
+        for d in docs:
+            if d["queue"] != self.PARTED:
+                self.assertEqual(d["due"], 1, d)
+        # the partitioned client reads the partitioned queue; the plain
+        # ones (another count) are named on stderr and left out
+        r = run(["-n", self.NS, "stats", "--json"], parted(6))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        docs = [json.loads(x) for x in r.stdout.decode().splitlines()]
+        self.assertEqual([(d["queue"], d["due"]) for d in docs],
+                         [(self.PARTED, 12)])
+        self.assertEqual(r.stderr.count(b"(EINVAL)"), len(self.PLAIN))
+
+    def test_web_lists_every_queue(self):
+        p = subprocess.Popen(
+            [DELAYQ, "--uri", URI, "-n", self.NS, "web", "--listen",
+             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            line = p.stdout.readline().decode()
+            self.assertTrue(line.startswith("listening on http://127.0.0.1:"),
+                            line)
+            port = int(line.rsplit(":", 1)[1].strip().strip("/"))
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/api/queues")
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            self.assertEqual(r.status, 200, body)
+            doc = json.loads(body)
+        finally:
+            p.terminate()
+            p.communicate(timeout=TIMEOUT)
+        self.assertTrue(doc["complete"])
+        got = [(q["name"], q["partitioned"]) for q in doc["queues"]]
+        self.assertEqual(got, [(n, n == self.PARTED) for n in self.names()])
+        for q in doc["queues"]:
+            if not q["partitioned"]:
+                self.assertEqual(q["due"], 1, q)
+
+
 class PythonOverCluster(unittest.TestCase):
     def test_binding(self):
         sys.path.insert(0, os.path.join(os.path.dirname(
@@ -114,6 +200,22 @@ class PythonOverCluster(unittest.TestCase):
                 res = c.ack_batch(q, got)
                 self.assertEqual(res, [0] * 300)
                 self.assertEqual(c.stats(q)["inflight"], 0)
+
+    def test_queues(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "..", "bindings", "python"))
+        import delayq
+        ns, names = "pyq", QueuesOverCluster.PLAIN
+        with delayq.Client(URI, namespace=ns) as c, \
+                delayq.Client(URI, namespace=ns, partitions=6) as p:
+            for q in names:
+                c.push(q, b"x", delay_ms=60000)
+            for i in range(12):
+                p.push("lq-parted", b"p%d" % i, delay_ms=60000)
+            got = c.queues()
+            self.assertEqual(got, sorted(names + ["lq-parted"]))
+            self.assertEqual(got.partitioned, {"lq-parted"})
+            self.assertTrue(got.complete)
 
 
 if __name__ == "__main__":
