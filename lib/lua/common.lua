@@ -59,7 +59,7 @@
 -- fields live in the big jobs hash (ids are C strings, so id.."\0" never
 -- names a job) rather than a small hash of their own: one HMGET reads a
 -- job's payload and meta, and a small hash recreated by every poll would
--- pay for Redis's listpack inserts (bench/RESULTS.md, R1).
+-- pay for Redis's listpack inserts (bench/HISTORY.md, R1).
 --
 -- Time: every decision uses TIME, read once per call.  Lua numbers are
 -- doubles: epoch milliseconds (~1.8e12) and microseconds (~1.8e15) are exact.
