@@ -47,6 +47,7 @@ DEF_FUNC = re.compile(rb"^local\s+function\s+([A-Za-z_][A-Za-z0-9_]*)")
 DEF_VARS = re.compile(rb"^local\s+([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*=")
 NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 DIRECTIVE = re.compile(rb'^([ \t]*)---[ \t]*@(include|inline)[ \t]+"([^"]*)"[ \t]*$')
+LOOSE_DIRECTIVE = re.compile(rb"^[ \t]*---[ \t]*@(include|inline)\b")
 # the names a line of code uses, for the checks: strings, comments, fields
 # (t.name, t:name) and targets (name = .., also a table's keys) left out
 CODE_TOKEN = re.compile(rb"""--.*|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"|"""
@@ -124,6 +125,10 @@ class Source:
             self.note_names(no, line)
         for no, line in enumerate(lines, 1):
             m = DIRECTIVE.match(line)
+            if not m and LOOSE_DIRECTIVE.match(line):
+                raise EmbedError('%s:%d: write the directive as --- @%s "path"'
+                                 % (self.path, no, LOOSE_DIRECTIVE.match(line)
+                                    .group(1).decode()))
             if m:
                 self.directives.append((m.group(2).decode(), m.group(3).decode(),
                                         no, m.group(1)))

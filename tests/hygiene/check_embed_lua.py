@@ -141,6 +141,11 @@ class EmbedLua(unittest.TestCase):
         files["a.lua"] = '--- @include "include/x"\n--- @include "include/nope"\nreturn f(1)\n'
         self.refused(files, r'a\.lua:2: unknown include "include/nope"')
 
+    def test_malformed_directive(self):
+        files = dict(GOOD)
+        files["a.lua"] = '--- @include "include/x"\n--- @include include/y\nreturn f(1)\n'
+        self.refused(files, r'a\.lua:2: write the directive as --- @include "path"')
+
     def test_unused_include(self):
         files = dict(GOOD)
         files["a.lua"] = '--- @include "include/x"\n--- @include "include/z"\nreturn f(1)\n'
