@@ -61,9 +61,10 @@ class EmbedError(Exception):
 
 
 def split_prelude(prelude: bytes):
-    """Cuts the prelude into chunks [(names, text)], each a top-level
-    `local` definition with the comment lines right above it; text before
-    the first definition (the header comment) is a chunk without names."""
+    """Cuts an included file's text (the prelude of the scripts that
+    include it) into chunks [(names, text)], each a top-level `local`
+    definition with the comment lines right above it; text before the
+    first definition is a chunk without names."""
     chunks, cur, names, pending = [], [], set(), []
     for line in prelude.splitlines(keepends=True):
         m = DEF_FUNC.match(line) or DEF_VARS.match(line)
