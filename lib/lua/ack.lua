@@ -1,6 +1,13 @@
 #!lua flags=allow-oom
+--- @include "include/keys"
+--- @include "include/counters"
+--- @include "include/meta"
+--- @include "include/pending"
+--- @include "include/wake"
+--- @include "include/tokens"
+--- @include "include/repeat"
 -- ack.lua: finishes jobs and deletes all their data, or, for a repeating
--- job (common.lua, "Repeating jobs"), schedules its next run instead: due
+-- job (include/repeat.lua), schedules its next run instead: due
 -- at the first slot of its rule strictly after now (runs missed while no
 -- consumer ran are not made up), attempts 0, the token ended (the next
 -- delivery's is above it), the last failure reason deleted (the run

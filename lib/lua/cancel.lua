@@ -1,4 +1,8 @@
 #!lua flags=allow-oom
+--- @include "include/keys"
+--- @include "include/meta"
+--- @include "include/compact/keys"
+--- @include "include/compact/lib"
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV[2] id, ARGV[3] flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
@@ -25,7 +29,7 @@ if redis.call('ZSCORE', K_LEASE, id) then
     redis.call('ZREM', K_LEASE, id)
     return 3
 end
--- a compact job (common.lua, "The compact layout") has no other field
+-- a compact job (include/compact/keys.lua) has no other field
 if c_flagged() then
     local C = c_lib()
     local due, _, b, score = C.find(id)

@@ -1,4 +1,5 @@
 #!lua
+--- @include "include/keys"
 -- config.lua: reads or changes the queue's settings (the conf hash).
 -- ARGV[2] 'set' | 'get', ARGV[3] this partition (0..P-1; 0 for a plain
 -- queue), ARGV[4] partitions P, then
@@ -12,7 +13,7 @@
 -- logged (restarting workers that set the same limit do not reset it).
 -- Settings outlive the queue's jobs: the hash stays until every setting
 -- is unset.  One field is not a setting: "compact", the flag that the
--- queue has compact jobs (common.lua, "The compact layout"), kept by the
+-- queue has compact jobs (include/compact/keys.lua), kept by the
 -- scripts that move jobs in and out of that layout.  The one key written needs no read first: a wrong type fails
 -- its first write, before anything changed.
 local action = ARGV[2]

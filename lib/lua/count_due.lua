@@ -1,4 +1,7 @@
 #!lua flags=no-writes
+--- @include "include/keys"
+--- @include "include/compact/lib"
+--- @include "include/pending"
 -- count_due.lua: how many pending jobs of one queue fall due in each time
 -- window, read-only (no-writes: it runs on replicas and under maxmemory),
 -- without reading a single job: one ZCOUNT per window on the due set.
@@ -9,7 +12,7 @@
 --   or before now + bound_(i+1), c_n those due after now + bound_n.  So
 --   the counts add up to ZCARD due (pending jobs; in-flight ones whose
 --   lease ran out are in the lease set, not counted).
--- Bounded: n + 1 ZCOUNTs, each O(log N); compact jobs (common.lua) are
+-- Bounded: n + 1 ZCOUNTs, each O(log N); compact jobs (include/compact) are
 -- counted by bucket (one HLEN per bucket of up to 120 jobs, two buckets
 -- per window read).
 local now = dq_now()

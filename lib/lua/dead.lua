@@ -1,4 +1,8 @@
 #!lua flags=allow-oom
+--- @include "include/keys"
+--- @include "include/meta"
+--- @include "include/pending"
+--- @include "include/wake"
 -- dead.lua: requeues or purges dead-lettered jobs (list.lua lists them).
 -- ARGV[2] action: 'requeue' | 'purge'
 --   requeue: ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[4] delay ms,

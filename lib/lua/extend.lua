@@ -1,4 +1,7 @@
 #!lua flags=allow-oom
+--- @include "include/keys"
+--- @include "include/meta"
+--- @include "include/tokens"
 -- extend.lua: sets the lease of a held job to lease ms from now.
 -- ARGV[2] id, ARGV[3] token, ARGV[4] lease ms.
 -- Returns the new deadline (ms), or -16 / -17.

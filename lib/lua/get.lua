@@ -1,4 +1,8 @@
 #!lua flags=no-writes
+--- @include "include/keys"
+--- @include "include/meta"
+--- @include "include/compact/keys"
+--- @include "include/compact/lib"
 -- get.lua: one job by its id, read-only (no-writes: it runs on replicas
 -- and under maxmemory, and never changes anything).
 -- ARGV[2] id.
@@ -10,7 +14,7 @@
 --   4 dead; time_ms: due time, lease deadline or time of death; attempts:
 --   deliveries so far (from meta); reason: the last failure reason field
 --   ("<ms>:<reason>") or nil (false) when none was recorded; rule: a
---   repeating job's rule (common.lua, "Repeating jobs") or false.
+--   repeating job's rule (include/repeat.lua) or false.
 -- Bounded: one HMGET of four fields and up to three ZSCOREs (or, for a
 -- compact job, three lookups).  An index
 -- entry without a payload (polls drop those) is no job.

@@ -1,4 +1,8 @@
 #!lua flags=no-writes
+--- @include "include/keys"
+--- @include "include/meta"
+--- @include "include/compact/keys"
+--- @include "include/compact/lib"
 -- list.lua: pages through the jobs of one state, read-only (no-writes: it
 -- runs on replicas and under maxmemory, and never changes anything).
 -- ARGV[2] which: 1 scheduled (due set), 2 in flight (lease set), 3 dead
@@ -17,8 +21,8 @@ if not key then
 end
 local offset, count = tonumber(ARGV[3]), tonumber(ARGV[4])
 
--- Scheduled jobs of a queue with compact ones (common.lua, "The compact
--- layout"), in (due, id) order over both layouts: { id, due, .. } and the
+-- Scheduled jobs of a queue with compact ones (include/compact/keys.lua),
+-- in (due, id) order over both layouts: { id, due, .. } and the
 -- compact jobs' payloads by id.  Bucket i holds due times in [s_i,
 -- s_(i+1)); a range's native jobs are counted with ZCOUNT and its bucket
 -- with HLEN, so whole ranges before the offset are skipped unread (one

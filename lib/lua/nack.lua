@@ -1,4 +1,12 @@
 #!lua flags=allow-oom
+--- @include "include/keys"
+--- @include "include/counters"
+--- @include "include/meta"
+--- @include "include/settings"
+--- @include "include/pending"
+--- @include "include/wake"
+--- @include "include/tokens"
+--- @include "include/retry"
 -- nack.lua: releases a leased job for a retry, or dead-letters it.
 -- ARGV[2] id, ARGV[3] token, ARGV[4] delay ms, ARGV[5] flags (1 = give
 -- up now, 2 = the queue's backoff setting, when it has one, decides the

@@ -1,3 +1,5 @@
+--- @include "include/keys"
+--- @include "include/compact/keys"
 -- parts.lua: the partition count of a queue, recorded in Redis the first
 -- time a partitioned client uses it.  KEYS are the plain queue's (its name
 -- without "#part"), which holds the record as a field of its jobs hash

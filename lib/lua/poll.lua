@@ -1,4 +1,13 @@
 #!lua flags=allow-oom
+--- @include "include/keys"
+--- @include "include/counters"
+--- @include "include/batch"
+--- @include "include/meta"
+--- @include "include/settings"
+--- @include "include/compact/lib"
+--- @include "include/pending"
+--- @include "include/wake"
+--- @include "include/retry"
 -- poll.lua: claims due jobs under a lease, oldest due first.
 -- ARGV[2] max jobs (1..1000), ARGV[3] lease ms (0: the queue's lease_ms
 -- setting, else ARGV[7]), ARGV[4] max attempts (0 = unlimited; a job's own
@@ -21,14 +30,14 @@
 -- partition's share of rate_max) and rate_window_ms (at most that many
 -- deliveries in any rate_window_ms, over all consumers: each delivery is
 -- logged in the rate key for a window), dead_part and dead_ttl_ms
--- (common.lua, dead_trim_plan).
+-- (include/retry.lua, dead_trim_plan).
 -- A consumer's poll that took all that was due registers it as waiting
--- (common.lua, "Wake-ups"): as the owner of the next event when no other
+-- (include/wake.lua): as the owner of the next event when no other
 -- live consumer polls by then (a consumer that just took jobs first hands
 -- the event to an idle one), else until its cap.  A poll that leaves due
 -- work behind tells one more waiting consumer to poll now.
 -- Bounded: at most max expired leases, max due jobs and the buckets of
--- max compact jobs (common.lua, c_due) are read, max taken.
+-- max compact jobs (include/compact/move.lua, c_due) are read, max taken.
 --
 -- A lease that ran out makes its job due again at the lease deadline, so it
 -- sorts before jobs that came due later; it stays in lease (its holder's
@@ -47,7 +56,7 @@ local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
                       'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact',
                       'layout')
--- compact jobs (common.lua, "The compact layout") only when flagged
+-- compact jobs (include/compact/keys.lua) only when flagged
 local cany = conf.compact ~= nil
 local C = cany and c_lib()
 local lease_ms = tonumber(ARGV[3])
@@ -86,7 +95,7 @@ if max > 0 then
                      'LIMIT', 0, max)
     if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
 end
--- The mover of the compact layouts (common.lua, "The compact layout"): a
+-- The mover of the compact layouts (include/compact/keys.lua): a
 -- poll that finds nothing due moves up to IDLE_MOVE pushed jobs into
 -- compact buckets, as its first write (in layout 2 pushes move them too:
 -- an idle poll then finds little to move).  It moves the farthest due first,

@@ -1,13 +1,23 @@
 #!lua
+--- @include "include/keys"
+--- @include "include/batch"
+--- @include "include/meta"
+--- @include "include/compact/keys"
+--- @include "include/compact/lib"
+--- @include "include/pending"
+--- @include "include/wake"
+--- @include "include/tokens"
+--- @include "include/repeat"
 -- push.lua: adds or replaces jobs.
 -- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it
 -- ARGV[3] time: 0 = values are delays (ms from now), 1 = absolute epoch ms
 -- ARGV[4] done window ms (0: a done record counts as long as it is kept)
 -- ARGV[5] the jobs' options ('' none): "|m<n>" max attempts, "|x<ms>"
 --         expiry as server epoch ms or "|X<ms>" as ms from now (no
---         delivery starts after it); kept in each job's meta (common.lua,
---         parse_meta), from the push on; "|r" the jobs repeat
--- ARGV[6] the jobs' repeat rule ('' none; common.lua, "Repeating jobs"):
+--         delivery starts after it); kept in each job's meta
+--         (include/meta.lua, parse_meta), from the push on; "|r" the jobs
+--         repeat
+-- ARGV[6] the jobs' repeat rule ('' none; include/repeat.lua):
 --         "e<every ms>" (stored with the job's start: its first due time)
 --         or a cron rule (stored as given; the first due time is its first
 --         match at or after the push's time).  A replace without a rule
@@ -15,8 +25,8 @@
 --         a retried one finds its job still there (kept), and one after a
 --         cancel registers the series again.
 -- ARGV[7] the client's layout for a queue without the 'layout' setting
---         (0 default, 1 compact, 2 compact moved by pushes: common.lua,
---         "The compact layout"), then 'g' when the client generated every
+--         (0 default, 1 compact, 2 compact moved by pushes:
+--         include/compact/keys.lua), then 'g' when the client generated every
 --         id of the call (80 random bits each, made for this call, whose
 --         script runs at most once: no compact job can have one, so their
 --         shards are not read)

@@ -1,4 +1,8 @@
 #!lua flags=no-writes
+--- @include "include/keys"
+--- @include "include/compact/keys"
+--- @include "include/compact/lib"
+--- @include "include/pending"
 -- stats.lua: counts of one queue, read atomically (each O(log n)).
 -- Compact jobs due by now are counted bucket by bucket (one HLEN per
 -- bucket of up to 120 jobs).
@@ -11,7 +15,8 @@ local pending = redis.call('ZCARD', K_DUE)
 local due_now = redis.call('ZCOUNT', K_DUE, '-inf', now)
 local first, cany = first_due()
 if cany then
-    -- compact jobs (common.lua): their count, and those due by now
+    -- compact jobs (include/compact/keys.lua): their count, and those due
+    -- by now
     pending = pending + tonumber(redis.call('HMGET', K_PFX .. 'cm', 'n')[1]
                                  or 0)
     due_now = due_now + c_lib().count(-math.huge, now)
