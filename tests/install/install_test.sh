@@ -7,7 +7,10 @@
 # that includes only <delayq.h>) with nothing but
 # `pkg-config --cflags --libs delayq` and runs it, against the shared and
 # the static library, on a private redis-server (unix socket in a temp dir,
-# stopped by its pid on exit).
+# stopped by its pid on exit).  Then the same with CMake alone
+# (tests/install/cmake: find_package(delayq CONFIG), the targets
+# delayq::delayq, delayq::delayq-static and delayq::delayq-event, the last
+# building examples/order_timeout_event.c).
 #
 # SANITIZE is the build's b_sanitize value ("none" if absent): an
 # instrumented library needs the same -fsanitize flags in the program.
@@ -23,7 +26,8 @@ EXTRA_PC=${4:-}
 fail() { printf 'install_test: FAIL: %s\n' "$*" >&2; exit 1; }
 note() { printf 'install_test: %s\n' "$*"; }
 
-for tool in meson pkg-config cc nm readelf redis-server redis-cli; do
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+for tool in meson pkg-config cc cmake nm readelf redis-server redis-cli; do
     command -v "$tool" >/dev/null 2>&1 || fail "$tool not found (run tools/deps.sh)"
 done
 
@@ -118,6 +122,33 @@ if ldd "$TMP/consumer_app_static" | grep -q libdelayq; then
     fail "consumer_app_static still loads libdelayq.so"
 fi
 
+# ---- compile with CMake only ---------------------------------------------------
+# find_package(delayq CONFIG) from the destdir's lib/cmake/delayq: the same
+# program on delayq::delayq and delayq::delayq-static, and the libevent
+# example on delayq::delayq-event.  Its dependencies come from pkg-config as
+# the build found them (no sysroot: they are not in the destdir).
+CMCONF=$(find "$DEST" -name delayqConfig.cmake -path '*/cmake/delayq/*' | head -n 1)
+[[ -n $CMCONF ]] || fail "no cmake/delayq/delayqConfig.cmake under the destdir"
+[[ -f $(dirname -- "$CMCONF")/delayqConfigVersion.cmake ]] || fail "no delayqConfigVersion.cmake"
+CMB=$TMP/cmake-build
+(
+    unset PKG_CONFIG_SYSROOT_DIR
+    export PKG_CONFIG_PATH=$EXTRA_PC
+    cmake -S "$HERE/cmake" -B "$CMB" -Ddelayq_DIR="$(dirname -- "$CMCONF")" \
+        -DCONSUMER_C="$SRC" -DEVENT_C="$HERE/../../examples/order_timeout_event.c" \
+        -DCMAKE_C_FLAGS="${SAN[*]}" >"$TMP/cmake.log" 2>&1 &&
+        cmake --build "$CMB" >>"$TMP/cmake.log" 2>&1
+) || { cat "$TMP/cmake.log" >&2; fail "CMake consumer (tests/install/cmake)"; }
+note "cmake: $(grep -o 'delayq [0-9.]* from .*' "$TMP/cmake.log")"
+RESOLVED=$(ldd "$CMB/consumer_app" | awk '/libdelayq/ { print $3 }')
+[[ $RESOLVED == "$LIBDIR"/* ]] || fail "CMake's consumer_app loads libdelayq from '$RESOLVED'"
+if ldd "$CMB/consumer_app_static" | grep -q libdelayq; then
+    fail "CMake's consumer_app_static still loads libdelayq.so"
+fi
+if grep -q 'libevent TRUE' "$TMP/cmake.log"; then
+    [[ -x $CMB/event_app ]] || fail "no event_app from delayq::delayq-event"
+fi
+
 # ---- a private redis-server --------------------------------------------------
 SOCK=$TMP/redis.sock
 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' \
@@ -135,4 +166,11 @@ redis-cli -s "$SOCK" ping 2>/dev/null | grep -q PONG || fail "redis-server did n
 "$TMP/consumer_app" "unix://$SOCK" || fail "consumer_app (shared) failed"
 redis-cli -s "$SOCK" flushall >/dev/null
 "$TMP/consumer_app_static" "unix://$SOCK" || fail "consumer_app (static) failed"
+for app in consumer_app consumer_app_static event_app; do
+    [[ -x $CMB/$app ]] || continue
+    redis-cli -s "$SOCK" flushall >/dev/null
+    "$CMB/$app" "unix://$SOCK" >"$TMP/$app.out" 2>&1 ||
+        { cat "$TMP/$app.out" >&2; fail "$app (CMake) failed"; }
+done
+note "CMake consumers ran: $(cd "$CMB" && ls consumer_app* event_app 2>/dev/null | tr '\n' ' ')"
 note "ok"
