@@ -9,7 +9,7 @@ PACKAGES=(
     build-essential pkg-config meson ninja-build
     libhiredis-dev libevent-dev check libsubunit-dev
     redis-server redis-tools
-    python3 gnuplot-nox clang valgrind
+    python3 gnuplot-nox clang valgrind cmake
     ca-certificates openssl libssl-dev
 )
 
