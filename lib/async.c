@@ -152,6 +152,8 @@ struct dq_async {
     int open_rc;             /* error of dq_async_open, 0 if it worked */
     struct evdns_base *dns;  /* resolver of host names, or NULL */
     dq__watch *watches;      /* open watches (list) */
+    dq__ahost host;          /* what the links see of the client */
+    int reported;            /* connected, as last told the state cb */
 };
 
 /* ---- Watch: the wake-up subscription of a consumer ---- */
@@ -260,7 +262,16 @@ void dq__async_disown(dq_async *a, dq__child *ch) {
     ch->prev = ch->next = NULL;
 }
 
-struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u) {
+/* ---- The client as the links' host (alink.h) ---- */
+
+static void host_enter(void *ud) { dq__async_enter(ud); }
+static int host_leave(void *ud) { return dq__async_leave(ud); }
+static int host_closing(const void *ud) { return dq__async_closing(ud); }
+
+/* The resolver for a link to u: the client's, made on first use for a
+ * host name (NULL for an address or a unix socket). */
+static struct evdns_base *host_dns(void *ud, const dq__uri *u) {
+    dq_async *a = ud;
     if (u == NULL || u->kind != DQ_URI_TCP || dq__numeric_host(u->host))
         return a->dns;
     /* A host name is resolved by libevent's evdns (hosts file, then the
@@ -273,7 +284,8 @@ struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u) {
     return a->dns;
 }
 
-void dq__async_state(dq_async *a, int state, int code, const char *msg) {
+static void host_state(void *ud, int state, int code, const char *msg) {
+    dq_async *a = ud;
     if (a->state_cb != NULL)
         a->state_cb(a, state, code, msg, a->state_ud);
 }
@@ -790,8 +802,10 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
 /* ---- What the routes report ---- */
 
 static void watch_follow(dq__watch *w);
+static void tell_state(dq_async *a, int code, const char *msg, int failed);
 
-void dq__async_routes_changed(dq_async *a) {
+static void host_changed(void *ud) {
+    dq_async *a = ud;
     /* In flight with calls that waited: those may go (no callback runs:
      * replies are out). */
     for (aop *op = a->inflight.head; op != NULL; op = op->next)
@@ -811,6 +825,8 @@ void dq__async_routes_changed(dq_async *a) {
     for (dq__watch *w = a->watches; w != NULL; w = w->next)
         watch_follow(w); /* runs no user code */
     arm_wait(a);
+    if (!a->freeing)
+        tell_state(a, 0, "", 0);
 }
 
 /* Fails the first n ops of list L (later ones were added by callbacks). */
@@ -824,12 +840,40 @@ static void fail_ops(dq_async *a, oplist *L, size_t n, int code,
     }
 }
 
-void dq__async_link_down(dq_async *a, dq__alink *l, int code,
-                        const char *msg, int was_up, int report) {
+/* Routed or not: whether a failure (failed = 1) or a change is to be
+ * told to the state callback now: the client stopped being connected, or
+ * an attempt failed while it is not.  Records what is told. */
+static int state_report(dq_async *a, int failed) {
+    int now = dq__routes_connected(a->routes);
+    if (now != a->reported) {
+        a->reported = now;
+        return !now;
+    }
+    return !now && failed;
+}
+
+/* Tells the state callback what state_report says, or a connection. */
+static void tell_state(dq_async *a, int code, const char *msg, int failed) {
+    int was = a->reported;
+    if (state_report(a, failed))
+        host_state(a, DQ_DISCONNECTED, code, msg);
+    else if (!was && a->reported)
+        host_state(a, DQ_CONNECTED, 0, "");
+}
+
+/* The topology failed (a Sentinel, the slot map). */
+static void host_failed(void *ud, int code, const char *msg) {
+    tell_state(ud, code, msg, 1);
+}
+
+static void host_link_down(void *ud, dq__alink *l, int code,
+                           const char *msg, int was_up) {
+    dq_async *a = ud;
+    int report = state_report(a, 1);
     int routed = dq__routes_routed(a->routes);
     size_t nwait = routed || was_up ? 0 : a->waiting.count;
     if (report) {
-        dq__async_state(a, DQ_DISCONNECTED, code, msg);
+        host_state(a, DQ_DISCONNECTED, code, msg);
         if (a->freeing)
             return;
     }
@@ -967,9 +1011,9 @@ int dq_async_open(struct event_base *base, const char *uri,
                                               : a->uri.layout;
     if ((rc = dq__tls_check(&a->core.opts, &a->uri, &a->err)) != DQ_OK)
         goto fail;
-    /* The URI's host name gets its resolver now (see dq__async_dns). */
+    /* The URI's host name gets its resolver now (see host_dns). */
     if (a->uri.kind == DQ_URI_TCP && !dq__numeric_host(a->uri.host) &&
-        dq__async_dns(a, &a->uri) == NULL) {
+        host_dns(a, &a->uri) == NULL) {
         rc = dq__err_set(&a->err, DQ_ENOMEM, "cannot start a resolver for %s",
                         a->uri.host);
         goto fail;
@@ -986,7 +1030,11 @@ int dq_async_open(struct event_base *base, const char *uri,
         rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = dq__routes_new(a, &a->uri, &a->core.opts, a->where, &a->routes,
+    a->host = (dq__ahost){a,           a->base,      &a->core.opts,
+                          host_enter,  host_leave,  host_closing,
+                          host_dns,    host_changed, host_link_down,
+                          host_failed};
+    if ((rc = dq__routes_new(&a->host, &a->uri, &a->core.opts, a->where, &a->routes,
                              &a->err)) != DQ_OK)
         goto fail;
     dq__routes_start(a->routes);
@@ -1339,7 +1387,7 @@ int dq_async_config_get(dq_async *a, const char *queue, size_t n,
 
 /* Where the watch connects: the URI (one node), the node that owns its
  * channel's slot (cluster) or the primary (Sentinel); 0 parks it until the
- * routes know (dq__async_routes_changed kicks it then). */
+ * routes know (host_changed kicks it then). */
 static int watch_target(dq__alink *l) {
     dq__watch *w = l->owner;
     dq_async *a = w->a;
@@ -1513,7 +1561,7 @@ int dq__watch_open_many(dq_async *a, int n, const char *const *channels,
         ok = (w->chans[i] = strdup(channels[i])) != NULL;
     if (ok)
         w->channel = w->chans[0];
-    if (!ok || dq__alink_init(&w->l, a, w, &a->uri, &a->core.opts, watch_up,
+    if (!ok || dq__alink_init(&w->l, &a->host, w, &a->uri, &a->core.opts, watch_up,
                               watch_down) != DQ_OK) {
         dq__alink_close(&w->l);
         watch_free(w);

@@ -27,24 +27,6 @@ void dq__async_bury(dq_async *a, void (*fn)(void *), void *p);
 struct event_base *dq__async_base(const dq_async *a);
 const dq_options *dq__async_opts(const dq_async *a);
 
-/* ---- For the links and routes (alinks.c) ---- */
-struct dq__alink;
-struct dq__uri;
-struct evdns_base;
-/* The resolver for a link to u: the client's, made on first use for a
- * host name (NULL for an address or a unix socket). */
-struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u);
-/* Calls that waited for a link, the slot map or the primary may go now;
- * subscribers follow their slot's owner.  May run user callbacks. */
-void dq__async_routes_changed(dq_async *a);
-/* Link l failed (was_up: it was ready): the calls in flight on it are lost
- * and their ops fail with msg; with one node, a failed attempt also fails
- * the ops that waited for it.  report: tell the state callback first
- * (DQ_DISCONNECTED).  May run user callbacks. */
-void dq__async_link_down(dq_async *a, struct dq__alink *l, int code,
-                        const char *msg, int was_up, int report);
-/* Calls the state callback, if any. */
-void dq__async_state(dq_async *a, int state, int code, const char *msg);
 /* The client's own wake channel of queue (of its partition part; -1: the
  * plain queue), where scripts tell it when to poll (lua/common.lua). */
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
