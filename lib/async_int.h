@@ -58,6 +58,18 @@ typedef struct dq__child {
 void dq__async_adopt(dq_async *a, dq__child *ch);
 void dq__async_disown(dq_async *a, dq__child *ch);
 
+/* ---- For the wake-up watches (awake.c) ---- */
+struct dq__routes;
+struct dq__ahost;
+struct dq__uri;
+struct dq__core;
+struct dq__routes *dq__async_routes(const dq_async *a);
+const struct dq__ahost *dq__async_host(const dq_async *a);
+const struct dq__uri *dq__async_uri(const dq_async *a);
+struct dq__core *dq__async_core(dq_async *a);
+/* The server of the URI, for messages. */
+const char *dq__async_where(const dq_async *a);
+
 /* ---- Watch: a subscription to one channel on its own connection, kept
  * alive with reconnects.  fn gets DQ_WATCH_READY each time the
  * subscription is (re)established - wake-ups may have been missed before -
@@ -89,5 +101,11 @@ void dq__watch_check(dq__watch *w);
 /* 1 while subscribed. */
 int dq__watch_ready(const dq__watch *w);
 void dq__watch_close(dq__watch *w);
+/* The client's list of watches (awake.c keeps it). */
+dq__watch **dq__async_watches(dq_async *a);
+/* After a change of the routes, each watch of the list w: a parked one
+ * connects; one connected to a node that no longer owns its slot (or to a
+ * former primary) moves.  Runs no user code. */
+void dq__watch_follow_all(dq__watch *w);
 
 #endif
