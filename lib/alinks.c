@@ -67,9 +67,7 @@ static void act(dq__routes *R, dq__tact *a);
 
 static int closing(const dq__routes *R) { return R->h->closing(R->h->ud); }
 
-int dq__routes_routed(const dq__routes *R) {
-    return R->kind == DQ_URI_CLUSTER || R->kind == DQ_URI_SENTINEL;
-}
+int dq__routes_routed(const dq__routes *R) { return dq__topo_routed(&R->t); }
 
 /* Points l at host:port (creds: see dq__topo_uri), its URI in buf and
  * u. */

@@ -56,9 +56,7 @@ void dq__links_free(dq__links *L) {
     free(L);
 }
 
-int dq__links_routed(const dq__links *L) {
-    return L->uri->kind == DQ_URI_CLUSTER || L->uri->kind == DQ_URI_SENTINEL;
-}
+int dq__links_routed(const dq__links *L) { return dq__topo_routed(&L->t); }
 
 int dq__links_cluster(const dq__links *L) {
     return L->uri->kind == DQ_URI_CLUSTER;
@@ -172,12 +170,10 @@ static void step(dq__links *L, dq__tact *a) {
     else
         dq__topo_fail(&L->t, a->seq, rc, e.msg, a);
     dq__reply_free(r);
-    if (to == DQ_TT_PRIMARY && a->kind == DQ_TA_READY) {
+    if (to == DQ_TT_PRIMARY && a->kind == DQ_TA_READY)
         L->one = c;
-        snprintf(L->where, sizeof(L->where), "%s:%d", L->t.host, L->t.port);
-    } else if (to == DQ_TT_PRIMARY) {
+    else if (to == DQ_TT_PRIMARY)
         dq__conn_free(c);
-    }
 }
 
 /* Runs the topology's steps from action a until it is ready or failed. */
@@ -342,13 +338,13 @@ int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
 }
 
 const char *dq__links_where(dq__links *L, int slot) {
-    if (L->uri->kind == DQ_URI_CLUSTER) {
-        int i = dq__topo_owner(&L->t, slot);
-        if (i < 0)
-            return "?";
-        snprintf(L->where, sizeof(L->where), "%s:%d", L->t.map.nodes[i].host,
-                 L->t.map.nodes[i].port);
-    }
+    int i = dq__topo_owner(&L->t, slot);
+    const dq__node_addr *n = i >= 0 ? &L->t.map.nodes[i] : NULL;
+    if (L->uri->kind == DQ_URI_CLUSTER && n == NULL)
+        return "?";
+    if (L->uri->kind == DQ_URI_CLUSTER || L->t.ehost[0] != '\0')
+        snprintf(L->where, sizeof(L->where), "%s:%d", n ? n->host : L->t.ehost,
+                 n ? n->port : L->t.eport);
     return L->where;
 }
 

@@ -52,6 +52,10 @@ int dq__topo_any_up(const dq__topo *T) {
     return 0;
 }
 
+int dq__topo_routed(const dq__topo *T) {
+    return T->uri->kind == DQ_URI_CLUSTER || T->uri->kind == DQ_URI_SENTINEL;
+}
+
 int dq__topo_argv(const dq__topo *T, int cmd, const char **argv) {
     if (cmd == DQ_TC_ROLE) {
         argv[0] = "ROLE";

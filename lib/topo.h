@@ -113,6 +113,8 @@ void dq__topo_clear(dq__topo *T);
  * Sentinel): no credentials, database 0. */
 void dq__topo_uri(const dq__topo *T, const char *host, int port, int creds,
                   char *buf, size_t size, dq__uri *u);
+/* 1 for a cluster or Sentinel (commands may be redirected or retried). */
+int dq__topo_routed(const dq__topo *T);
 /* argv of command cmd (at most 3 words); returns argc. */
 int dq__topo_argv(const dq__topo *T, int cmd, const char **argv);
 

@@ -90,6 +90,16 @@ START_TEST(cluster_dead_seed_and_slots) {
     ck_assert_int_eq(T.loaded, 1);
     ck_assert_str_eq(T.map.nodes[T.map.owner[100]].host, "h1");
     ck_assert_str_eq(T.map.nodes[T.map.owner[9000]].host, "h2");
+    const char *h;
+    int p;
+    ck_assert_int_eq(dq__topo_target(&T, 9000, &h, &p), 1);
+    ck_assert_str_eq(h, "h2");
+    ck_assert_int_eq(p, 7001);
+    /* the drivers' links, by node index */
+    int x;
+    ck_assert_int_eq(dq__topo_set_link(&T, T.map.owner[9000], &x), DQ_OK);
+    ck_assert_ptr_eq(dq__topo_link(&T, T.map.owner[9000]), &x);
+    ck_assert_ptr_null(dq__topo_link(&T, T.map.owner[100]));
     /* two primaries, iterable */
     ck_assert_int_eq(dq__topo_nprimaries(&T), 2);
     ck_assert_str_eq(dq__topo_primary_at(&T, 0)->host, "h1");
@@ -115,6 +125,9 @@ START_TEST(cluster_moved) {
     ck_assert_str_eq(T.map.nodes[T.map.owner[42]].host, "h3");
     dq__topo_moved(&T, 42, "h4", 7003);
     ck_assert_int_eq(T.stale, 1);
+    const char *h;
+    int p;
+    ck_assert_int_eq(dq__topo_target(&T, 42, &h, &p), 0); /* to be learnt */
     int h4 = T.map.owner[42];
     ck_assert_str_eq(T.map.nodes[h4].host, "h4");
     ck_assert_int_eq(T.map.nodes[h4].port, 7003);
