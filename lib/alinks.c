@@ -1,15 +1,15 @@
 /*
- * alinks.c - the async client's links and routes (see alinks.h): one
- * reconnecting link, then the routes of a URI over such links - one node,
- * a Sentinel-named primary, the nodes of a Redis Cluster.
+ * alinks.c - the async client's routes (see alinks.h): one node, a
+ * Sentinel-named primary, the nodes of a Redis Cluster, over links that
+ * reconnect by themselves (alink.c).  Which node or Sentinel to ask and
+ * what the answers mean is the state machine of topo.c; this unit carries
+ * its steps out on the loop.
  *
  * Every entry from the loop (timers, replies, state changes) runs between
- * dq__async_enter and dq__async_leave, like the rest of the async client;
- * a call into async.c that may run user code (dq__async_routes_changed,
- * dq__async_link_down, dq__async_state) may free the client, so code
- * checks dq__async_closing before it touches anything after one.
+ * the host's enter and leave, like the rest of the async client; a call
+ * up that may run user code (changed, link_down, state) may free the
+ * client, so code checks closing() before it touches anything after one.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,318 +17,70 @@
 #include <event2/event.h>
 
 #include "alinks.h"
-#include "resp.h"
-#include "route.h"
+#include "delayq-event.h"
+#include "topo.h"
 #include "uri.h"
 
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 2000
-#define REFRESH_GAP_US 100000 /* at most one map refresh per 100 ms */
-#define WANTED_US 10000000    /* a node wanted this recently reconnects */
-#define SSUB_CHECK_US 5000000 /* the Sentinel subscription's liveness check */
+#define WANTED_US 10000000 /* a node wanted this recently reconnects */
 
-/* ---- Link mechanics ---- */
-
-/* us microseconds as a timeval (negative: 0). */
-static struct timeval tv_us(int64_t us) {
-    struct timeval tv;
-    if (us < 0)
-        us = 0;
-    tv.tv_sec = (time_t)(us / 1000000);
-    tv.tv_usec = (suseconds_t)(us % 1000000);
-    return tv;
-}
-
-static void arm(struct event *ev, int64_t us) {
-    struct timeval tv = tv_us(us);
-    evtimer_add(ev, &tv);
-}
-
-static int64_t cmd_timeout_us(const dq__alink *l) {
-    return dq__async_opts(l->a)->command_timeout_ms * 1000;
-}
-
-/* "host:port" or "unix:path" of u into l->where. */
-static void set_where(dq__alink *l, const dq__uri *u) {
-    if (u == NULL)
-        snprintf(l->where, sizeof(l->where), "?");
-    else if (u->kind == DQ_URI_UNIX)
-        snprintf(l->where, sizeof(l->where), "unix:%s", u->path);
-    else
-        snprintf(l->where, sizeof(l->where), "%s:%d", u->host, u->port);
-}
-
-void dq__alink_fail(dq__alink *l, int code, const char *msg) {
-    int was_up = l->state == DQ_AL_UP;
-    dq__aconn_close(l->conn);
-    l->conn = NULL;
-    l->pending = 0;
-    l->doomed = 0;
-    evtimer_del(l->tick_ev);
-    l->state = DQ_AL_WAIT;
-    arm(l->retry_ev, l->backoff_ms * 1000);
-    l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                       : l->backoff_ms * 2;
-    l->down(l, code, msg, was_up);
-}
-
-/* The connection's state: ready means up (backoff reset, owner told);
- * anything else fails the link. */
-static void link_on_state(void *priv, int code, const char *msg) {
-    dq__alink *l = priv;
-    dq_async *a = l->a;
-    dq__async_enter(a);
-    if (code == DQ_OK) {
-        l->state = DQ_AL_UP;
-        if (!l->keep_backoff)
-            l->backoff_ms = BACKOFF_MIN_MS;
-        l->pending = 0;
-        l->last_us = dq__mono_us();
-        evtimer_del(l->tick_ev);
-        l->up(l);
-    } else {
-        dq__alink_fail(l, code, msg);
-    }
-    dq__async_leave(a);
-}
-
-/* The retry timer: opens a new connection (unless the owner parks the
- * link), bounded by the connect timeout. */
-static void link_on_retry(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    dq__alink *l = arg;
-    dq_async *a = l->a;
-    dq__async_enter(a);
-    if (l->target != NULL && !l->target(l)) {
-        l->state = DQ_AL_IDLE;
-        dq__async_leave(a);
-        return;
-    }
-    dq__conn_cfg cfg = {l->uri, l->opts, dq__async_dns(a, l->uri)};
-    dq__err e;
-    int rc = dq__aconn_open(&cfg, dq__async_base(a), link_on_state, l,
-                            &l->conn, &e);
-    if (rc != DQ_OK) {
-        dq__alink_fail(l, rc, e.msg);
-    } else {
-        l->state = DQ_AL_CONNECTING;
-        int64_t ct = dq__async_opts(a)->connect_timeout_ms * 1000;
-        if (ct > 0) {
-            l->connect_deadline_us = dq__mono_us() + ct;
-            arm(l->tick_ev, ct);
-        }
-    }
-    dq__async_leave(a);
-}
-
-/* The link's one timer: fails a connection not ready by its deadline, one
- * whose replies are later than the command timeout, or one found closed
- * by the server; else re-arms. */
-static void link_on_tick(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    dq__alink *l = arg;
-    dq_async *a = l->a;
-    const dq_options *o = dq__async_opts(a);
-    char msg[400];
-    dq__async_enter(a);
-    int64_t now = dq__mono_us();
-    if (l->state == DQ_AL_CONNECTING) {
-        if (now >= l->connect_deadline_us) {
-            snprintf(msg, sizeof(msg),
-                     "connect to %s: not ready within %" PRId64
-                     " ms (DQ_OPT_CONNECT_TIMEOUT_MS)",
-                     l->where, o->connect_timeout_ms);
-            dq__alink_fail(l, DQ_ETIMEDOUT, msg);
-        } else {
-            arm(l->tick_ev, l->connect_deadline_us - now);
-        }
-    } else if (l->state == DQ_AL_UP && l->doomed) {
-        snprintf(msg, sizeof(msg), "connection to %s lost: closed by the server",
-                 l->where);
-        dq__alink_fail(l, DQ_EIO, msg);
-    } else if (l->state == DQ_AL_UP && l->pending > 0 && cmd_timeout_us(l) > 0) {
-        int64_t due = l->last_us + cmd_timeout_us(l);
-        if (now >= due) {
-            snprintf(msg, sizeof(msg),
-                     "%s did not answer within %" PRId64
-                     " ms (DQ_OPT_COMMAND_TIMEOUT_MS): connection dropped",
-                     l->where, o->command_timeout_ms);
-            dq__alink_fail(l, DQ_ETIMEDOUT, msg);
-        } else {
-            arm(l->tick_ev, due - now);
-        }
-    }
-    dq__async_leave(a);
-}
-
-int dq__alink_init(dq__alink *l, dq_async *a, void *owner,
-                   const dq__uri *uri, const dq_options *opts,
-                   void (*up)(dq__alink *),
-                   void (*down)(dq__alink *, int, const char *, int)) {
-    memset(l, 0, sizeof(*l));
-    l->a = a;
-    l->owner = owner;
-    l->uri = uri;
-    l->opts = opts;
-    l->up = up;
-    l->down = down;
-    l->state = DQ_AL_IDLE;
-    l->backoff_ms = BACKOFF_MIN_MS;
-    set_where(l, uri);
-    l->retry_ev = evtimer_new(dq__async_base(a), link_on_retry, l);
-    l->tick_ev = evtimer_new(dq__async_base(a), link_on_tick, l);
-    if (l->retry_ev == NULL || l->tick_ev == NULL)
-        return DQ_ENOMEM;
-    return DQ_OK;
-}
-
-void dq__alink_start(dq__alink *l, int64_t delay_ms) {
-    l->state = DQ_AL_WAIT;
-    arm(l->retry_ev, delay_ms * 1000);
-}
-
-void dq__alink_kick(dq__alink *l) {
-    if (l->state == DQ_AL_IDLE && l->retry_ev != NULL)
-        dq__alink_start(l, 0);
-}
-
-void dq__alink_reset_backoff(dq__alink *l) { l->backoff_ms = BACKOFF_MIN_MS; }
-
-void dq__alink_park(dq__alink *l) {
-    dq__aconn_close(l->conn);
-    l->conn = NULL;
-    l->pending = 0;
-    l->doomed = 0;
-    if (l->tick_ev != NULL)
-        evtimer_del(l->tick_ev);
-    if (l->retry_ev != NULL)
-        evtimer_del(l->retry_ev);
-    if (l->state != DQ_AL_CLOSED)
-        l->state = DQ_AL_IDLE;
-}
-
-void dq__alink_close(dq__alink *l) {
-    dq__aconn_close(l->conn);
-    l->conn = NULL;
-    if (l->retry_ev != NULL)
-        event_free(l->retry_ev);
-    if (l->tick_ev != NULL)
-        event_free(l->tick_ev);
-    l->retry_ev = l->tick_ev = NULL;
-    l->state = DQ_AL_CLOSED;
-}
-
-void dq__alink_sent(dq__alink *l) {
-    if (l->pending++ == 0) {
-        l->last_us = dq__mono_us();
-        if (cmd_timeout_us(l) > 0)
-            arm(l->tick_ev, cmd_timeout_us(l));
-    }
-}
-
-void dq__alink_replied(dq__alink *l) {
-    if (l->pending > 0)
-        l->pending--;
-    l->last_us = dq__mono_us();
-}
-
-int dq__alink_send(dq__alink *l, const char *resp, size_t len,
-                   dq__aconn_reply_fn *fn, void *priv, size_t tag,
-                   dq__err *err) {
-    if (l->state != DQ_AL_UP || l->conn == NULL)
-        return dq__err_set(err, DQ_EIO, "connection to %s is down", l->where);
-    int rc = dq__aconn_send_raw(l->conn, resp, len, fn, priv, tag, err);
-    if (rc == DQ_OK)
-        dq__alink_sent(l);
-    return rc;
-}
-
-int dq__alink_usable(dq__alink *l) {
-    if (l->state != DQ_AL_UP || l->doomed)
-        return 0;
-    if (l->pending > 0)
-        return 1; /* replies are due: a dead server fails them anyway */
-    /* Idle: a server that died meanwhile (a failover) may have left an end
-     * of file the loop has not read yet; a call sent now would be lost
-     * with it, its fate unknown.  Fail the link from the loop instead. */
-    if (dq__aconn_alive(l->conn))
-        return 1;
-    l->doomed = 1;
-    event_active(l->tick_ev, EV_TIMEOUT, 1);
-    return 0;
-}
-
-/* ---- Routes ---- */
-
-/* A cluster node and its link. */
+/* A cluster node and its link (first: a node is its link; the link's
+ * owner is the routes, like every link's here). */
 typedef struct node {
     dq__alink l;
-    dq__routes *R;
-    int idx;           /* in R->map.nodes */
+    int idx;           /* in the map's node table */
     int failed;        /* its last attempt failed or it was lost */
     int64_t wanted_us; /* last time a call or a refresh wanted it */
     char host[256];    /* its address (the link's URI points here) */
-    int port;
     dq__uri uri;
 } node;
 
 struct dq__routes {
-    dq_async *a;
+    const dq__ahost *h;      /* the client */
     const dq__uri *uri;      /* the client's */
     const dq_options *opts;  /* the client's */
     int kind;                /* uri->kind */
     char where[300];         /* the URI's server, for messages */
+    dq__topo t;              /* the topology: map, primary, subscriber */
     dq__alink main;          /* the one node; Sentinel: the primary */
-    int reported;            /* routed: connected as last reported */
     dq__err why;             /* the last failure of the topology */
     /* Cluster */
-    dq__slotmap map;         /* slot -> node */
-    node **nodes;            /* parallel to map.nodes; NULL: no link yet */
-    int nnodes;              /* entries in nodes */
-    int loaded;              /* the map was learnt once */
-    int stale;               /* learn it again */
-    node *asking;            /* the node a refresh is out on, or NULL */
-    int64_t last_refresh_us;
     struct event *topo_ev;   /* the next refresh */
-    int rr;                  /* refreshes ask the up nodes in turn */
     /* Sentinel */
-    dq__alink sent;          /* to one Sentinel */
+    dq__alink sent;          /* to the Sentinel being asked */
+    unsigned sseq;           /* the step it carries */
     dq__uri suri;            /* its URI: no credentials, database 0 */
     dq_options sopts;        /* the options without credentials */
     char shost[256];
-    int sidx;                /* the Sentinel to ask next */
-    int resolving;           /* the Sentinels are being asked */
-    int pknown, pstale;      /* the primary's address: known, to ask again */
-    char phost[256];         /* the primary as the Sentinels name it */
-    int pport;
     char chost[256];         /* the address the primary's link uses */
     int cport;
     dq__uri puri;            /* its URI (host: chost) */
+    unsigned mseq;           /* the ROLE step the primary's link carries */
     int role_ok;             /* ROLE said master on this connection */
     int switching;           /* main dropped for a new primary address */
     dq__alink ssub;          /* to one Sentinel, kept: +switch-master */
     dq__uri ssuri;           /* its URI: no credentials, database 0 */
     char sshost[256];
-    int ssidx;               /* the Sentinel it is on, or to try next */
-    struct event *ssub_ev;   /* its liveness check */
+    struct event *ssub_ev;   /* its liveness check and reopening */
 };
 
-int dq__routes_routed(const dq__routes *R) {
-    return R->kind == DQ_URI_CLUSTER || R->kind == DQ_URI_SENTINEL;
-}
+static void act(dq__routes *R, dq__tact *a);
 
-static int any_up(const dq__routes *R) {
-    for (int i = 0; i < R->nnodes; i++)
-        if (R->nodes[i] != NULL && R->nodes[i]->l.state == DQ_AL_UP)
-            return 1;
-    return 0;
+static int closing(const dq__routes *R) { return R->h->closing(R->h->ud); }
+
+int dq__routes_routed(const dq__routes *R) { return dq__topo_routed(&R->t); }
+
+/* Points l at host:port (creds: see dq__topo_uri), its URI in buf and
+ * u. */
+static void aim(dq__routes *R, dq__alink *l, const char *host, int port,
+                int creds, char *buf, dq__uri *u) {
+    dq__topo_uri(&R->t, host, port, creds, buf, 256, u);
+    l->uri = u;
+    snprintf(l->where, sizeof(l->where), "%s:%d", buf, port);
 }
 
 int dq__routes_connected(const dq__routes *R) {
     if (R->kind == DQ_URI_CLUSTER)
-        return R->loaded && any_up(R);
+        return R->t.loaded && dq__topo_any_up(&R->t);
     if (R->kind == DQ_URI_SENTINEL)
         return R->main.state == DQ_AL_UP && R->role_ok;
     return R->main.state == DQ_AL_UP;
@@ -336,50 +88,46 @@ int dq__routes_connected(const dq__routes *R) {
 
 const char *dq__routes_why(const dq__routes *R) { return R->why.msg; }
 
-/* Routed: whether a failure (failed = 1) or a change is to be reported
- * to the state callback now: the client stopped being connected, or an
- * attempt failed while it is not.  Records what is reported. */
-static int state_report(dq__routes *R, int failed) {
-    int now = dq__routes_connected(R);
-    if (now != R->reported) {
-        R->reported = now;
-        return !now;
-    }
-    return !now && failed;
+/* Calls that waited may go now (the client tells the state callback
+ * when it became connected). */
+static void changed(dq__routes *R) { R->h->changed(R->h->ud); }
+
+/* Sends the topology's command cmd on l (reply to fn(priv, seq)).  DQ_OK,
+ * or a code with e set. */
+static int send_cmd(dq__routes *R, dq__alink *l, int cmd,
+                    dq__aconn_reply_fn *fn, void *priv, unsigned seq,
+                    dq__err *e) {
+    const char *argv[3];
+    int argc = dq__topo_argv(&R->t, cmd, argv);
+    return dq__alink_send_argv(l, argc, argv, fn, priv, seq, e);
 }
 
-/* Routed: reports to the state callback what state_report says, or a
- * connection.  Returns 1 if the client is being freed. */
-static int tell_state(dq__routes *R, int code, const char *msg, int failed) {
-    int was = R->reported;
-    if (state_report(R, failed))
-        dq__async_state(R->a, DQ_DISCONNECTED, code, msg);
-    else if (!was && R->reported)
-        dq__async_state(R->a, DQ_CONNECTED, 0, "");
-    return dq__async_closing(R->a);
-}
-
-/* Calls that waited may go now; then the state, if it changed. */
-static void changed(dq__routes *R) {
-    dq__async_routes_changed(R->a);
-    if (!dq__async_closing(R->a))
-        tell_state(R, 0, "", 0);
+/* A reply to the topology's step on l: a node's map, a Sentinel's answer
+ * (the sent link) or the ROLE of what it named (the primary's link,
+ * dropped when it is no primary). */
+static void on_step(void *priv, size_t tag, const dq__reply *r) {
+    dq__alink *l = priv;
+    dq__routes *R = l->owner;
+    R->h->enter(R->h->ud);
+    dq__alink_replied(l);
+    dq__tact a;
+    dq__topo_feed(&R->t, (unsigned)tag, r, dq__mono_us(), &a);
+    if (l == &R->main && a.kind == DQ_TA_SEND)
+        dq__alink_fail(l, DQ_EIO, R->t.err.msg);
+    if (!closing(R))
+        act(R, &a);
+    R->h->leave(R->h->ud);
 }
 
 /* ---- One node ---- */
 
-static void single_up(dq__alink *l) {
-    dq__routes *R = l->owner;
-    dq__async_routes_changed(R->a);
-    if (!dq__async_closing(R->a) && l->state == DQ_AL_UP)
-        dq__async_state(R->a, DQ_CONNECTED, 0, "");
-}
+static void single_up(dq__alink *l) { changed(l->owner); }
 
 /* Every failure is reported, then the calls in flight fail and (an
  * attempt failed) the ops that waited for it. */
 static void single_down(dq__alink *l, int code, const char *msg, int was_up) {
     dq__routes *R = l->owner;
-    dq__async_link_down(R->a, l, code, msg, was_up, 1);
+    R->h->link_down(R->h->ud, l, code, msg, was_up);
 }
 
 /* ---- Cluster ---- */
@@ -392,64 +140,49 @@ static int node_target(dq__alink *l);
 /* Node i of the map with its link (parked until kicked), or NULL when out
  * of memory. */
 static node *node_at(dq__routes *R, int i) {
-    if (i < 0 || i >= R->map.nnodes)
+    node *n = dq__topo_link(&R->t, i);
+    if (n != NULL || i < 0 || i >= R->t.map.nnodes)
+        return n;
+    if ((n = calloc(1, sizeof(*n))) == NULL)
         return NULL;
-    if (i >= R->nnodes) {
-        int n = R->map.nnodes;
-        node **v = realloc(R->nodes, sizeof(*v) * (size_t)n);
-        if (v == NULL)
-            return NULL;
-        memset(v + R->nnodes, 0, sizeof(*v) * (size_t)(n - R->nnodes));
-        R->nodes = v;
-        R->nnodes = n;
+    n->idx = i;
+    if (dq__alink_init(&n->l, R->h, R, NULL, R->opts, node_up, node_down) !=
+            DQ_OK ||
+        dq__topo_set_link(&R->t, i, n) != DQ_OK) {
+        dq__alink_close(&n->l);
+        free(n);
+        return NULL;
     }
-    if (R->nodes[i] == NULL) {
-        node *n = calloc(1, sizeof(*n));
-        if (n == NULL)
-            return NULL;
-        n->R = R;
-        n->idx = i;
-        snprintf(n->host, sizeof(n->host), "%s", R->map.nodes[i].host);
-        n->port = R->map.nodes[i].port;
-        dq__uri_node(R->uri, n->host, n->port, &n->uri);
-        if (dq__alink_init(&n->l, R->a, n, &n->uri, R->opts, node_up,
-                           node_down) != DQ_OK) {
-            dq__alink_close(&n->l);
-            free(n);
-            return NULL;
-        }
-        n->l.target = node_target;
-        R->nodes[i] = n;
-    }
-    return R->nodes[i];
+    n->l.target = node_target;
+    aim(R, &n->l, R->t.map.nodes[i].host, R->t.map.nodes[i].port, 1, n->host,
+        &n->uri);
+    return n;
 }
 
-/* Wants node n's link: notes it and starts it if parked. */
-static void want(node *n) {
+/* Node n's link is wanted now: noted, and started if parked; 1 if up. */
+static int want(node *n) {
     n->wanted_us = dq__mono_us();
+    if (dq__alink_usable(&n->l))
+        return 1;
     dq__alink_kick(&n->l);
+    return 0;
 }
 
 /* A parked node reconnects when it owns a slot, was wanted lately, or is
  * needed to learn the map (no node is up). */
 static int node_target(dq__alink *l) {
-    node *n = l->owner;
-    dq__routes *R = n->R;
-    if (dq__mono_us() - n->wanted_us < WANTED_US)
-        return 1;
-    if (R->stale && !any_up(R))
-        return 1;
-    for (int s = 0; s < DQ_SLOTS; s++)
-        if (R->map.owner[s] == n->idx)
-            return 1;
-    return 0;
+    node *n = (node *)l;
+    dq__routes *R = l->owner;
+    return dq__mono_us() - n->wanted_us < WANTED_US ||
+           (R->t.stale && !dq__topo_any_up(&R->t)) || dq__topo_owns(&R->t, n->idx);
 }
 
 static void node_up(dq__alink *l) {
-    node *n = l->owner;
-    dq__routes *R = n->R;
+    node *n = (node *)l;
+    dq__routes *R = l->owner;
     n->failed = 0;
-    if (R->stale)
+    dq__topo_node_up(&R->t, n->idx, 1);
+    if (R->t.stale)
         request_refresh(R);
     changed(R);
 }
@@ -457,129 +190,69 @@ static void node_up(dq__alink *l) {
 /* A node's link failed: the map may be out of date (a failover), the
  * calls in flight on it fail. */
 static void node_down(dq__alink *l, int code, const char *msg, int was_up) {
-    node *n = l->owner;
-    dq__routes *R = n->R;
+    node *n = (node *)l;
+    dq__routes *R = l->owner;
     n->failed = 1;
+    dq__topo_node_up(&R->t, n->idx, 0);
     dq__err_set(&R->why, code, "%s", msg);
-    if (R->asking == n)
-        R->asking = NULL;
+    if (R->t.step != 0 && R->t.to == DQ_TT_NODE && R->t.idx == n->idx) {
+        dq__tact a;
+        dq__topo_fail(&R->t, R->t.seq, code, msg, &a);
+        if (a.kind == DQ_TA_SEND)
+            act(R, &a); /* the next up node is asked */
+    }
     request_refresh(R);
-    dq__async_link_down(R->a, l, code, msg, was_up, state_report(R, 1));
-}
-
-static void on_map(void *priv, size_t tag, const dq__reply *r);
-
-static const char cmd_shards[] = "*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n";
-static const char cmd_slots[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
-
-/* Asks for the map (CLUSTER SHARDS: tag 1, CLUSTER SLOTS: tag 0) on n's
- * link.  1 if sent. */
-static int ask_map(dq__routes *R, node *n, int shards) {
-    dq__err e;
-    if (dq__alink_send(&n->l, shards ? cmd_shards : cmd_slots,
-                       shards ? sizeof(cmd_shards) - 1 : sizeof(cmd_slots) - 1,
-                       on_map, n, (size_t)shards, &e) != DQ_OK)
-        return 0;
-    R->asking = n;
-    return 1;
-}
-
-/* Learns the map from an up node, taken in turn; with none up, opens the
- * links of the known nodes and the seeds (the first up asks). */
-static void refresh(dq__routes *R) {
-    if (!R->stale || R->asking != NULL)
-        return;
-    for (int k = 0; k < R->nnodes; k++) {
-        int i = (R->rr + k) % R->nnodes;
-        node *n = R->nodes[i];
-        if (n == NULL || !dq__alink_usable(&n->l))
-            continue;
-        R->rr = i + 1;
-        if (ask_map(R, n, 1)) {
-            R->stale = 0;
-            R->last_refresh_us = dq__mono_us();
-            return;
-        }
-    }
-    for (int i = 0; i < R->map.nnodes; i++) {
-        node *n = node_at(R, i);
-        if (n != NULL && n->l.state == DQ_AL_IDLE)
-            want(n);
-    }
+    R->h->link_down(R->h->ud, l, code, msg, was_up);
 }
 
 static void on_topo(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     dq__routes *R = arg;
-    dq__async_enter(R->a);
-    refresh(R);
-    dq__async_leave(R->a);
+    R->h->enter(R->h->ud);
+    dq__tact a;
+    dq__topo_refresh(&R->t, dq__mono_us(), &a);
+    act(R, &a);
+    R->h->leave(R->h->ud);
 }
 
-/* Marks the map for a refresh, at most one per REFRESH_GAP_US. */
+/* Marks the map for a refresh, at most one per DQ_TOPO_REFRESH_GAP_US. */
 static void request_refresh(dq__routes *R) {
     if (R->kind != DQ_URI_CLUSTER)
         return;
-    R->stale = 1;
-    if (R->asking != NULL || R->topo_ev == NULL ||
+    dq__topo_stale(&R->t);
+    if (R->t.step != 0 || R->topo_ev == NULL ||
         evtimer_pending(R->topo_ev, NULL))
         return;
-    arm(R->topo_ev, R->last_refresh_us + REFRESH_GAP_US - dq__mono_us());
+    dq__alink_arm(R->topo_ev,
+                  R->t.asked_us + DQ_TOPO_REFRESH_GAP_US - dq__mono_us());
 }
 
-/* The map, as node n sent it. */
-static void on_map(void *priv, size_t tag, const dq__reply *r) {
-    node *n = priv;
-    dq__routes *R = n->R;
-    dq_async *a = R->a;
-    dq__async_enter(a);
-    dq__alink_replied(&n->l);
-    R->asking = NULL;
-    if (tag == 1 && (dq__reply_is_error(r, "ERR") ||
-                     dq__reply_is_error(r, "NOPERM"))) {
-        /* Before Redis 7 there is no CLUSTER SHARDS; an ACL may grant
-         * only CLUSTER SLOTS. */
-        if (!ask_map(R, n, 0))
-            request_refresh(R);
-        dq__async_leave(a);
-        return;
-    }
+/* Asks the node of a for the map; 0 if it could not be sent (a then
+ * holds the next action). */
+static int ask_map(dq__routes *R, dq__tact *a) {
+    node *n = node_at(R, a->idx);
     dq__err e;
-    int rc = dq__slotmap_load(&R->map, r, (int)tag, n->host, &e);
-    if (rc == DQ_OK && dq__slotmap_covered(&R->map) == 0)
-        rc = dq__err_set(&e, DQ_EREDIS,
-                        "%s: the cluster has no slots assigned yet",
-                        n->l.where);
-    if (rc != DQ_OK) {
-        R->why = e;
-        request_refresh(R);
-        tell_state(R, rc, e.msg, 1);
-    } else {
-        R->loaded = 1;
-        if (R->stale) /* asked for again meanwhile */
-            request_refresh(R);
-        changed(R);
-    }
-    dq__async_leave(a);
+    if (n != NULL && dq__alink_usable(&n->l) &&
+        send_cmd(R, &n->l, a->cmd, on_step, &n->l, a->seq, &e) == DQ_OK)
+        return 1;
+    dq__topo_fail(&R->t, a->seq, DQ_EIO, "cluster: node link down", a);
+    return 0;
 }
 
 /* The up link of the node that owns slot, or NULL (getting one started). */
 static dq__alink *cluster_get(dq__routes *R, int slot) {
-    if (!R->loaded) {
+    if (!R->t.loaded) {
         request_refresh(R);
         return NULL;
     }
-    int i = slot >= 0 && slot < DQ_SLOTS ? R->map.owner[slot] : -1;
-    node *n = i >= 0 ? node_at(R, i) : NULL;
+    node *n = node_at(R, dq__topo_owner(&R->t, slot));
     if (n == NULL) {
         request_refresh(R); /* no owner known (or out of memory) */
         return NULL;
     }
-    n->wanted_us = dq__mono_us();
-    if (dq__alink_usable(&n->l))
+    if (want(n))
         return &n->l;
-    dq__alink_kick(&n->l);
     if (n->failed)
         request_refresh(R); /* its node may have failed over */
     return NULL;
@@ -587,62 +260,44 @@ static dq__alink *cluster_get(dq__routes *R, int slot) {
 
 /* ---- Sentinel ---- */
 
+/* Finds the primary, unless that is under way. */
 static void resolve(dq__routes *R) {
-    if (R->resolving)
-        return;
-    R->resolving = 1;
-    dq__alink_kick(&R->sent); /* one that failed retries by itself */
+    dq__tact a;
+    dq__topo_resolve(&R->t, &a);
+    act(R, &a);
 }
 
-/* Points l at Sentinel number idx (of the URI's, in turn), through host
- * (hsize bytes) and u, which l keeps using: Sentinels are asked without
- * the URI's credentials and database.  0 when the URI names none. */
-static int sentinel_at(dq__alink *l, int idx, char *host, size_t hsize,
+/* Points l at Sentinel number idx (of the URI's), host in host and URI
+ * in u.  0 when the URI names none. */
+static int sentinel_at(dq__routes *R, dq__alink *l, int idx, char *host,
                        dq__uri *u) {
-    dq__routes *R = l->owner;
     if (R->uri->nseeds < 1)
         return 0;
     const dq__seed *s = &R->uri->seeds[idx % R->uri->nseeds];
-    snprintf(host, hsize, "%s", s->host);
-    dq__uri_node(R->uri, host, s->port, u);
-    u->user = u->password = NULL;
-    u->db = 0;
-    l->uri = u;
-    snprintf(l->where, sizeof(l->where), "%s:%d", host, s->port);
+    aim(R, l, s->host, s->port, 0, host, u);
     return 1;
 }
 
-/* The Sentinel link asks the Sentinels in turn, and only while resolving. */
-static int sentinel_target(dq__alink *l) {
-    dq__routes *R = l->owner;
-    return R->resolving &&
-           sentinel_at(l, R->sidx, R->shost, sizeof(R->shost), &R->suri);
+/* 1 if the topology's step out is cmd to a target of kind to. */
+static int step_is(const dq__routes *R, int cmd, int to) {
+    return R->t.step == cmd && R->t.to == to;
 }
 
-static void on_master(void *priv, size_t tag, const dq__reply *r);
-
-/* Asks the Sentinel behind l for the primary's address; the answer goes
- * to fn.  DQ_OK, or a code with e set. */
-static int ask_master(dq__alink *l, dq__aconn_reply_fn *fn, dq__err *e) {
+/* The Sentinel link connects only while a Sentinel is to be asked. */
+static int sentinel_target(dq__alink *l) {
     dq__routes *R = l->owner;
-    const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
-                           R->uri->master};
-    size_t len = dq__resp_size(3, argv, NULL);
-    char *p = malloc(len + 1);
-    int rc = p == NULL ? dq__err_set(e, DQ_ENOMEM, "out of memory") : DQ_OK;
-    if (rc == DQ_OK) {
-        /* NUL after it: hiredis's async side peeks one byte further. */
-        *dq__resp_put(p, 3, argv, NULL) = '\0';
-        rc = dq__alink_send(l, p, len, fn, R, 0, e);
-    }
-    free(p);
-    return rc;
+    return step_is(R, DQ_TC_MASTER, DQ_TT_SENTINEL) &&
+           sentinel_at(R, l, R->t.idx, R->shost, &R->suri);
 }
 
 static void sentinel_up(dq__alink *l) {
+    dq__routes *R = l->owner;
     dq__err e;
-    int rc = ask_master(l, on_master, &e);
-    if (rc != DQ_OK)
+    int rc = DQ_OK;
+    R->sseq = R->t.seq;
+    if (!step_is(R, DQ_TC_MASTER, DQ_TT_SENTINEL))
+        dq__alink_park(l); /* the primary was named meanwhile */
+    else if ((rc = send_cmd(R, l, DQ_TC_MASTER, on_step, l, R->sseq, &e)))
         dq__alink_fail(l, rc, e.msg);
 }
 
@@ -652,114 +307,87 @@ static void sentinel_down(dq__alink *l, int code, const char *msg,
                           int was_up) {
     (void)was_up;
     dq__routes *R = l->owner;
-    R->sidx = (R->sidx + 1) % (R->uri->nseeds > 0 ? R->uri->nseeds : 1);
+    dq__tact a;
+    dq__topo_fail(&R->t, R->sseq, code, msg, &a);
+    act(R, &a);
     dq__err_set(&R->why, code, "%s", msg);
-    tell_state(R, code, msg, 1);
+    if (!closing(R))
+        R->h->failed(R->h->ud, code, msg);
 }
 
-/* The primary is at host:port (a Sentinel's answer, or a failover it
- * announced): asking stops, and the primary's link goes there (dropped
- * first if it is up or connecting elsewhere); subscribers follow. */
-static void take_primary(dq__routes *R, const char *host, int port) {
-    dq_async *a = R->a;
-    R->resolving = 0;
+/* Ask the Sentinel of a (the sent link retries by itself when it failed;
+ * one that answered without an address is dropped for the next). */
+static void ask_sentinel(dq__routes *R, const dq__tact *a) {
+    R->sseq = 0;
+    if (R->sent.state == DQ_AL_UP)
+        dq__alink_fail(&R->sent, R->t.err.code, R->t.err.msg);
+    if (closing(R))
+        return;
+    R->sseq = a->seq;
+    dq__alink_kick(&R->sent);
+}
+
+/* The primary is to be checked at a's address (a Sentinel's answer, or a
+ * failover announced): asking stops, and the primary's link goes there
+ * (dropped first if it is up or connecting elsewhere); subscribers
+ * follow. */
+static void take_primary(dq__routes *R, const dq__tact *a) {
     dq__alink_reset_backoff(&R->sent);
     dq__alink_park(&R->sent);
-    snprintf(R->phost, sizeof(R->phost), "%s", host);
-    R->pport = port;
-    R->pknown = 1;
-    R->pstale = 0;
+    R->mseq = a->seq;
     dq__alink *m = &R->main;
+    int there = strcmp(R->chost, a->host) == 0 && R->cport == a->port;
+    dq__err e;
     if (m->state == DQ_AL_IDLE) {
         dq__alink_kick(m);
+    } else if (m->state == DQ_AL_UP && there) {
+        R->role_ok = 0;
+        if (send_cmd(R, m, DQ_TC_ROLE, on_step, m, a->seq, &e) != DQ_OK)
+            dq__alink_fail(m, e.code, e.msg);
     } else if ((m->state == DQ_AL_UP || m->state == DQ_AL_CONNECTING) &&
-               (strcmp(R->chost, R->phost) != 0 || R->cport != R->pport)) {
+               !there) {
         char msg[700];
         snprintf(msg, sizeof(msg), "primary '%s' moved from %s:%d to %s:%d",
-                 R->uri->master, R->chost, R->cport, R->phost, R->pport);
+                 R->uri->master, R->chost, R->cport, a->host, a->port);
         R->switching = 1;
         dq__alink_fail(m, DQ_EIO, msg);
-        if (dq__async_closing(a))
+        if (closing(R))
             return;
         if (m->state == DQ_AL_WAIT)
             dq__alink_start(m, 0);
     }
-    changed(R); /* subscribers follow the primary */
-}
-
-/* The Sentinel's answer: the primary's address. */
-static void on_master(void *priv, size_t tag, const dq__reply *r) {
-    (void)tag;
-    dq__routes *R = priv;
-    dq_async *a = R->a;
-    dq__async_enter(a);
-    dq__alink_replied(&R->sent);
-    char host[sizeof(R->phost)];
-    int port;
-    if (dq__sentinel_addr(r, host, sizeof(host), &port) != DQ_OK) {
-        char msg[600];
-        snprintf(msg, sizeof(msg), "Sentinel %s knows no primary named '%s'",
-                 R->sent.where, R->uri->master);
-        dq__alink_fail(&R->sent, DQ_EREDIS, msg);
-        dq__async_leave(a);
-        return;
-    }
-    take_primary(R, host, port);
-    dq__async_leave(a);
+    if (!closing(R))
+        changed(R); /* subscribers follow the primary */
 }
 
 /* The primary's link connects only to an address the Sentinels gave and
  * that is not to be asked again; else it waits for them. */
 static int primary_target(dq__alink *l) {
     dq__routes *R = l->owner;
-    if (!R->pknown || R->pstale) {
+    const char *host;
+    int port;
+    if (dq__topo_target(&R->t, 0, &host, &port) != 1) {
         resolve(R);
         return 0;
     }
-    snprintf(R->chost, sizeof(R->chost), "%s", R->phost);
-    R->cport = R->pport;
-    dq__uri_node(R->uri, R->chost, R->cport, &R->puri);
-    l->uri = &R->puri;
-    snprintf(l->where, sizeof(l->where), "%s:%d", R->chost, R->cport);
+    aim(R, l, host, port, 1, R->chost, &R->puri);
+    R->cport = port;
     return 1;
 }
-
-static void on_role(void *priv, size_t tag, const dq__reply *r);
 
 /* Connected to what the Sentinels named: used once ROLE says master. */
 static void primary_up(dq__alink *l) {
     dq__routes *R = l->owner;
-    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
     dq__err e;
     R->role_ok = 0;
-    if (dq__alink_send(l, role, sizeof(role) - 1, on_role, R, 0, &e) != DQ_OK)
-        dq__alink_fail(l, e.code, e.msg);
-}
-
-static void on_role(void *priv, size_t tag, const dq__reply *r) {
-    (void)tag;
-    dq__routes *R = priv;
-    dq_async *a = R->a;
-    dq__async_enter(a);
-    dq__alink_replied(&R->main);
-    size_t len = 0;
-    const char *role = NULL;
-    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1)
-        role = dq__reply_str(dq__reply_at(r, 0), &len);
-    if (role != NULL && len == 6 && memcmp(role, "master", 6) == 0) {
-        R->role_ok = 1;
-        dq__alink_reset_backoff(&R->main);
-        changed(R);
-    } else {
-        char msg[700];
-        snprintf(msg, sizeof(msg),
-                 "Sentinel named %s:%d as primary '%s', but it is not (yet) "
-                 "a primary",
-                 R->chost, R->cport, R->uri->master);
-        R->pstale = 1;
-        dq__alink_fail(&R->main, DQ_EIO, msg);
+    if (!step_is(R, DQ_TC_ROLE, DQ_TT_PRIMARY)) {
+        dq__tact a;
+        dq__topo_check(&R->t, &a); /* a reconnect: checked again */
     }
-    dq__async_leave(a);
+    R->mseq = R->t.seq;
+    if (step_is(R, DQ_TC_ROLE, DQ_TT_PRIMARY) &&
+        send_cmd(R, l, DQ_TC_ROLE, on_step, l, R->mseq, &e) != DQ_OK)
+        dq__alink_fail(l, e.code, e.msg);
 }
 
 /* The primary's link failed: ask the Sentinels again before reconnecting
@@ -767,84 +395,88 @@ static void on_role(void *priv, size_t tag, const dq__reply *r) {
 static void primary_down(dq__alink *l, int code, const char *msg,
                          int was_up) {
     dq__routes *R = l->owner;
+    int sw = R->switching;
     R->role_ok = 0;
-    if (!R->switching)
-        R->pstale = 1;
     R->switching = 0;
     dq__err_set(&R->why, code, "%s", msg);
-    dq__async_link_down(R->a, l, code, msg, was_up, state_report(R, 1));
-    if (!dq__async_closing(R->a) && R->pstale)
-        resolve(R);
+    R->h->link_down(R->h->ud, l, code, msg, was_up);
+    if (closing(R) || sw)
+        return;
+    dq__tact a;
+    if (step_is(R, DQ_TC_ROLE, DQ_TT_PRIMARY) && R->mseq == R->t.seq)
+        dq__topo_fail(&R->t, R->mseq, code, msg, &a);
+    else
+        dq__topo_resolve(&R->t, &a);
+    act(R, &a);
 }
 
 /* ---- Sentinel: failovers announced ----
  *
- * One more link, to one Sentinel at a time, kept for the client's life:
- * SENTINEL GET-MASTER-ADDR-BY-NAME, then SUBSCRIBE +switch-master in the
- * same pipeline (the Sentinel does nothing between the two).  A
- * +switch-master for our master name moves the primary's link at once:
- * a demoted primary that stays reachable is left, not used until it
- * answers READONLY.  The answer before the subscription is compared with
- * the primary in use: another address means a failover was missed while
- * no subscriber listened, and the Sentinels are asked again.  The link
- * reconnects by itself (the next Sentinel each time, 50 ms doubling to
- * 2 s), also when its Sentinel hangs (the subscription is renewed every
- * 5 s, its confirmation due within the command timeout).  With every
- * Sentinel down nothing else changes: READONLY and broken links still
- * send the client to the Sentinels. */
+ * One more link (topo.h), to one Sentinel at a time: SENTINEL
+ * GET-MASTER-ADDR-BY-NAME, then SUBSCRIBE +switch-master in the same
+ * pipeline; its probe is the SUBSCRIBE again (Redis confirms it once
+ * more), its confirmation also due within the command timeout (the
+ * link's own timer). */
 
+static void on_switch(void *priv, size_t tag, const dq__reply *r);
 
-/* The +switch-master subscriber listens on the Sentinels in turn. */
+/* Checks the subscriber now and arms the next check. */
+static void ssub_check(dq__routes *R) {
+    dq__alink *l = &R->ssub;
+    int64_t now = dq__mono_us(), at;
+    dq__err e;
+    int what = dq__topo_sub_tick(&R->t, now, &at);
+    if (what == DQ_TS_OPEN)
+        dq__alink_kick(l);
+    else if (what == DQ_TS_DEAD)
+        dq__alink_fail(l, DQ_ETIMEDOUT, "Sentinel subscriber: no answer");
+    else if (what == DQ_TS_PROBE && l->state == DQ_AL_UP &&
+             dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R,
+                                 &e) == DQ_OK)
+        dq__alink_sent(l);
+    if (!closing(R) && l->state != DQ_AL_CLOSED && R->ssub_ev != NULL)
+        dq__alink_arm(R->ssub_ev, at > now ? at - now : DQ_TOPO_QUIET_US);
+}
+
+static void on_ssub_check(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    dq__routes *R = arg;
+    R->h->enter(R->h->ud);
+    ssub_check(R);
+    R->h->leave(R->h->ud);
+}
+
+/* The subscriber listens on the Sentinels in turn, after the backoff. */
 static int ssub_target(dq__alink *l) {
     dq__routes *R = l->owner;
-    return sentinel_at(l, R->ssidx, R->sshost, sizeof(R->sshost), &R->ssuri);
-}
-
-/* The subscriber's Sentinel's answer before it subscribed. */
-static void on_ssub_master(void *priv, size_t tag, const dq__reply *r) {
-    (void)tag;
-    dq__routes *R = priv;
-    dq_async *a = R->a;
-    dq__async_enter(a);
-    dq__alink_replied(&R->ssub);
-    char host[sizeof(R->phost)];
-    int port;
-    if (R->pknown &&
-        dq__sentinel_addr(r, host, sizeof(host), &port) == DQ_OK &&
-        (port != R->pport || strcmp(host, R->phost) != 0)) {
-        R->pstale = 1; /* missed while nobody listened: ask again */
-        resolve(R);
+    int64_t at;
+    int64_t now = dq__mono_us();
+    if (dq__topo_sub_tick(&R->t, now, &at) != DQ_TS_OPEN) {
+        dq__alink_arm(R->ssub_ev, at - now);
+        return 0;
     }
-    dq__async_leave(a);
+    return sentinel_at(R, l, R->t.sub_idx, R->sshost, &R->ssuri);
 }
 
-/* A message (or confirmation) of the +switch-master subscription:
- * "<name> <old ip> <old port> <new ip> <new port>". */
+/* The subscriber's Sentinel's answer before it subscribed (tag 1), a
+ * message or confirmation of the +switch-master subscription (0). */
 static void on_switch(void *priv, size_t tag, const dq__reply *r) {
-    (void)tag;
     dq__routes *R = priv;
-    dq_async *a = R->a;
-    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) == 3 &&
-        dq__reply_is(dq__reply_at(r, 0), "subscribe")) {
-        dq__alink_replied(&R->ssub); /* each SUBSCRIBE counted pending */
+    dq__topo_sub_heard(&R->t, dq__mono_us());
+    if (tag || dq__topo_sub_confirmed(r))
+        dq__alink_replied(&R->ssub); /* each command counted pending */
+    if (tag ? dq__topo_sub_master(&R->t, r) != 1 : !dq__topo_switch(&R->t, r))
         return;
-    }
-    char nh[sizeof(R->phost)];
-    int np;
-    if (!dq__sentinel_switch(r, R->uri->master, nh, sizeof(nh), &np))
-        return;
-    if (R->pknown && !R->pstale && np == R->pport &&
-        strcmp(nh, R->phost) == 0)
-        return; /* followed already */
-    dq__async_enter(a);
-    take_primary(R, nh, np);
-    dq__async_leave(a);
+    R->h->enter(R->h->ud);
+    resolve(R);
+    R->h->leave(R->h->ud);
 }
 
 static void ssub_up(dq__alink *l) {
     dq__routes *R = l->owner;
     dq__err e;
-    int rc = ask_master(l, on_ssub_master, &e);
+    int rc = send_cmd(R, l, DQ_TC_MASTER, on_switch, R, 1, &e);
     if (rc == DQ_OK)
         rc = dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R, &e);
     if (rc != DQ_OK) {
@@ -852,32 +484,8 @@ static void ssub_up(dq__alink *l) {
         return;
     }
     dq__alink_sent(l); /* its confirmation is due within the timeout */
-    if (!evtimer_pending(R->ssub_ev, NULL))
-        arm(R->ssub_ev, SSUB_CHECK_US);
-}
-
-/* A Sentinel that hangs never closes the link: every SSUB_CHECK_US the
- * subscription is asked for again (Redis confirms it once more), and a
- * confirmation later than the command timeout fails the link (the link's
- * own timer), which then moves to the next Sentinel. */
-static void on_ssub_check(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    dq__routes *R = arg;
-    dq_async *a = R->a;
-    dq__async_enter(a);
-    dq__alink *l = &R->ssub;
-    dq__err e;
-    if (l->state == DQ_AL_UP && l->pending == 0) {
-        if (dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R, &e) ==
-            DQ_OK)
-            dq__alink_sent(l);
-        else
-            dq__alink_fail(l, e.code, e.msg);
-    }
-    if (l->state != DQ_AL_CLOSED && R->ssub_ev != NULL)
-        arm(R->ssub_ev, SSUB_CHECK_US);
-    dq__async_leave(a);
+    dq__topo_sub_up(&R->t, R->t.sub_idx, dq__mono_us());
+    ssub_check(R);
 }
 
 /* The subscriber's Sentinel is gone: the next one, after the backoff.
@@ -887,55 +495,86 @@ static void ssub_down(dq__alink *l, int code, const char *msg, int was_up) {
     (void)msg;
     (void)was_up;
     dq__routes *R = l->owner;
-    R->ssidx = (R->ssidx + 1) % (R->uri->nseeds > 0 ? R->uri->nseeds : 1);
+    dq__topo_sub_failed(&R->t, dq__mono_us());
+}
+
+/* ---- Carrying out the topology's actions ---- */
+
+static void act(dq__routes *R, dq__tact *a) {
+    while (a->kind == DQ_TA_SEND && a->to == DQ_TT_NODE && !ask_map(R, a))
+        ;
+    if (a->kind == DQ_TA_SEND && a->to == DQ_TT_SENTINEL) {
+        ask_sentinel(R, a);
+    } else if (a->kind == DQ_TA_SEND && a->to == DQ_TT_PRIMARY) {
+        take_primary(R, a);
+    } else if (a->kind == DQ_TA_READY) {
+        if (R->kind == DQ_URI_SENTINEL) {
+            R->role_ok = 1;
+            dq__alink_reset_backoff(&R->main);
+        } else if (R->t.stale) { /* asked for again meanwhile */
+            request_refresh(R);
+        }
+        changed(R);
+    } else if (a->kind == DQ_TA_FAILED) {
+        R->why = R->t.err;
+        request_refresh(R);
+        R->h->failed(R->h->ud, a->code, R->t.err.msg);
+    } else if (a->kind == DQ_TA_CONNECT) {
+        for (int i = 0; i < R->t.map.nnodes; i++) {
+            node *n = node_at(R, i);
+            if (n != NULL && n->l.state == DQ_AL_IDLE)
+                want(n);
+        }
+    }
 }
 
 /* ---- Entry points ---- */
 
-int dq__routes_new(dq_async *a, const dq__uri *uri, const dq_options *opts,
-                   const char *where, dq__routes **out, dq__err *err) {
+/* Sets up the links of a Sentinel URI. */
+static int sentinel_new(dq__routes *R) {
+    const dq__ahost *h = R->h;
+    R->sopts = *R->opts;
+    R->sopts.user = R->sopts.password = NULL;
+    int rc = dq__alink_init(&R->main, h, R, NULL, R->opts, primary_up,
+                            primary_down);
+    if (rc == DQ_OK)
+        rc = dq__alink_init(&R->sent, h, R, NULL, &R->sopts, sentinel_up,
+                            sentinel_down);
+    if (rc == DQ_OK)
+        rc = dq__alink_init(&R->ssub, h, R, NULL, &R->sopts, ssub_up,
+                            ssub_down);
+    if (rc == DQ_OK &&
+        (R->ssub_ev = evtimer_new(h->base, on_ssub_check, R)) == NULL)
+        rc = DQ_ENOMEM;
+    R->main.target = primary_target;
+    R->sent.target = sentinel_target;
+    R->ssub.target = ssub_target;
+    /* Reachable but of no use (no such primary, not a primary yet):
+     * the backoff keeps growing until they did their job. */
+    R->main.keep_backoff = R->sent.keep_backoff = 1;
+    return rc;
+}
+
+int dq__routes_new(const dq__ahost *h, const dq__uri *uri,
+                   const dq_options *opts, const char *where,
+                   dq__routes **out, dq__err *err) {
     dq__routes *R = calloc(1, sizeof(*R));
     *out = R;
     if (R == NULL)
         return dq__err_set(err, DQ_ENOMEM, "out of memory");
-    R->a = a;
+    R->h = h;
     R->uri = uri;
     R->opts = opts;
     R->kind = uri->kind;
     snprintf(R->where, sizeof(R->where), "%s", where);
-    dq__slotmap_init(&R->map, uri->tls);
-    int rc = DQ_OK;
-    if (R->kind == DQ_URI_CLUSTER) {
-        R->topo_ev = evtimer_new(dq__async_base(a), on_topo, R);
-        if (R->topo_ev == NULL)
-            rc = DQ_ENOMEM;
-        for (int i = 0; rc == DQ_OK && i < uri->nseeds; i++)
-            if (dq__slotmap_node(&R->map, uri->seeds[i].host,
-                                 uri->seeds[i].port) < 0)
-                rc = DQ_ENOMEM;
-    } else if (R->kind == DQ_URI_SENTINEL) {
-        R->sopts = *opts;
-        R->sopts.user = R->sopts.password = NULL;
-        rc = dq__alink_init(&R->main, a, R, NULL, opts, primary_up,
-                            primary_down);
-        if (rc == DQ_OK)
-            rc = dq__alink_init(&R->sent, a, R, NULL, &R->sopts, sentinel_up,
-                                sentinel_down);
-        if (rc == DQ_OK)
-            rc = dq__alink_init(&R->ssub, a, R, NULL, &R->sopts, ssub_up,
-                                ssub_down);
-        if (rc == DQ_OK &&
-            (R->ssub_ev = evtimer_new(dq__async_base(a), on_ssub_check, R)) ==
-                NULL)
-            rc = DQ_ENOMEM;
-        R->main.target = primary_target;
-        R->sent.target = sentinel_target;
-        R->ssub.target = ssub_target;
-        /* Reachable but of no use (no such primary, not a primary yet):
-         * the backoff keeps growing until they did their job. */
-        R->main.keep_backoff = R->sent.keep_backoff = 1;
-    } else {
-        rc = dq__alink_init(&R->main, a, R, uri, opts, single_up,
+    int rc = dq__topo_init(&R->t, uri, 0, opts->command_timeout_ms, err);
+    if (rc == DQ_OK && R->kind == DQ_URI_CLUSTER) {
+        R->topo_ev = evtimer_new(h->base, on_topo, R);
+        rc = R->topo_ev == NULL ? DQ_ENOMEM : DQ_OK;
+    } else if (rc == DQ_OK && R->kind == DQ_URI_SENTINEL) {
+        rc = sentinel_new(R);
+    } else if (rc == DQ_OK) {
+        rc = dq__alink_init(&R->main, h, R, uri, opts, single_up,
                             single_down);
         snprintf(R->main.where, sizeof(R->main.where), "%s", where);
     }
@@ -948,8 +587,7 @@ void dq__routes_start(dq__routes *R) {
     if (R->kind == DQ_URI_CLUSTER) {
         request_refresh(R);
     } else if (R->kind == DQ_URI_SENTINEL) {
-        R->resolving = 1;
-        dq__alink_start(&R->sent, 0);
+        resolve(R);
         dq__alink_start(&R->ssub, 0);
     } else {
         dq__alink_start(&R->main, 0);
@@ -965,9 +603,9 @@ void dq__routes_close(dq__routes *R) {
     if (R->ssub_ev != NULL)
         event_free(R->ssub_ev);
     R->ssub_ev = NULL;
-    for (int i = 0; i < R->nnodes; i++)
-        if (R->nodes[i] != NULL)
-            dq__alink_close(&R->nodes[i]->l);
+    for (int i = 0; i < R->t.nup; i++)
+        if (dq__topo_link(&R->t, i) != NULL)
+            dq__alink_close(dq__topo_link(&R->t, i));
     if (R->topo_ev != NULL)
         event_free(R->topo_ev);
     R->topo_ev = NULL;
@@ -977,10 +615,9 @@ void dq__routes_free(dq__routes *R) {
     if (R == NULL)
         return;
     dq__routes_close(R);
-    for (int i = 0; i < R->nnodes; i++)
-        free(R->nodes[i]);
-    free(R->nodes);
-    dq__slotmap_clear(&R->map);
+    for (int i = 0; i < R->t.nup; i++)
+        free(dq__topo_link(&R->t, i));
+    dq__topo_clear(&R->t);
     free(R);
 }
 
@@ -995,21 +632,14 @@ dq__alink *dq__routes_get(dq__routes *R, int slot) {
 dq__alink *dq__routes_at(dq__routes *R, const char *host, int port) {
     if (R->kind != DQ_URI_CLUSTER)
         return NULL;
-    node *n = node_at(R, dq__slotmap_node(&R->map, host, port));
-    if (n == NULL)
-        return NULL;
-    n->wanted_us = dq__mono_us();
-    if (dq__alink_usable(&n->l))
-        return &n->l;
-    dq__alink_kick(&n->l);
-    return NULL;
+    node *n = node_at(R, dq__slotmap_node(&R->t.map, host, port));
+    return n != NULL && want(n) ? &n->l : NULL;
 }
 
 void dq__routes_moved(dq__routes *R, int slot, const char *host, int port) {
     if (R->kind != DQ_URI_CLUSTER)
         return;
-    dq__slotmap_moved(&R->map, slot, host, port);
-    /* One slot moved usually means a resharding or failover moved more. */
+    dq__topo_moved(&R->t, slot, host, port);
     request_refresh(R);
 }
 
@@ -1017,39 +647,29 @@ void dq__routes_stale(dq__routes *R) {
     if (R->kind == DQ_URI_CLUSTER) {
         request_refresh(R);
     } else if (R->kind == DQ_URI_SENTINEL) {
-        R->pstale = 1;
+        dq__topo_stale(&R->t);
         resolve(R);
     }
 }
 
 int dq__routes_target(dq__routes *R, int slot, char *host, size_t hsize,
                       int *port) {
-    if (R->kind == DQ_URI_SENTINEL) {
-        if (!R->pknown || R->pstale) {
-            resolve(R);
-            return 0;
-        }
-        snprintf(host, hsize, "%s", R->phost);
-        *port = R->pport;
-        return 1;
-    }
-    if (R->kind != DQ_URI_CLUSTER)
-        return 2;
-    int i = slot >= 0 && slot < DQ_SLOTS ? R->map.owner[slot] : -1;
-    if (!R->loaded || R->stale || R->asking != NULL || i < 0) {
+    const char *h;
+    int k = dq__topo_target(&R->t, slot, &h, port);
+    if (k == 0 && R->kind == DQ_URI_SENTINEL)
+        resolve(R);
+    else if (k == 0)
         request_refresh(R);
-        return 0;
-    }
-    snprintf(host, hsize, "%s", R->map.nodes[i].host);
-    *port = R->map.nodes[i].port;
-    return 1;
+    else if (k == 1)
+        snprintf(host, hsize, "%s", h);
+    return k;
 }
 
 void dq__routes_where(const dq__routes *R, int slot, char *out, size_t n) {
     if (R->kind == DQ_URI_SENTINEL) {
-        if (R->pknown)
+        if (R->t.pknown)
             snprintf(out, n, "primary '%s' at %s:%d", R->uri->master,
-                     R->phost, R->pport);
+                     R->t.host, R->t.port);
         else
             snprintf(out, n, "primary '%s' (not named by a Sentinel yet)",
                      R->uri->master);
@@ -1059,10 +679,10 @@ void dq__routes_where(const dq__routes *R, int slot, char *out, size_t n) {
         snprintf(out, n, "%s", R->where);
         return;
     }
-    int i = slot >= 0 && slot < DQ_SLOTS ? R->map.owner[slot] : -1;
+    int i = dq__topo_owner(&R->t, slot);
     if (i >= 0)
-        snprintf(out, n, "%s:%d (hash slot %d)", R->map.nodes[i].host,
-                 R->map.nodes[i].port, slot);
+        snprintf(out, n, "%s:%d (hash slot %d)", R->t.map.nodes[i].host,
+                 R->t.map.nodes[i].port, slot);
     else
         snprintf(out, n, "the node of hash slot %d (not known yet)", slot);
 }

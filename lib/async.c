@@ -152,26 +152,9 @@ struct dq_async {
     int open_rc;             /* error of dq_async_open, 0 if it worked */
     struct evdns_base *dns;  /* resolver of host names, or NULL */
     dq__watch *watches;      /* open watches (list) */
-};
-
-/* ---- Watch: the wake-up subscription of a consumer ---- */
-
-struct dq__watch {
-    dq__watch *next, *prev; /* in the client's list */
-    dq_async *a;            /* client */
-    dq__alink l;            /* its own connection */
-    char *channel;          /* channel subscribed to (the first) */
-    char **chans;           /* all of them (plain pub/sub only: more than
-                               one); chans[0] is channel */
-    int nch;
-    int slot;               /* its hash slot */
-    int sharded;            /* SSUBSCRIBE (a cluster) */
-    dq__watch_fn *fn;        /* consumer's callback */
-    void *ud;               /* its userdata */
-    int subscribed;         /* confirmation received on this connection */
-    char host[256];         /* routed: the node it connects to */
-    int port;
-    dq__uri uri;             /* ... and its URI (host: the above) */
+    dq__watch_follow_fn *follow; /* awake.c's, told of route changes */
+    dq__ahost host;          /* what the links see of the client */
+    int reported;            /* connected, as last told the state cb */
 };
 
 /* ---- Depth and deferred frees ---- */
@@ -227,6 +210,13 @@ void dq__async_bury(dq_async *a, void (*fn)(void *), void *p) {
 }
 
 struct event_base *dq__async_base(const dq_async *a) { return a->base; }
+dq__routes *dq__async_routes(const dq_async *a) { return a->routes; }
+const dq__ahost *dq__async_host(const dq_async *a) { return &a->host; }
+const dq__uri *dq__async_uri(const dq_async *a) { return &a->uri; }
+dq__core *dq__async_core(dq_async *a) { return &a->core; }
+const char *dq__async_where(const dq_async *a) { return a->where; }
+dq__watch **dq__async_watches(dq_async *a) { return &a->watches; }
+void dq__async_on_routes(dq_async *a, dq__watch_follow_fn *fn) { a->follow = fn; }
 const dq_options *dq__async_opts(const dq_async *a) { return &a->core.opts; }
 
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
@@ -260,7 +250,16 @@ void dq__async_disown(dq_async *a, dq__child *ch) {
     ch->prev = ch->next = NULL;
 }
 
-struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u) {
+/* ---- The client as the links' host (alink.h) ---- */
+
+static void host_enter(void *ud) { dq__async_enter(ud); }
+static int host_leave(void *ud) { return dq__async_leave(ud); }
+static int host_closing(const void *ud) { return dq__async_closing(ud); }
+
+/* The resolver for a link to u: the client's, made on first use for a
+ * host name (NULL for an address or a unix socket). */
+static struct evdns_base *host_dns(void *ud, const dq__uri *u) {
+    dq_async *a = ud;
     if (u == NULL || u->kind != DQ_URI_TCP || dq__numeric_host(u->host))
         return a->dns;
     /* A host name is resolved by libevent's evdns (hosts file, then the
@@ -273,7 +272,8 @@ struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u) {
     return a->dns;
 }
 
-void dq__async_state(dq_async *a, int state, int code, const char *msg) {
+static void host_state(void *ud, int state, int code, const char *msg) {
+    dq_async *a = ud;
     if (a->state_cb != NULL)
         a->state_cb(a, state, code, msg, a->state_ud);
 }
@@ -789,9 +789,10 @@ static void on_reply(void *priv, size_t tag, const dq__reply *r) {
 
 /* ---- What the routes report ---- */
 
-static void watch_follow(dq__watch *w);
+static void tell_state(dq_async *a, int code, const char *msg, int failed);
 
-void dq__async_routes_changed(dq_async *a) {
+static void host_changed(void *ud) {
+    dq_async *a = ud;
     /* In flight with calls that waited: those may go (no callback runs:
      * replies are out). */
     for (aop *op = a->inflight.head; op != NULL; op = op->next)
@@ -808,9 +809,11 @@ void dq__async_routes_changed(dq_async *a) {
     }
     if (a->freeing)
         return;
-    for (dq__watch *w = a->watches; w != NULL; w = w->next)
-        watch_follow(w); /* runs no user code */
+    if (a->follow != NULL)
+        a->follow(a->watches); /* runs no user code */
     arm_wait(a);
+    if (!a->freeing)
+        tell_state(a, 0, "", 0);
 }
 
 /* Fails the first n ops of list L (later ones were added by callbacks). */
@@ -824,12 +827,40 @@ static void fail_ops(dq_async *a, oplist *L, size_t n, int code,
     }
 }
 
-void dq__async_link_down(dq_async *a, dq__alink *l, int code,
-                        const char *msg, int was_up, int report) {
+/* Routed or not: whether a failure (failed = 1) or a change is to be
+ * told to the state callback now: the client stopped being connected, or
+ * an attempt failed while it is not.  Records what is told. */
+static int state_report(dq_async *a, int failed) {
+    int now = dq__routes_connected(a->routes);
+    if (now != a->reported) {
+        a->reported = now;
+        return !now;
+    }
+    return !now && failed;
+}
+
+/* Tells the state callback what state_report says, or a connection. */
+static void tell_state(dq_async *a, int code, const char *msg, int failed) {
+    int was = a->reported;
+    if (state_report(a, failed))
+        host_state(a, DQ_DISCONNECTED, code, msg);
+    else if (!was && a->reported)
+        host_state(a, DQ_CONNECTED, 0, "");
+}
+
+/* The topology failed (a Sentinel, the slot map). */
+static void host_failed(void *ud, int code, const char *msg) {
+    tell_state(ud, code, msg, 1);
+}
+
+static void host_link_down(void *ud, dq__alink *l, int code,
+                           const char *msg, int was_up) {
+    dq_async *a = ud;
+    int report = state_report(a, 1);
     int routed = dq__routes_routed(a->routes);
     size_t nwait = routed || was_up ? 0 : a->waiting.count;
     if (report) {
-        dq__async_state(a, DQ_DISCONNECTED, code, msg);
+        host_state(a, DQ_DISCONNECTED, code, msg);
         if (a->freeing)
             return;
     }
@@ -967,9 +998,9 @@ int dq_async_open(struct event_base *base, const char *uri,
                                               : a->uri.layout;
     if ((rc = dq__tls_check(&a->core.opts, &a->uri, &a->err)) != DQ_OK)
         goto fail;
-    /* The URI's host name gets its resolver now (see dq__async_dns). */
+    /* The URI's host name gets its resolver now (see host_dns). */
     if (a->uri.kind == DQ_URI_TCP && !dq__numeric_host(a->uri.host) &&
-        dq__async_dns(a, &a->uri) == NULL) {
+        host_dns(a, &a->uri) == NULL) {
         rc = dq__err_set(&a->err, DQ_ENOMEM, "cannot start a resolver for %s",
                         a->uri.host);
         goto fail;
@@ -986,7 +1017,11 @@ int dq_async_open(struct event_base *base, const char *uri,
         rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = dq__routes_new(a, &a->uri, &a->core.opts, a->where, &a->routes,
+    a->host = (dq__ahost){a,           a->base,      &a->core.opts,
+                          host_enter,  host_leave,  host_closing,
+                          host_dns,    host_changed, host_link_down,
+                          host_failed};
+    if ((rc = dq__routes_new(&a->host, &a->uri, &a->core.opts, a->where, &a->routes,
                              &a->err)) != DQ_OK)
         goto fail;
     dq__routes_start(a->routes);
@@ -1333,226 +1368,4 @@ int dq_async_config_get(dq_async *a, const char *queue, size_t n,
     int rc = dq__op_config(&op->op, &a->core, queue, n, settings, NULL,
                            &a->err);
     return submit(a, op, rc, CB_CONFIG, CB(cb), userdata);
-}
-
-/* ---- Watch: the wake-up subscription of a consumer ---- */
-
-/* Where the watch connects: the URI (one node), the node that owns its
- * channel's slot (cluster) or the primary (Sentinel); 0 parks it until the
- * routes know (dq__async_routes_changed kicks it then). */
-static int watch_target(dq__alink *l) {
-    dq__watch *w = l->owner;
-    dq_async *a = w->a;
-    char host[256];
-    int port = 0;
-    int rc = dq__routes_target(a->routes, w->slot, host, sizeof(host), &port);
-    if (rc == 0)
-        return 0;
-    if (rc == 2) {
-        l->uri = &a->uri;
-        return 1;
-    }
-    snprintf(w->host, sizeof(w->host), "%s", host);
-    w->port = port;
-    dq__uri_node(&a->uri, w->host, w->port, &w->uri);
-    l->uri = &w->uri;
-    snprintf(l->where, sizeof(l->where), "%s:%d", w->host, w->port);
-    return 1;
-}
-
-/* After a change of the routes: a parked watch connects; one connected to
- * a node that no longer owns its slot (or to a former primary) moves. */
-static void watch_follow(dq__watch *w) {
-    dq_async *a = w->a;
-    if (w->l.state == DQ_AL_IDLE) {
-        dq__alink_kick(&w->l);
-        return;
-    }
-    if (!dq__routes_routed(a->routes) ||
-        (w->l.state != DQ_AL_UP && w->l.state != DQ_AL_CONNECTING))
-        return;
-    char host[256], msg[600];
-    int port = 0;
-    if (dq__routes_target(a->routes, w->slot, host, sizeof(host), &port) != 1 ||
-        (port == w->port && strcmp(host, w->host) == 0))
-        return;
-    snprintf(msg, sizeof(msg), "wake-ups of %s moved to %s:%d", w->channel,
-             host, port);
-    dq__alink_fail(&w->l, DQ_EIO, msg);
-    if (w->l.state == DQ_AL_WAIT)
-        dq__alink_start(&w->l, 0);
-}
-
-/* Subscription replies: the first confirmation on a connection (of
- * SSUBSCRIBE in a cluster) reports ready, a message a wake-up; any
- * "subscribe" answers a health check.  A refused SSUBSCRIBE (MOVED...) or
- * a "sunsubscribe" (the slot moved away) reconnects the watch where the
- * refreshed map says. */
-static void watch_on_sub(void *priv, size_t tag, const dq__reply *r) {
-    (void)tag;
-    dq__watch *w = priv;
-    dq_async *a = w->a;
-    int ev = 0;
-    dq__async_enter(a);
-    if (dq__reply_type(r) == DQ_R_ERROR) {
-        dq__err e;
-        dq__reply_error(r, "SSUBSCRIBE", &e);
-        dq__routes_stale(a->routes);
-        dq__alink_fail(&w->l, e.code, e.msg);
-        dq__async_leave(a);
-        return;
-    }
-    if (dq__reply_type(r) == DQ_R_ARRAY && dq__reply_len(r) >= 1) {
-        size_t len, chlen = 0;
-        const char *kind = dq__reply_str(dq__reply_at(r, 0), &len);
-        /* the channel it is about (a watch may have several) */
-        const char *ch = dq__reply_len(r) >= 2
-                             ? dq__reply_str(dq__reply_at(r, 1), &chlen)
-                             : NULL;
-        if (ch == NULL) {
-            ch = w->channel;
-            chlen = strlen(ch);
-        }
-        if (kind == NULL)
-            len = 0;
-        if ((len == 9 && memcmp(kind, "subscribe", 9) == 0) ||
-            (len == 10 && memcmp(kind, "ssubscribe", 10) == 0)) {
-            dq__alink_replied(&w->l);
-            if (!w->subscribed && (len == 10 || !w->sharded)) {
-                w->subscribed = 1;
-                ev = DQ_WATCH_READY;
-            }
-            if (ev == DQ_WATCH_READY || (w->nch > 1 && !w->sharded))
-                /* wake-ups may have been missed while unsubscribed */
-                dq__core_wake_msg(&a->core, ch, chlen, NULL, 0);
-        } else if ((len == 7 && memcmp(kind, "message", 7) == 0) ||
-                   (len == 8 && memcmp(kind, "smessage", 8) == 0)) {
-            w->l.last_us = dq__mono_us();
-            ev = DQ_WATCH_WAKE;
-            /* when the consumer is to poll that partition: now, or the
-             * time a consumer's own channel names */
-            size_t mlen = 0;
-            const char *msg = dq__reply_len(r) >= 3
-                                  ? dq__reply_str(dq__reply_at(r, 2), &mlen)
-                                  : NULL;
-            dq__core_wake_msg(&a->core, ch, chlen, msg ? msg : "0",
-                              msg ? mlen : 1);
-        } else if (len == 12 && memcmp(kind, "sunsubscribe", 12) == 0) {
-            char msg[600];
-            snprintf(msg, sizeof(msg),
-                     "%s dropped the subscription to %s (its slot moved)",
-                     w->l.where, w->channel);
-            dq__routes_stale(a->routes);
-            dq__alink_fail(&w->l, DQ_EIO, msg);
-        }
-    }
-    if (ev != 0)
-        w->fn(w->ud, ev); /* last: it may close the watch */
-    dq__async_leave(a);
-}
-
-/* The watch's link is up: subscribes (a failed send fails the link). */
-static void watch_up(dq__alink *l) {
-    dq__watch *w = l->owner;
-    dq__err e;
-    int rc;
-    if (w->sharded) {
-        rc = dq__aconn_ssubscribe(l->conn, w->channel, watch_on_sub, w, &e);
-        if (rc == DQ_OK)
-            dq__alink_sent(l); /* SSUBSCRIBE, then SUBSCRIBE */
-    } else {
-        rc = dq__aconn_subscribe_many(l->conn, w->nch, w->chans, watch_on_sub,
-                                      w, &e);
-        for (int i = 1; rc == DQ_OK && i < w->nch; i++)
-            dq__alink_sent(l); /* one confirmation per channel */
-    }
-    if (rc != DQ_OK)
-        dq__alink_fail(l, rc, e.msg);
-    else
-        dq__alink_sent(l);
-}
-
-/* The subscription went with the link: the next confirmation reports ready
- * again.  A cluster node or a primary that failed may have failed over:
- * the routes learn the topology again before the watch reconnects. */
-static void watch_down(dq__alink *l, int code, const char *msg, int was_up) {
-    (void)code;
-    (void)msg;
-    (void)was_up;
-    dq__watch *w = l->owner;
-    w->subscribed = 0;
-    if (dq__routes_routed(w->a->routes))
-        dq__routes_stale(w->a->routes);
-}
-
-static void watch_free(void *p) {
-    dq__watch *w = p;
-    for (int i = 0; i < w->nch; i++)
-        free(w->chans[i]);
-    free(w->chans);
-    free(w);
-}
-
-int dq__watch_open(dq_async *a, const char *channel, dq__watch_fn *fn,
-                  void *userdata, dq__watch **out) {
-    return dq__watch_open_many(a, 1, &channel, fn, userdata, out);
-}
-
-int dq__watch_open_many(dq_async *a, int n, const char *const *channels,
-                        dq__watch_fn *fn, void *userdata, dq__watch **out) {
-    *out = NULL;
-    dq__watch *w = calloc(1, sizeof(*w));
-    if (w == NULL)
-        return DQ_ENOMEM;
-    w->a = a;
-    w->fn = fn;
-    w->ud = userdata;
-    w->sharded = a->core.sharded;
-    int ok = (w->chans = calloc((size_t)n, sizeof(*w->chans))) != NULL;
-    for (int i = 0; ok && i < n; i++, w->nch++)
-        ok = (w->chans[i] = strdup(channels[i])) != NULL;
-    if (ok)
-        w->channel = w->chans[0];
-    if (!ok || dq__alink_init(&w->l, a, w, &a->uri, &a->core.opts, watch_up,
-                              watch_down) != DQ_OK) {
-        dq__alink_close(&w->l);
-        watch_free(w);
-        return DQ_ENOMEM;
-    }
-    w->slot = dq__key_slot(w->channel, strlen(w->channel));
-    w->l.target = watch_target;
-    snprintf(w->l.where, sizeof(w->l.where), "%s", a->where);
-    w->next = a->watches;
-    if (a->watches != NULL)
-        a->watches->prev = w;
-    a->watches = w;
-    dq__alink_start(&w->l, 0);
-    *out = w;
-    return DQ_OK;
-}
-
-void dq__watch_check(dq__watch *w) {
-    if (w == NULL || w->l.state != DQ_AL_UP || w->l.pending > 0)
-        return;
-    dq__err e;
-    int rc = dq__aconn_subscribe_many(w->l.conn, w->nch, w->chans,
-                                      watch_on_sub, w, &e);
-    for (int i = 0; rc == DQ_OK && i < w->nch; i++)
-        dq__alink_sent(&w->l); /* one confirmation per channel */
-}
-
-int dq__watch_ready(const dq__watch *w) { return w != NULL && w->subscribed; }
-
-void dq__watch_close(dq__watch *w) {
-    if (w == NULL)
-        return;
-    if (w->prev != NULL)
-        w->prev->next = w->next;
-    else if (w->a->watches == w)
-        w->a->watches = w->next;
-    if (w->next != NULL)
-        w->next->prev = w->prev;
-    w->next = w->prev = NULL;
-    dq__alink_close(&w->l);
-    dq__async_bury(w->a, watch_free, w);
 }

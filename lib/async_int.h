@@ -27,24 +27,6 @@ void dq__async_bury(dq_async *a, void (*fn)(void *), void *p);
 struct event_base *dq__async_base(const dq_async *a);
 const dq_options *dq__async_opts(const dq_async *a);
 
-/* ---- For the links and routes (alinks.c) ---- */
-struct dq__alink;
-struct dq__uri;
-struct evdns_base;
-/* The resolver for a link to u: the client's, made on first use for a
- * host name (NULL for an address or a unix socket). */
-struct evdns_base *dq__async_dns(dq_async *a, const struct dq__uri *u);
-/* Calls that waited for a link, the slot map or the primary may go now;
- * subscribers follow their slot's owner.  May run user callbacks. */
-void dq__async_routes_changed(dq_async *a);
-/* Link l failed (was_up: it was ready): the calls in flight on it are lost
- * and their ops fail with msg; with one node, a failed attempt also fails
- * the ops that waited for it.  report: tell the state callback first
- * (DQ_DISCONNECTED).  May run user callbacks. */
-void dq__async_link_down(dq_async *a, struct dq__alink *l, int code,
-                        const char *msg, int was_up, int report);
-/* Calls the state callback, if any. */
-void dq__async_state(dq_async *a, int state, int code, const char *msg);
 /* The client's own wake channel of queue (of its partition part; -1: the
  * plain queue), where scripts tell it when to poll (lua/common.lua). */
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
@@ -75,6 +57,18 @@ typedef struct dq__child {
 } dq__child;
 void dq__async_adopt(dq_async *a, dq__child *ch);
 void dq__async_disown(dq_async *a, dq__child *ch);
+
+/* ---- For the wake-up watches (awake.c) ---- */
+struct dq__routes;
+struct dq__ahost;
+struct dq__uri;
+struct dq__core;
+struct dq__routes *dq__async_routes(const dq_async *a);
+const struct dq__ahost *dq__async_host(const dq_async *a);
+const struct dq__uri *dq__async_uri(const dq_async *a);
+struct dq__core *dq__async_core(dq_async *a);
+/* The server of the URI, for messages. */
+const char *dq__async_where(const dq_async *a);
 
 /* ---- Watch: a subscription to one channel on its own connection, kept
  * alive with reconnects.  fn gets DQ_WATCH_READY each time the
@@ -107,5 +101,12 @@ void dq__watch_check(dq__watch *w);
 /* 1 while subscribed. */
 int dq__watch_ready(const dq__watch *w);
 void dq__watch_close(dq__watch *w);
+/* The client's list of watches (awake.c keeps it). */
+dq__watch **dq__async_watches(dq_async *a);
+/* What to run with the list of watches after each change of the routes:
+ * awake.c hands its follower in when it opens a watch, so the driver
+ * calls nothing of awake.c by name (awake.c is above none of it). */
+typedef void dq__watch_follow_fn(dq__watch *list);
+void dq__async_on_routes(dq_async *a, dq__watch_follow_fn *fn);
 
 #endif

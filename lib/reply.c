@@ -16,6 +16,12 @@ int dq__reply_is_error(const dq__reply *r, const char *prefix) {
            memcmp(rr->str, prefix, n) == 0;
 }
 
+int dq__reply_is(const dq__reply *r, const char *s) {
+    size_t len;
+    const char *p = r != NULL ? dq__reply_str(r, &len) : NULL;
+    return p != NULL && len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
 int dq__reply_error(const dq__reply *r, const char *what, dq__err *err) {
     const redisReply *rr = (const redisReply *)r;
     int code = DQ_EREDIS;

@@ -29,6 +29,8 @@ enum dq__reply_type {
 int dq__reply_error(const dq__reply *r, const char *what, dq__err *err);
 /* 1 if r is an error reply starting with prefix (e.g. "NOSCRIPT"). */
 int dq__reply_is_error(const dq__reply *r, const char *prefix);
+/* 1 if r is a string (bulk or status) equal to s. */
+int dq__reply_is(const dq__reply *r, const char *s);
 
 int dq__reply_type(const dq__reply *r);
 long long dq__reply_int(const dq__reply *r);

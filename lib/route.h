@@ -54,23 +54,4 @@ int dq__slotmap_moved(dq__slotmap *m, int slot, const char *host, int port);
 /* Number of slots with a known owner. */
 int dq__slotmap_covered(const dq__slotmap *m);
 
-/* ---- Sentinel replies, read the same way by both drivers ---- */
-
-/* The Sentinels' channel that announces a new primary. */
-#define DQ_SENTINEL_SWITCH "+switch-master"
-
-/* 1 if r is a string (bulk or status) equal to s. */
-int dq__reply_is(const dq__reply *r, const char *s);
-/* The primary's address from a SENTINEL GET-MASTER-ADDR-BY-NAME reply
- * ([host, port]) into host (hsize bytes) and *port: DQ_OK, or DQ_ENOTFOUND
- * when the reply names none (nil: the Sentinel knows no such primary; or
- * an address that does not fit), host and port unchanged then. */
-int dq__sentinel_addr(const dq__reply *r, char *host, size_t hsize,
-                      int *port);
-/* A pub/sub message on +switch-master ("<name> <old ip> <old port> <new
- * ip> <new port>") for the primary named master: its new address into host
- * (hsize bytes) and *port, and 1; 0 for any other reply or name. */
-int dq__sentinel_switch(const dq__reply *r, const char *master, char *host,
-                        size_t hsize, int *port);
-
 #endif

@@ -2,9 +2,7 @@
  * tests/unit/test_route.c - white-box tests of lib/route.c: the hash slot of
  * a key (the Cluster specification's CRC16 and hash tags) and the slot map
  * loaded from CLUSTER SHARDS and CLUSTER SLOTS replies (made from RESP text
- * by hiredis's own reply parser) and from MOVED, and the Sentinel replies
- * both drivers read (the primary's address, +switch-master).  No Redis
- * involved.
+ * by hiredis's own reply parser) and from MOVED.  No Redis involved.
  */
 #include <check.h>
 #include <stdio.h>
@@ -13,19 +11,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "reply_text.h"
 #include "route.h"
-
-/* The reply that RESP text resp parses to (free with freeReplyObject). */
-static void *parse(const char *resp) {
-    redisReader *rd = redisReaderCreate();
-    ck_assert_ptr_nonnull(rd);
-    ck_assert_int_eq(redisReaderFeed(rd, resp, strlen(resp)), REDIS_OK);
-    void *r = NULL;
-    ck_assert_int_eq(redisReaderGetReply(rd, &r), REDIS_OK);
-    ck_assert_ptr_nonnull(r);
-    redisReaderFree(rd);
-    return r;
-}
 
 START_TEST(key_slots) {
     /* the specification's examples and the CRC16 check value */
@@ -145,88 +132,6 @@ START_TEST(load_bad) {
 }
 END_TEST
 
-START_TEST(sentinel_addr) {
-    char host[16] = "keep";
-    int port = -1;
-    void *r = parse("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6380\r\n");
-    ck_assert_int_eq(dq__sentinel_addr(r, host, sizeof(host), &port), DQ_OK);
-    ck_assert_str_eq(host, "127.0.0.1");
-    ck_assert_int_eq(port, 6380);
-    freeReplyObject(r);
-    /* no such primary, malformed or unfitting answers: nothing written */
-    const char *bad[] = {
-        "*-1\r\n", "$-1\r\n", "-ERR no such master\r\n",
-        "*1\r\n$1\r\nh\r\n",
-        "*2\r\n$0\r\n\r\n$4\r\n6380\r\n",                 /* empty host */
-        "*2\r\n$1\r\nh\r\n$1\r\n0\r\n",                    /* port 0 */
-        "*2\r\n$1\r\nh\r\n$5\r\n65536\r\n",                /* too big */
-        "*2\r\n$1\r\nh\r\n$3\r\n12x\r\n",                  /* not a number */
-        "*2\r\n$1\r\nh\r\n$9\r\n000006380\r\n",            /* too long */
-        "*2\r\n$16\r\n0123456789abcdef\r\n$2\r\n80\r\n", /* host too long */
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        strcpy(host, "keep");
-        port = -1;
-        r = parse(bad[i]);
-        ck_assert_msg(dq__sentinel_addr(r, host, sizeof(host), &port) ==
-                          DQ_ENOTFOUND,
-                      "case %zu", i);
-        ck_assert_str_eq(host, "keep");
-        ck_assert_int_eq(port, -1);
-        freeReplyObject(r);
-    }
-}
-END_TEST
-
-/* A pub/sub message on channel with text msg, as RESP. */
-static void *message(const char *kind, const char *channel, const char *msg) {
-    char buf[512];
-    snprintf(buf, sizeof(buf), "*3\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
-             strlen(kind), kind, strlen(channel), channel, strlen(msg), msg);
-    return parse(buf);
-}
-
-START_TEST(sentinel_switch) {
-    char host[16] = "keep";
-    int port = -1;
-    void *r = message("message", "+switch-master",
-                      "mymaster 127.0.0.1 6379 127.0.0.2 6380");
-    ck_assert_int_eq(dq__sentinel_switch(r, "mymaster", host, sizeof(host),
-                                         &port), 1);
-    ck_assert_str_eq(host, "127.0.0.2");
-    ck_assert_int_eq(port, 6380);
-    /* another primary's switch is not ours */
-    strcpy(host, "keep");
-    ck_assert_int_eq(dq__sentinel_switch(r, "other", host, sizeof(host),
-                                         &port), 0);
-    ck_assert_int_eq(dq__sentinel_switch(r, "mymaste", host, sizeof(host),
-                                         &port), 0);
-    ck_assert_str_eq(host, "keep");
-    freeReplyObject(r);
-    const char *bad[][3] = {
-        {"subscribe", "+switch-master", "1"},
-        {"message", "+sdown", "mymaster 127.0.0.1 6379 127.0.0.2 6380"},
-        {"message", "+switch-master", "mymaster 127.0.0.1 6379 127.0.0.2"},
-        {"message", "+switch-master", "mymaster 127.0.0.1 6379 127.0.0.2 0"},
-        {"message", "+switch-master", "mymaster 127.0.0.1 6379 127.0.0.2 70000"},
-        {"message", "+switch-master",
-         "mymaster 127.0.0.1 6379 a-host-name-too-long-for-it 6380"},
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        r = message(bad[i][0], bad[i][1], bad[i][2]);
-        ck_assert_msg(dq__sentinel_switch(r, "mymaster", host, sizeof(host),
-                                          &port) == 0,
-                      "case %zu", i);
-        ck_assert_str_eq(host, "keep");
-        freeReplyObject(r);
-    }
-    r = parse(":1\r\n");
-    ck_assert_int_eq(dq__sentinel_switch(r, "mymaster", host, sizeof(host),
-                                         &port), 0);
-    freeReplyObject(r);
-}
-END_TEST
-
 int main(void) {
     Suite *s = suite_create("route");
     TCase *tc = tcase_create("route");
@@ -234,8 +139,6 @@ int main(void) {
     tcase_add_test(tc, load_shards);
     tcase_add_test(tc, load_slots);
     tcase_add_test(tc, load_bad);
-    tcase_add_test(tc, sentinel_addr);
-    tcase_add_test(tc, sentinel_switch);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
