@@ -39,6 +39,17 @@ extern th_redis g_srv;
 /* Queue name unique to the running test (Check names it <test>_fn). */
 #define Q __func__
 
+/* ck_assert_msg(cond, ...) and ck_assert(cond) for checks in loops over
+ * thousands of jobs or keys: Check records every passing ck_assert* (a
+ * write to its log file each), which there costs more than the check
+ * itself; these record only a failure. */
+#define tu_require(cond, ...)                                                 \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            ck_abort_msg(__VA_ARGS__);                                        \
+    } while (0)
+#define tu_check(cond) tu_require(cond, "Assertion '%s' failed", #cond)
+
 /* ---- clocks ------------------------------------------------------------ */
 
 /* Wall clock (CLOCK_REALTIME, the clock of the server's TIME on this
