@@ -1383,10 +1383,10 @@ static void *flip_thread(void *arg) {
                         f->flips % 2 ? 20000 : 10000};
         int rc = dq_config_set(c, f->q, 2, s, v);
         if (rc != 0) {
-            f->err = rc;
+            __atomic_store_n(&f->err, rc, __ATOMIC_SEQ_CST);
             break;
         }
-        f->flips++;
+        __atomic_add_fetch(&f->flips, 1, __ATOMIC_SEQ_CST);
     }
     dq_close(c);
     return NULL;
@@ -1400,6 +1400,13 @@ START_TEST(race_nack_config) {
     flipper f = {Q, &stop, 0, 0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, flip_thread, &f), 0);
+    /* the flipper is under way before the first nack (on a busy machine
+     * its thread may otherwise start after the last) */
+    int64_t started = th_mono_ms() + 10000;
+    while (__atomic_load_n(&f.flips, __ATOMIC_SEQ_CST) == 0 &&
+           __atomic_load_n(&f.err, __ATOMIC_SEQ_CST) == 0 &&
+           th_mono_ms() < started)
+        th_sleep_ms(1);
     int seen[2] = {0, 0};
     for (int k = 0; k < 40; k++) {
         if (k > 0)
