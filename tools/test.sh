@@ -30,7 +30,7 @@
 #   bash tools/test.sh --fast    the fast tier: the first build, then only
 #                                `meson test -C build --suite quick` (the
 #                                unit tests, the core suite on the default
-#                                layout and async_ops; about a minute on 2
+#                                layout and async_ops; under a minute on 2
 #                                cores); run that command itself after a
 #                                build
 #
