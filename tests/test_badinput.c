@@ -40,24 +40,10 @@ static void teardown(void) {
 static const tu_fixture fixture = {setup, teardown};
 
 /* Ends every test: nothing was sent since setup. */
-static void nothing_sent(void) {
-    long long after = commands_processed(R);
-    ck_assert_msg(after - before == 1,
-                  "%lld commands reached Redis (expected only the INFO)",
-                  after - before);
-}
+static void nothing_sent(void) { tu_nothing_sent(R, before); }
 
 /* call must return code, with the code and a message naming word on C. */
-#define BAD(call, code, word)                                                 \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %s", #call, rc_,  \
-                      dq_errname(rc_), dq_errname(code));                     \
-        ck_assert_int_eq(dq_errcode(C), (code));                              \
-        ck_assert_msg(strstr(dq_errmsg(C), (word)) != NULL,                   \
-                      "%s: message '%s' does not name '%s'", #call,           \
-                      dq_errmsg(C), (word));                                  \
-    } while (0)
+#define BAD(call, code, word) tu_bad(C, call, code, word)
 
 /* A NULL client: only the code (there is no client to hold a message). */
 #define BAD_NULL_CLIENT(call)                                                 \

@@ -144,10 +144,7 @@ static int owner_of_part(thc_cluster *cl, const char *q, int p) {
 /* The partition a job id lives in (FNV-1a 32 of the id, mod n), as the
  * library documents it; -1 for a plain queue. */
 static int part_of(const char *id, int n) {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *s = (const unsigned char *)id; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    return n > 1 ? (int)(h % (uint32_t)n) : -1;
+    return n > 1 ? tu_part_of(id, n) : -1;
 }
 
 /* A reply of one command on node i (fresh connection); fails on I/O. */
@@ -2043,32 +2040,9 @@ END_TEST
 
 /* ---- 5. Sentinel announces a failover ---------------------------------- */
 
-/* "<field>:...<sub>N" of INFO <section> on 127.0.0.1:port: N, 0 when the
- * field is absent (no such error or command yet). */
-static long long info_at(int port, const char *section, const char *field,
-                         const char *sub) {
-    redisContext *ctx = thc_connect(port);
-    ck_assert_msg(ctx != NULL, "cannot connect to 127.0.0.1:%d", port);
-    char v[256];
-    long long n = 0;
-    if (ft_info_field(ctx, section, field, v, sizeof(v)) == 0) {
-        const char *p = strstr(v, sub);
-        if (p != NULL)
-            n = atoll(p + strlen(sub));
-    }
-    redisFree(ctx);
-    return n;
-}
-
-/* Script calls (EVALSHA + EVAL) a server ran. */
-static long long script_calls(int port) {
-    return info_at(port, "commandstats", "cmdstat_evalsha", "calls=") +
-           info_at(port, "commandstats", "cmdstat_eval", "calls=");
-}
-
 /* READONLY errors a server gave. */
 static long long readonly_errors(int port) {
-    return info_at(port, "errorstats", "errorstat_READONLY", "count=");
+    return tu_info_at(port, "errorstats", "errorstat_READONLY", "count=");
 }
 
 /* A reply of one command on 127.0.0.1:port (fresh connection). */
@@ -2210,7 +2184,7 @@ START_TEST(sentinel_switch) {
     ck_assert_msg(wait_listener(oport, wq, 10000) >= 0,
                   "the waiter never subscribed at the primary");
     th_sleep_ms(150); /* polled once, asleep on its channel */
-    long long calls0 = script_calls(oport), ro0 = readonly_errors(oport);
+    long long calls0 = tu_script_calls_at(oport), ro0 = readonly_errors(oport);
 
     int64_t t0 = th_mono_ms();
     int np = thc_sentinel_failover(&g_sn, 0, 30000);
@@ -2243,7 +2217,7 @@ START_TEST(sentinel_switch) {
                   dq_errname(rc), dq_errmsg(cp));
     int64_t sched = -1;
     CK_RC(dq_stats(c, q, &sched, NULL, NULL, NULL, NULL), 0, c, "stats");
-    long long calls1 = script_calls(oport);
+    long long calls1 = tu_script_calls_at(oport);
     redisReply *hx = port_cmd(nport, "HEXISTS dq:{%s}:jobs after-0", q);
     long long on_new = hx->type == REDIS_REPLY_INTEGER ? hx->integer : -1;
     freeReplyObject(hx);
@@ -2400,7 +2374,7 @@ START_TEST(sentinel_resubscribe) {
     int64_t worst_one_down = stats_calls(c, q, 30);
 
     int old = g_sn.primary, oport = g_sn.data[old].port;
-    long long calls0 = script_calls(oport), ro0 = readonly_errors(oport);
+    long long calls0 = tu_script_calls_at(oport), ro0 = readonly_errors(oport);
     int64_t t0 = th_mono_ms();
     int asked = 0;
     while (!asked && th_mono_ms() - t0 < 20000) {
@@ -2427,7 +2401,7 @@ START_TEST(sentinel_resubscribe) {
     int64_t sched = 0;
     int rc = dq_stats(c, q, &sched, NULL, NULL, NULL, NULL);
     CK_RC(rc, 0, c, "stats after the failover");
-    long long calls1 = script_calls(oport);
+    long long calls1 = tu_script_calls_at(oport);
 
     /* Every Sentinel gone: the known primary still serves. */
     for (int k = 1; k < g_sn.nsentinels; k++) {
@@ -2516,7 +2490,7 @@ START_TEST(sentinel_hung) {
     }
     int64_t moved_ms = th_mono_ms() - t0;
     int old = g_sn.primary, oport = g_sn.data[old].port;
-    long long calls0 = script_calls(oport);
+    long long calls0 = tu_script_calls_at(oport);
     int64_t t1 = th_mono_ms();
     int asked = 0;
     while (moved && !asked && th_mono_ms() - t1 < 20000) {
@@ -2541,7 +2515,7 @@ START_TEST(sentinel_hung) {
         char id[] = "j-1";
         int oc = 0;
         rc = dq_push(c, q, id, 3, 60000, id, 0, NULL, 0, &oc);
-        calls1 = script_calls(oport);
+        calls1 = tu_script_calls_at(oport);
     }
     kill(stopped, SIGCONT);
     g_sn.sentinels[0].pid = stopped;

@@ -164,10 +164,7 @@ static int owner_of_part(const char *q, int p) {
 
 /* FNV-1a 32 of the id mod n, as the library documents it; -1 if plain. */
 static int part_of(const char *id, int n) {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *s = (const unsigned char *)id; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    return n > 1 ? (int)(h % (uint32_t)n) : -1;
+    return n > 1 ? tu_part_of(id, n) : -1;
 }
 
 static redisReply *node_cmd(int i, const char *fmt, ...) {

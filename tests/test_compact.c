@@ -133,7 +133,7 @@ static int bucket_value(const char *id, const char *v, size_t len,
 }
 
 static int64_t num_of(const redisReply *e) {
-    ck_assert(e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_INTEGER);
+    tu_check(e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_INTEGER);
     if (e->type == REDIS_REPLY_INTEGER)
         return e->integer;
     return (int64_t)strtod(e->str, NULL);
@@ -223,14 +223,14 @@ static void snap_add(snap *s, const char *id, size_t idlen, int64_t due,
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 1024;
         s->v = realloc(s->v, s->cap * sizeof(*s->v));
-        ck_assert_ptr_nonnull(s->v);
+        tu_check(s->v != NULL);
     }
     sj *j = &s->v[s->n++];
     j->id = strndup(id, idlen);
     j->due = due;
     j->pl = malloc(plen + 1);
-    ck_assert_ptr_nonnull(j->id);
-    ck_assert_ptr_nonnull(j->pl);
+    tu_check(j->id != NULL);
+    tu_check(j->pl != NULL);
     memcpy(j->pl, pl, plen);
     j->pl[plen] = '\0';
     j->plen = plen;
@@ -282,12 +282,12 @@ static void snap_take(redisContext *r, const char *q, snap *s,
 
         /* native pending jobs: due + their payloads */
         redisReply *z = th_cmd(r, "ZRANGE %s 0 -1 WITHSCORES", kdue);
-        ck_assert_int_eq(z->type, REDIS_REPLY_ARRAY);
+        tu_check(z->type == REDIS_REPLY_ARRAY);
         size_t nn = z->elements / 2;
         if (nn > 0) {
             const char **argv = malloc((nn + 2) * sizeof(*argv));
             size_t *lens = malloc((nn + 2) * sizeof(*lens));
-            ck_assert(argv && lens);
+            tu_check(argv && lens);
             argv[0] = "HMGET", lens[0] = 5;
             argv[1] = kjobs, lens[1] = strlen(kjobs);
             for (size_t k = 0; k < nn; k++) {
@@ -295,13 +295,13 @@ static void snap_take(redisContext *r, const char *q, snap *s,
                 lens[2 + k] = z->element[2 * k]->len;
             }
             redisReply *h = redisCommandArgv(r, (int)(nn + 2), argv, lens);
-            ck_assert_ptr_nonnull(h);
-            ck_assert_int_eq(h->type, REDIS_REPLY_ARRAY);
+            tu_check(h != NULL);
+            tu_check(h->type == REDIS_REPLY_ARRAY);
             for (size_t k = 0; k < nn; k++) {
                 redisReply *e = h->element[k];
-                ck_assert_msg(e->type == REDIS_REPLY_STRING,
-                              "%s: native job %s is in %s without a payload",
-                              ctx, z->element[2 * k]->str, kdue);
+                tu_require(e->type == REDIS_REPLY_STRING,
+                           "%s: native job %s is in %s without a payload",
+                           ctx, z->element[2 * k]->str, kdue);
                 snap_add(s, z->element[2 * k]->str, z->element[2 * k]->len,
                          num_of(z->element[2 * k + 1]), e->str, e->len, 0,
                          i);
@@ -318,20 +318,20 @@ static void snap_take(redisContext *r, const char *q, snap *s,
                             rint_(r, "ZCARD", klease, NULL) +
                             rint_(r, "ZCARD", kdead, NULL);
         redisReply *hk = th_cmd(r, "HKEYS %s", kjobs);
-        ck_assert_int_eq(hk->type, REDIS_REPLY_ARRAY);
+        tu_check(hk->type == REDIS_REPLY_ARRAY);
         long long payloads = 0;
         for (size_t k = 0; k < hk->elements; k++)
             if (memchr(hk->element[k]->str, '\0', hk->element[k]->len) ==
                 NULL)
                 payloads++;
         freeReplyObject(hk);
-        ck_assert_msg(payloads == indexed,
-                      "%s: %s holds %lld payloads, the indexes %lld jobs", ctx,
-                      kjobs, payloads, indexed);
+        tu_require(payloads == indexed,
+                   "%s: %s holds %lld payloads, the indexes %lld jobs", ctx,
+                   kjobs, payloads, indexed);
 
         /* buckets */
         redisReply *cb = th_cmd(r, "ZRANGE %s 0 -1 WITHSCORES", kcb);
-        ck_assert_int_eq(cb->type, REDIS_REPLY_ARRAY);
+        tu_check(cb->type == REDIS_REPLY_ARRAY);
         size_t nb = cb->elements / 2;
         long long in_buckets = 0;
         size_t first_compact = s->n;
@@ -341,36 +341,36 @@ static void snap_take(redisContext *r, const char *q, snap *s,
             char kb[600];
             snprintf(kb, sizeof(kb), "%sc:%s", pfx, b);
             redisReply *all = th_cmd(r, "HGETALL %s", kb);
-            ck_assert_int_eq(all->type, REDIS_REPLY_ARRAY);
+            tu_check(all->type == REDIS_REPLY_ARRAY);
             size_t ne = all->elements / 2;
-            ck_assert_msg(ne > 0, "%s: bucket %s (score %lld) is in %s but "
-                          "empty", ctx, kb, (long long)score, kcb);
+            tu_require(ne > 0, "%s: bucket %s (score %lld) is in %s but "
+                       "empty", ctx, kb, (long long)score, kcb);
             int64_t mn = INT64_MAX, mx = INT64_MIN;
             for (size_t e = 0; e < ne; e++) {
                 redisReply *f = all->element[2 * e], *v = all->element[2 * e + 1];
                 int64_t d = 0;
-                ck_assert_msg(bucket_value(f->str, v->str, v->len, &d) == 0,
-                              "%s: %s field %s: value %.*s is not its shard "
-                              "code, 8 bytes of due time and the payload",
-                              ctx, kb, f->str, (int)v->len, v->str);
+                tu_require(bucket_value(f->str, v->str, v->len, &d) == 0,
+                           "%s: %s field %s: value %.*s is not its shard "
+                           "code, 8 bytes of due time and the payload",
+                           ctx, kb, f->str, (int)v->len, v->str);
                 if (d < mn)
                     mn = d;
                 if (d > mx)
                     mx = d;
-                ck_assert_msg(f->len <= C_ID_MAX && v->len <= 64,
-                              "%s: %s holds %s (%zu B) -> %zu B: too long for "
-                              "a listpack", ctx, kb, f->str, f->len, v->len);
+                tu_require(f->len <= C_ID_MAX && v->len <= 64,
+                           "%s: %s holds %s (%zu B) -> %zu B: too long for "
+                           "a listpack", ctx, kb, f->str, f->len, v->len);
                 snap_add(s, f->str, f->len, d, v->str + 11, v->len - 11, 1,
                          i);
             }
             freeReplyObject(all);
-            ck_assert_msg(mn == score, "%s: bucket %s scores %lld, its "
-                          "earliest job is due %lld", ctx, kb,
-                          (long long)score, (long long)mn);
-            ck_assert_msg(ne <= C_CAP || mn == mx,
-                          "%s: bucket %s holds %zu jobs due %lld..%lld (at "
-                          "most %d unless all due at one time)", ctx, kb, ne,
-                          (long long)mn, (long long)mx, C_CAP);
+            tu_require(mn == score, "%s: bucket %s scores %lld, its "
+                       "earliest job is due %lld", ctx, kb,
+                       (long long)score, (long long)mn);
+            tu_require(ne <= C_CAP || mn == mx,
+                       "%s: bucket %s holds %zu jobs due %lld..%lld (at "
+                       "most %d unless all due at one time)", ctx, kb, ne,
+                       (long long)mn, (long long)mx, C_CAP);
             if (ne > C_CAP) {
                 s->uniform++;
                 if ((long long)ne > s->max_uniform)
@@ -378,21 +378,21 @@ static void snap_take(redisContext *r, const char *q, snap *s,
             }
             if (k + 1 < nb) {
                 int64_t next = num_of(cb->element[2 * k + 3]);
-                ck_assert_msg(mx < next, "%s: bucket %s holds a job due %lld, "
-                              "the next bucket (%s) starts at %lld", ctx, kb,
-                              (long long)mx, cb->element[2 * k + 2]->str,
-                              (long long)next);
+                tu_require(mx < next, "%s: bucket %s holds a job due %lld, "
+                           "the next bucket (%s) starts at %lld", ctx, kb,
+                           (long long)mx, cb->element[2 * k + 2]->str,
+                           (long long)next);
             }
             if (mn != mx) {
                 /* (a bucket of one due time may have had more jobs than a
                  * listpack holds: hash-max-listpack-entries) */
                 redisReply *enc = th_cmd(r, "OBJECT ENCODING %s", kb);
-                                ck_assert_msg(enc->type == REDIS_REPLY_STRING &&
-                                  strcmp(enc->str, "listpack") == 0,
-                              "%s: bucket %s of %zu jobs (due %lld..%lld) is "
-                              "encoded as %s, not a listpack", ctx, kb, ne,
-                              (long long)mn, (long long)mx,
-                              enc->type == REDIS_REPLY_STRING ? enc->str : "?");
+                tu_require(enc->type == REDIS_REPLY_STRING &&
+                               strcmp(enc->str, "listpack") == 0,
+                           "%s: bucket %s of %zu jobs (due %lld..%lld) is "
+                           "encoded as %s, not a listpack", ctx, kb, ne,
+                           (long long)mn, (long long)mx,
+                           enc->type == REDIS_REPLY_STRING ? enc->str : "?");
                 freeReplyObject(enc);
             }
             in_buckets += (long long)ne;
@@ -406,11 +406,11 @@ static void snap_take(redisContext *r, const char *q, snap *s,
         redisReply *cm = th_cmd(r, "HGET %s n", kcm);
         long long cmn = cm->type == REDIS_REPLY_STRING ? atoll(cm->str) : 0;
         freeReplyObject(cm);
-        ck_assert_msg(cmn == in_buckets, "%s: %s says n = %lld, the buckets "
-                      "hold %lld", ctx, kcm, cmn, in_buckets);
-        ck_assert_msg(rint_(r, "EXISTS", kcm, NULL) == (in_buckets > 0),
-                      "%s: %s %s with %lld compact jobs", ctx, kcm,
-                      in_buckets > 0 ? "missing" : "left", in_buckets);
+        tu_require(cmn == in_buckets, "%s: %s says n = %lld, the buckets "
+                   "hold %lld", ctx, kcm, cmn, in_buckets);
+        tu_require(rint_(r, "EXISTS", kcm, NULL) == (in_buckets > 0),
+                   "%s: %s %s with %lld compact jobs", ctx, kcm,
+                   in_buckets > 0 ? "missing" : "left", in_buckets);
 
         /* shards: each compact job in its own with its due time */
         for (size_t k = first_compact; k < s->n; k++) {
@@ -421,12 +421,12 @@ static void snap_take(redisContext *r, const char *q, snap *s,
         }
         for (size_t k = first_compact; k < s->n; k++) {
             redisReply *g = NULL;
-            ck_assert_int_eq(redisGetReply(r, (void **)&g), REDIS_OK);
-            ck_assert_msg(g->type == REDIS_REPLY_STRING &&
-                              strtoll(g->str, NULL, 10) == s->v[k].due,
-                          "%s: compact job %s (due %lld) has shard entry %s",
-                          ctx, s->v[k].id, (long long)s->v[k].due,
-                          g->type == REDIS_REPLY_STRING ? g->str : "(none)");
+            tu_check(redisGetReply(r, (void **)&g) == REDIS_OK);
+            tu_require(g->type == REDIS_REPLY_STRING &&
+                           strtoll(g->str, NULL, 10) == s->v[k].due,
+                       "%s: compact job %s (due %lld) has shard entry %s",
+                       ctx, s->v[k].id, (long long)s->v[k].due,
+                       g->type == REDIS_REPLY_STRING ? g->str : "(none)");
             freeReplyObject(g);
         }
         /* and the shards and bucket keys hold nothing else */
@@ -443,31 +443,31 @@ static void snap_take(redisContext *r, const char *q, snap *s,
         }
         for (long long k = 0; k < shard_keys; k++) {
             redisReply *g = NULL;
-            ck_assert_int_eq(redisGetReply(r, (void **)&g), REDIS_OK);
-            ck_assert_int_eq(g->type, REDIS_REPLY_INTEGER);
+            tu_check(redisGetReply(r, (void **)&g) == REDIS_OK);
+            tu_check(g->type == REDIS_REPLY_INTEGER);
             shard_entries += g->integer;
             freeReplyObject(g);
         }
-        ck_assert_msg(bucket_keys == (long long)nb,
-                      "%s: %lld bucket keys %sc:*, %zu buckets in %s", ctx,
-                      bucket_keys, pfx, nb, kcb);
-        ck_assert_msg(shard_entries == in_buckets,
-                      "%s: the shards %ss:* hold %lld ids, the buckets %lld",
-                      ctx, pfx, shard_entries, in_buckets);
+        tu_require(bucket_keys == (long long)nb,
+                   "%s: %lld bucket keys %sc:*, %zu buckets in %s", ctx,
+                   bucket_keys, pfx, nb, kcb);
+        tu_require(shard_entries == in_buckets,
+                   "%s: the shards %ss:* hold %lld ids, the buckets %lld",
+                   ctx, pfx, shard_entries, in_buckets);
         freeReplyObject(cb);
     }
     qkeys_free(keys, nkeys);
     if (s->n > 1) /* qsort wants a valid pointer even for no jobs */
         qsort(s->v, s->n, sizeof(*s->v), sj_by_id);
     for (size_t k = 1; k < s->n; k++)
-        ck_assert_msg(strcmp(s->v[k - 1].id, s->v[k].id) != 0,
-                      "%s: job %s is stored twice (%s and %s)", ctx,
-                      s->v[k].id, s->v[k - 1].compact ? "compact" : "native",
-                      s->v[k].compact ? "compact" : "native");
+        tu_require(strcmp(s->v[k - 1].id, s->v[k].id) != 0,
+                   "%s: job %s is stored twice (%s and %s)", ctx,
+                   s->v[k].id, s->v[k - 1].compact ? "compact" : "native",
+                   s->v[k].compact ? "compact" : "native");
     for (size_t k = 0; k < s->n; k++)
-        ck_assert_msg(s->v[k].part == part_of(s->v[k].id),
-                      "%s: job %s is in partition %d, hashes to %d", ctx,
-                      s->v[k].id, s->v[k].part, part_of(s->v[k].id));
+        tu_require(s->v[k].part == part_of(s->v[k].id),
+                   "%s: job %s is in partition %d, hashes to %d", ctx,
+                   s->v[k].id, s->v[k].part, part_of(s->v[k].id));
 }
 
 static const sj *snap_find(const snap *s, const char *id) {
@@ -1161,33 +1161,34 @@ static void m_drain(model *m, dq_client *c) {
     free(lens);
 }
 
-/* The keys a queue may keep without jobs: done records, its settings, and
- * on a partitioned run the plain jobs hash with the partition count.  The
- * mover's cursor expires within 1.5 s: waited for once. */
+/* Fails unless the mover's cursor key (lib/lua/common.lua: SET ... PX 1500)
+ * is gone or on its way out, a TTL of at most 1.5 s. */
+static void assert_cursor_expires(redisContext *r, const char *key) {
+    long long ttl = rint_(r, "PTTL", key, NULL);
+    ck_assert_msg(ttl == -2 || (ttl > 0 && ttl <= 1500),
+                  "the mover's cursor %s has a TTL of %lld ms", key, ttl);
+}
+
+/* The keys a queue may keep without jobs: done records, its settings, on
+ * a partitioned run the plain jobs hash with the partition count, and the
+ * mover's cursor while it expires. */
 static void assert_no_job_keys(redisContext *r, const char *q) {
-    for (int round = 0;; round++) {
-        qkey *keys = NULL;
-        size_t n = queue_keys(r, q, &keys);
-        int mv = 0;
-        for (size_t i = 0; i < n; i++) {
-            const char *s = keys[i].suffix;
-            if (strcmp(s, "done") == 0 || strcmp(s, "conf") == 0)
-                continue;
-            if (keys[i].part == -1 && tu_parts() > 1 &&
-                strcmp(s, "jobs") == 0)
-                continue;
-            if (strcmp(s, "mv") == 0 && round == 0) {
-                mv = 1;
-                continue;
-            }
-            ck_abort_msg("queue %s has no jobs but key %s is left", q,
-                         keys[i].name);
+    qkey *keys = NULL;
+    size_t n = queue_keys(r, q, &keys);
+    for (size_t i = 0; i < n; i++) {
+        const char *s = keys[i].suffix;
+        if (strcmp(s, "done") == 0 || strcmp(s, "conf") == 0)
+            continue;
+        if (keys[i].part == -1 && tu_parts() > 1 && strcmp(s, "jobs") == 0)
+            continue;
+        if (strcmp(s, "mv") == 0) {
+            assert_cursor_expires(r, keys[i].name);
+            continue;
         }
-        qkeys_free(keys, n);
-        if (!mv)
-            break;
-        th_sleep_ms(1600);
+        ck_abort_msg("queue %s has no jobs but key %s is left", q,
+                     keys[i].name);
     }
+    qkeys_free(keys, n);
     tu_assert_plain_clean(r, NS, q);
 }
 
@@ -1903,7 +1904,14 @@ START_TEST(uniform_first_bucket) {
     ck_assert_msg(s.compact == NU && s.uniform == 1, "%lld compact, %lld "
                   "uniform buckets", s.compact, s.uniform);
     snap_free(&s);
-    th_sleep_ms(1600); /* the mover's cursor expires: the next starts on top */
+    /* the mover's cursor expires (as it would within 1.5 s): the next
+     * move starts on top */
+    for (int i = 0; i < nparts(); i++) {
+        char kmv[512];
+        pkey(kmv, sizeof(kmv), Q, i, "mv");
+        assert_cursor_expires(r, kmv);
+        freeReplyObject(th_cmd(r, "UNLINK %s", kmv));
+    }
     char above[32], below[32];
     tu_id_in(above, sizeof(above), "above", 0);
     tu_id_in(below, sizeof(below), "below", 0);

@@ -90,21 +90,6 @@ static dq_consumer *sync_consumer(dq_client *cc, const char *q,
     return c;
 }
 
-/* EVAL/EVALSHA calls the server has run so far. */
-static long long script_calls(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
-    long long sum = 0;
-    static const char *const names[] = {"cmdstat_evalsha:", "cmdstat_eval:"};
-    for (int k = 0; k < 2; k++) {
-        const char *p = strstr(rep->str, names[k]);
-        if (p != NULL && (p = strstr(p, "calls=")) != NULL)
-            sum += atoll(p + 6);
-    }
-    freeReplyObject(rep);
-    return sum;
-}
-
 /* Whether job "j<i>" has any data left in the queue's jobs hash. */
 static int has_data(redisContext *r, const char *q, int i) {
     char id[16], key[512];
@@ -222,9 +207,9 @@ START_TEST(acks_coalesced) {
     dq_client *cc = open_client();
     dq_consumer *c = sync_consumer(cc, Q, ok_handler, &s, CONC);
     redisContext *r = rconn();
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     ck_assert_int_eq(dq_consumer_run(c), 0);
-    long long calls = script_calls(r) - before;
+    long long calls = tu_script_calls(r) - before;
     dq_consumer_free(c);
     for (int i = 0; i < N; i++)
         ck_assert_msg(s.calls[i] == 1 && s.reports[i] == 1 &&
@@ -484,28 +469,6 @@ END_TEST
 static const char BIN_REASON[] = "bin\0ary\xff tail";
 #define BIN_LEN (sizeof(BIN_REASON) - 1)
 
-/* What the queue recorded as job "j<i>"'s last failure reason: its length,
- * or -1 when none; the bytes go to buf (DQ_REASON_MAX + 1).  *state gets
- * the job's state. */
-static long reason_of(dq_client *cl, const char *q, int i, char *buf,
-                      int *state) {
-    char id[16];
-    snprintf(id, sizeof(id), "j%d", i);
-    dq_job_info *in = NULL;
-    ck_assert_int_eq(dq_get(cl, q, id, &in), 1);
-    *state = dq_job_info_state(in);
-    size_t len = 0;
-    const char *e = dq_job_info_last_error(in, &len);
-    long r = -1;
-    if (e != NULL) {
-        ck_assert(len <= DQ_REASON_MAX);
-        memcpy(buf, e, len);
-        r = (long)len;
-    }
-    dq_job_info_free(in);
-    return r;
-}
-
 /* j0: bad calls only, then a retry (nothing recorded); j1: a retry with a
  * reason (a too long one after it is refused and changes nothing); j2: a
  * failure with a binary reason from a buffer gone before the nack; j3: a
@@ -601,15 +564,15 @@ START_TEST(handler_reasons) {
                       s.reports[i], s.status[i]);
     static char buf[DQ_REASON_MAX + 1];
     int st = 0;
-    ck_assert_int_eq(reason_of(cl, Q, 0, buf, &st), -1);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j0", buf, &st), -1);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
-    ck_assert_int_eq(reason_of(cl, Q, 1, buf, &st), 11);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j1", buf, &st), 11);
     ck_assert(memcmp(buf, "retry later", 11) == 0);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
-    ck_assert_int_eq(reason_of(cl, Q, 4, buf, &st), 6);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j4", buf, &st), 6);
     ck_assert(memcmp(buf, "second", 6) == 0);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
-    ck_assert_int_eq(reason_of(cl, Q, 5, buf, &st), DQ_REASON_MAX);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j5", buf, &st), DQ_REASON_MAX);
     for (int k = 0; k < DQ_REASON_MAX; k++)
         ck_assert_int_eq(buf[k], 'r');
     ck_assert_int_eq(st, DQ_JOB_DEAD);
@@ -648,10 +611,10 @@ START_TEST(handler_reasons) {
     dq_consumer_free(c);
     ck_assert_int_eq(m.outcome[0], DQ_JOB_FAIL);
     ck_assert_int_eq(m.outcome[1], DQ_JOB_FAIL);
-    ck_assert_int_eq(reason_of(cl, q, 0, buf, &st), 12);
+    ck_assert_int_eq(tu_last_error(cl, q, "j0", buf, &st), 12);
     ck_assert(memcmp(buf, "max attempts", 12) == 0);
     ck_assert_int_eq(st, DQ_JOB_DEAD);
-    ck_assert_int_eq(reason_of(cl, q, 1, buf, &st), 5);
+    ck_assert_int_eq(tu_last_error(cl, q, "j1", buf, &st), 5);
     ck_assert(memcmp(buf, "flaky", 5) == 0);
     ck_assert_int_eq(st, DQ_JOB_DEAD);
     dq_close(cc);

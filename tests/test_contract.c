@@ -763,25 +763,6 @@ START_TEST(wake_channel_per_db) {
 }
 END_TEST
 
-/* Script calls the server ran so far (INFO commandstats). */
-static long long script_calls(redisContext *r) {
-    static const char *const names[] = {"eval",    "evalsha", "eval_ro",
-                                        "evalsha_ro", "fcall", "fcall_ro",
-                                        NULL};
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
-    long long sum = 0;
-    for (int i = 0; names[i] != NULL; i++) {
-        char pat[64];
-        snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", names[i]);
-        const char *p = strstr(rep->str, pat);
-        if (p != NULL)
-            sum += atoll(p + strlen(pat));
-    }
-    freeReplyObject(rep);
-    return sum;
-}
-
 typedef struct waiter {
     dq_client *c;
     const char *q;
@@ -829,10 +810,10 @@ START_TEST(wake_other_db_no_wakeup) {
         th_sleep_ms(5);
     }
     th_sleep_ms(100);
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     push_text(c3, Q, "db3", 0, "j3", 0, NULL); /* earliest in db 3: wakes */
     th_sleep_ms(150);
-    long long after = script_calls(r);
+    long long after = tu_script_calls(r);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(w.rc, 0);
     ck_assert_msg(after - before == 1,

@@ -20,21 +20,6 @@
 
 #define K 8
 
-/* Script calls the server ran so far (EVALSHA + EVAL). */
-static long long script_calls(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    long long sum = 0;
-    static const char *const names[] = {"cmdstat_evalsha:calls=",
-                                        "cmdstat_eval:calls=", NULL};
-    for (int i = 0; names[i] != NULL; i++) {
-        const char *p = strstr(rep->str, names[i]);
-        if (p != NULL)
-            sum += atoll(p + strlen(names[i]));
-    }
-    freeReplyObject(rep);
-    return sum;
-}
-
 /* Waits (up to 5 s) until n consumers are registered as waiting in every
  * partition of q. */
 static void wait_registered(redisContext *r, const char *q, long long n) {
@@ -111,14 +96,14 @@ static void join_waiters(tu_waiter *w, pthread_t *th, int k) {
  * exactly one poll (a herd would poll in the 100 ms after). */
 static void push_one_poll(redisContext *r, dq_client *c, tu_waiter *w,
                           const char *q, int n, int64_t delay_ms) {
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     int64_t t0 = wall_ms();
     push_text(c, q, "x", delay_ms, NULL, 0, NULL);
     ck_assert_int_eq(wait_returned(w, K, n), n);
     int64_t took = wall_ms() - t0;
     th_sleep_ms(100);
     ck_assert_int_eq(returned(w, K), n);
-    long long polls = script_calls(r) - before - 1; /* - the push */
+    long long polls = tu_script_calls(r) - before - 1; /* - the push */
     ck_assert_msg(polls == 1, "job %d: %lld polls by %d waiters", n, polls,
                   K - n + 1);
     ck_assert_msg(took >= delay_ms - 10, "delivered after %lld ms",
@@ -150,7 +135,7 @@ START_TEST(handoff_to_next) {
     pthread_t th[K];
     start_waiters(w, th, K, Q);
     wait_registered(r, Q, K);
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     const void *pl[K];
     size_t len[K];
     int64_t delays[K];
@@ -172,7 +157,7 @@ START_TEST(handoff_to_next) {
                      K);
     ck_assert_int_eq(wait_returned(w, K, K), K);
     th_sleep_ms(100);
-    long long polls = script_calls(r) - before - 1;
+    long long polls = tu_script_calls(r) - before - 1;
     ck_assert_msg(polls <= K + 1, "%lld polls for %d jobs", polls, K);
     join_waiters(w, th, K);
     dq_close(c);

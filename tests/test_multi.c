@@ -17,21 +17,6 @@
 #include "test_suite.h"
 #include "test_utils.h"
 
-/* Script calls the server ran so far (EVALSHA + EVAL). */
-static long long script_calls(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    long long sum = 0;
-    static const char *const names[] = {"cmdstat_evalsha:calls=",
-                                        "cmdstat_eval:calls=", NULL};
-    for (int i = 0; names[i] != NULL; i++) {
-        const char *p = strstr(rep->str, names[i]);
-        if (p != NULL)
-            sum += atoll(p + strlen(names[i]));
-    }
-    freeReplyObject(rep);
-    return sum;
-}
-
 /* Queue names of a test: "<test>.<suffix>". */
 static void qname(char *buf, size_t n, const char *test, const char *sfx) {
     snprintf(buf, n, "%s.%s", test, sfx);
@@ -200,7 +185,7 @@ START_TEST(idle_queue_push_wakes) {
     ck_assert_int_eq(pthread_create(&th, NULL, mwait_thread, &w), 0);
     wait_registered(r, 3, qs);
     th_sleep_ms(50); /* the waiter is asleep on its channels */
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     push_text(prod, q2, "x", 0, "late", 0, NULL);
     for (int i = 0; i < 500 && __atomic_load_n(&w.done_us, __ATOMIC_SEQ_CST) == 0;
          i++)
@@ -209,7 +194,7 @@ START_TEST(idle_queue_push_wakes) {
     ck_assert_msg(w.rc == 1, "waiter: %d %s", w.rc, w.err);
     ck_assert_int_eq(w.qi, 2);
     ck_assert_str_eq(w.id, "late");
-    long long polls = script_calls(r) - before - 1; /* - the push */
+    long long polls = tu_script_calls(r) - before - 1; /* - the push */
     ck_assert_msg(polls == 1, "%lld polls for one job pushed to an idle "
                               "queue", polls);
     dq_close(w.c);
@@ -232,14 +217,14 @@ START_TEST(idle_queues_not_polled) {
     }
     redisContext *r = rconn();
     dq_client *c = open_client_opt(DQ_OPT_WAIT_CAP_MS, 1000);
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     dq_jobs *jobs = NULL;
     int qi = 5;
     ck_assert_int_eq(dq_poll_wait_multi(c, NQ, qs, NULL, DQ_PRIO_STRICT, 1,
                                         30000, 1500, &jobs, &qi),
                      0);
     ck_assert_int_eq(qi, -1);
-    long long polls = script_calls(r) - before;
+    long long polls = tu_script_calls(r) - before;
     int parts = tu_parts();
     /* per queue: one poll per partition now and one at the cap (plus the
      * partition-count check of a partitioned queue's first use) */

@@ -127,23 +127,9 @@ static const tu_fixture fx = {setup, teardown};
 
 static void mark(void) { before = commands_processed(R); }
 
-static void nothing_sent(void) {
-    long long after = commands_processed(R);
-    ck_assert_msg(after - before == 1,
-                  "%lld commands reached Redis (expected only the INFO)",
-                  after - before);
-}
+static void nothing_sent(void) { tu_nothing_sent(R, before); }
 
-#define BAD(call, code, word)                                                 \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %s", #call, rc_,  \
-                      dq_errname(rc_), dq_errname(code));                     \
-        ck_assert_int_eq(dq_errcode(C), (code));                              \
-        ck_assert_msg(strstr(dq_errmsg(C), (word)) != NULL,                   \
-                      "%s: message '%s' does not name '%s'", #call,           \
-                      dq_errmsg(C), (word));                                  \
-    } while (0)
+#define BAD(call, code, word) tu_bad(C, call, code, word)
 
 /* ---- config set / get -------------------------------------------------- */
 
@@ -1135,21 +1121,6 @@ START_TEST(rate_limit) {
 }
 END_TEST
 
-/* Script calls the server ran so far (EVALSHA + EVAL). */
-static long long script_calls(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    long long sum = 0;
-    static const char *const names[] = {"cmdstat_evalsha:calls=",
-                                        "cmdstat_eval:calls=", NULL};
-    for (int i = 0; names[i] != NULL; i++) {
-        const char *p = strstr(rep->str, names[i]);
-        if (p != NULL)
-            sum += atoll(p + strlen(names[i]));
-    }
-    freeReplyObject(rep);
-    return sum;
-}
-
 /* A limited waiter sleeps until a slot frees: it does not busy-poll. */
 START_TEST(rate_limit_wait) {
     int np = tu_parts();
@@ -1159,7 +1130,7 @@ START_TEST(rate_limit_wait) {
     push_many(C, Q, 100);
     dq_client *c = open_client_opt(DQ_OPT_WAIT_CAP_MS, 60000);
     int got = 0, calls = 0;
-    long long s0 = script_calls(R);
+    long long s0 = tu_script_calls(R);
     int64_t t0 = th_mono_ms();
     /* 4 windows' worth */
     while (got < 4 * N && calls < 200 && th_mono_ms() - t0 < 20000) {
@@ -1170,7 +1141,7 @@ START_TEST(rate_limit_wait) {
         calls++;
         dq_jobs_free(j);
     }
-    long long polls = script_calls(R) - s0;
+    long long polls = tu_script_calls(R) - s0;
     int64_t took = th_mono_ms() - t0;
     ck_assert_int_ge(got, 4 * N);
     /* 4N jobs at N per window: at least 3 windows passed */
@@ -1239,7 +1210,7 @@ START_TEST(rate_limit_waiters) {
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     rate_waiter w[K];
     pthread_t th[K];
-    long long s0 = script_calls(R);
+    long long s0 = tu_script_calls(R);
     int64_t t0 = th_mono_ms();
     for (int i = 0; i < K; i++) {
         w[i] = (rate_waiter){open_client_opt(DQ_OPT_WAIT_CAP_MS, 60000), Q,
@@ -1256,7 +1227,7 @@ START_TEST(rate_limit_waiters) {
         dq_close(w[i].c);
     }
     int64_t took = th_mono_ms() - t0;
-    long long polls = script_calls(R) - s0;
+    long long polls = tu_script_calls(R) - s0;
     ck_assert_msg(total >= 5 * N, "%d deliveries in 15 s", total);
     qsort(stamps, (size_t)total, sizeof(stamps[0]), cmp64);
     for (int i = 0; i < total; i++) {
@@ -1383,10 +1354,10 @@ static void *flip_thread(void *arg) {
                         f->flips % 2 ? 20000 : 10000};
         int rc = dq_config_set(c, f->q, 2, s, v);
         if (rc != 0) {
-            f->err = rc;
+            __atomic_store_n(&f->err, rc, __ATOMIC_SEQ_CST);
             break;
         }
-        f->flips++;
+        __atomic_add_fetch(&f->flips, 1, __ATOMIC_SEQ_CST);
     }
     dq_close(c);
     return NULL;
@@ -1400,6 +1371,13 @@ START_TEST(race_nack_config) {
     flipper f = {Q, &stop, 0, 0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, flip_thread, &f), 0);
+    /* the flipper is under way before the first nack (on a busy machine
+     * its thread may otherwise start after the last) */
+    int64_t started = th_mono_ms() + 10000;
+    while (__atomic_load_n(&f.flips, __ATOMIC_SEQ_CST) == 0 &&
+           __atomic_load_n(&f.err, __ATOMIC_SEQ_CST) == 0 &&
+           th_mono_ms() < started)
+        th_sleep_ms(1);
     int seen[2] = {0, 0};
     for (int k = 0; k < 40; k++) {
         if (k > 0)

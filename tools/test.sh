@@ -7,9 +7,14 @@
 #                                  build-hiredis12  hiredis 1.2 from Debian trixie (+ TLS;
 #                                                   of the cluster suite only
 #                                                   cluster_tls, cluster_tools)
-#                                (the suites compact and compact_fault, the
-#                                core, async and fault suites again on the
-#                                compact layout, run under build only)
+#                                (the re-runs of the same test programs on
+#                                other layouts and partition counts, suites
+#                                compact, compact_fault and partitioned, run
+#                                under build, not the other two: they change
+#                                what the server runs, not the C or hiredis
+#                                calls that those builds exist for; the
+#                                cluster suites cover partitioned queues in
+#                                every build)
 #                                then valkey: the core, async, fault,
 #                                cluster and compact suites of build, and the
 #                                TLS cluster test of build-hiredis12, run
@@ -21,7 +26,13 @@
 #                                left out of the other meson test runs);
 #                                then build-fuzz: clang + libFuzzer, each fuzz
 #                                target of tests/fuzz run for a bounded time
-#   bash tools/test.sh --quick   only the first build (no deps step)
+#   bash tools/test.sh --quick   only the first build, all its suites (no deps step)
+#   bash tools/test.sh --fast    the fast tier: the first build, then only
+#                                `meson test -C build --suite quick` (the
+#                                unit tests, the core suite on the default
+#                                layout and async_ops; under a minute on 2
+#                                cores); run that command itself after a
+#                                build
 #
 # Environment: DQ_TEST_JOBS=N  number of tests meson runs at once (default
 #              4; the sanitizer build runs half as many, at least 1).  Most
@@ -41,10 +52,11 @@ cd "$(dirname -- "$0")/.."
 # The comment block above, up to its first non-comment line.
 usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
 
-QUICK=0
+QUICK=0 FAST=0
 for arg in "$@"; do
     case $arg in
         --quick) QUICK=1 ;;
+        --fast) QUICK=1 FAST=1 ;;
         -h | --help) usage; exit 0 ;;
         *) printf 'test.sh: unknown argument: %s\n' "$arg" >&2; usage >&2; exit 2 ;;
     esac
@@ -215,8 +227,13 @@ meson compile -C build
 banner "build: test"
 rc=0
 rm -f build/meson-logs/testlog.json
-meson test -C build --print-errorlogs --num-processes "$JOBS" \
-    --no-suite browser || rc=$?
+if [[ $FAST -eq 1 ]]; then
+    # meson's own parallelism (one test per core), as a developer runs it
+    meson test -C build --print-errorlogs --suite quick || rc=$?
+else
+    meson test -C build --print-errorlogs --num-processes "$JOBS" \
+        --no-suite browser || rc=$?
+fi
 count_results build
 print_figures build
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -233,18 +250,21 @@ banner "build-asan: setup"
 setup_build build-asan buildtype=debug b_sanitize=address,undefined b_lundef=false
 banner "build-asan: compile"
 meson compile -C build-asan
-# The compact layout's runs of the core, async and fault suites (suites
-# compact, compact_fault) differ from the default ones only in the Lua the
-# server runs, not in C: they run under build and Valkey, not again here
-# or under hiredis 1.2.
-banner "build-asan: test (without suites slow, bench, compact)"
+# The re-runs of the core, async and fault programs (suites compact,
+# compact_fault, partitioned) run under build and, the compact ones, Valkey,
+# not again here or under hiredis 1.2: a compact layout differs from the
+# default only in the Lua the server runs, not in C; a partitioned queue's
+# C (fan-out over partitions, merged replies) runs here in the cluster
+# suite's runs on partitioned queues (cluster, async_cluster).
+RERUNS=(--no-suite compact --no-suite compact_fault --no-suite partitioned)
+banner "build-asan: test (without suites bench, browser, compact, compact_fault, partitioned)"
 rc=0
 rm -f build-asan/meson-logs/testlog.json
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes "$ASAN_JOBS" \
-    --timeout-multiplier 3 --no-suite slow --no-suite bench \
-    --no-suite browser --no-suite compact --no-suite compact_fault || rc=$?
+    --timeout-multiplier 3 --no-suite bench --no-suite browser \
+    "${RERUNS[@]}" || rc=$?
 count_results build-asan
 print_figures build-asan
 [[ $rc -eq 0 ]] || exit "$rc"
@@ -278,9 +298,10 @@ if [[ -n $LIB ]]; then
 else
     echo "(no libdelayq.so* under build-hiredis12: ldd check skipped)"
 fi
-# Every suite but the cluster one, then of that only the tests that are not
-# the same routing again over another hiredis: cluster_tls (sync and async
-# clients on a TLS cluster) and cluster_tools.  The long cluster and
+# Every suite but the cluster one and the re-runs (RERUNS above), then of
+# the cluster suite only the tests that are not the same routing again over
+# another hiredis: cluster_tls (sync and async clients on a TLS cluster,
+# plain and partitioned queues) and cluster_tools.  The long cluster and
 # async_cluster runs (migrations, failovers) go through the hiredis calls
 # that the other suites already cover, and run under build, build-asan and
 # Valkey; leaving them out here keeps CI well under 30 minutes.
@@ -289,8 +310,7 @@ rc=0
 rm -f build-hiredis12/meson-logs/testlog.json
 LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" \
-    --no-suite browser --no-suite cluster --no-suite compact \
-    --no-suite compact_fault || rc=$?
+    --no-suite browser --no-suite cluster "${RERUNS[@]}" || rc=$?
 count_results build-hiredis12
 print_figures build-hiredis12
 [[ $rc -eq 0 ]] || exit "$rc"

@@ -968,32 +968,8 @@ static redisReply *port_cmd(int port, const char *cmd) {
     return rep;
 }
 
-/* "<field>:...<sub>N" of INFO <section> on 127.0.0.1:port (0: absent). */
-static long long info_at(int port, const char *section, const char *field,
-                         const char *sub) {
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "INFO %s", section);
-    redisReply *rep = port_cmd(port, cmd);
-    long long n = 0;
-    char key[128];
-    snprintf(key, sizeof(key), "%s:", field);
-    const char *p = rep->type == REDIS_REPLY_STRING ? strstr(rep->str, key)
-                                                    : NULL;
-    const char *eol = p != NULL ? strchr(p, '\r') : NULL;
-    const char *v = p != NULL ? strstr(p, sub) : NULL;
-    if (v != NULL && (eol == NULL || v < eol))
-        n = atoll(v + strlen(sub));
-    freeReplyObject(rep);
-    return n;
-}
-
-static long long script_calls(int port) {
-    return info_at(port, "commandstats", "cmdstat_evalsha", "calls=") +
-           info_at(port, "commandstats", "cmdstat_eval", "calls=");
-}
-
 static long long readonly_errors(int port) {
-    return info_at(port, "errorstats", "errorstat_READONLY", "count=");
+    return tu_info_at(port, "errorstats", "errorstat_READONLY", "count=");
 }
 
 /* The primary's port as every live Sentinel reports it, or -1 while they
@@ -1055,7 +1031,7 @@ START_TEST(sentinel_switch) {
     run_for(500); /* idle, subscribed at the primary */
 
     int old = g_s.primary, oport = g_s.data[old].port;
-    long long calls0 = script_calls(oport), ro0 = readonly_errors(oport);
+    long long calls0 = tu_script_calls_at(oport), ro0 = readonly_errors(oport);
     int64_t t0 = th_mono_ms();
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "SENTINEL FAILOVER %s", g_s.master_name);
@@ -1097,7 +1073,7 @@ START_TEST(sentinel_switch) {
                      0);
     ck_assert_msg(RUN_UNTIL(p2.calls > 0, 20000), "no callback");
     int64_t push_us = th_mono_us() - t1;
-    long long calls1 = script_calls(oport);
+    long long calls1 = tu_script_calls_at(oport);
     int got1 = RUN_UNTIL(s.ok[1] == 1, 5000);
     run_for(300);
     int64_t w0 = wall_us();
@@ -1216,7 +1192,7 @@ START_TEST(sentinel_hung) {
     int moved = RUN_UNTIL(others_subscribed(), 20000);
     int64_t moved_ms = th_mono_ms() - t0;
     int old = g_s.primary, oport = g_s.data[old].port;
-    long long calls0 = script_calls(oport);
+    long long calls0 = tu_script_calls_at(oport);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "SENTINEL FAILOVER %s", g_s.master_name);
     int asked = 0;
@@ -1241,7 +1217,7 @@ START_TEST(sentinel_hung) {
                          0);
         ck_assert_msg(RUN_UNTIL(p1.calls > 0, 10000), "no callback");
     }
-    long long calls1 = script_calls(oport);
+    long long calls1 = tu_script_calls_at(oport);
     kill(stopped, SIGCONT);
     g_s.sentinels[0].pid = stopped;
     for (int i = 0; i < g_s.ndata; i++)

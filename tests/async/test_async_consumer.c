@@ -1090,28 +1090,6 @@ END_TEST
 static const char BIN_REASON[] = "bin\0ary\xff tail";
 #define BIN_LEN (sizeof(BIN_REASON) - 1)
 
-/* What the queue recorded as job "j<i>"'s last failure reason: its length,
- * or -1 when none; the bytes go to buf (DQ_REASON_MAX + 1).  *state gets
- * the job's state. */
-static long reason_of(dq_client *cl, const char *q, int i, char *buf,
-                      int *state) {
-    char id[16];
-    snprintf(id, sizeof(id), "j%d", i);
-    dq_job_info *in = NULL;
-    ck_assert_int_eq(dq_get(cl, q, id, &in), 1);
-    *state = dq_job_info_state(in);
-    size_t len = 0;
-    const char *e = dq_job_info_last_error(in, &len);
-    long r = -1;
-    if (e != NULL) {
-        ck_assert(len <= DQ_REASON_MAX);
-        memcpy(buf, e, len);
-        r = (long)len;
-    }
-    dq_job_info_free(in);
-    return r;
-}
-
 /* A job finished later with a reason (from a buffer freed at once). */
 typedef struct later_reason {
     seen *s;
@@ -1213,12 +1191,12 @@ START_TEST(handler_reasons) {
     ck_assert_int_eq(s.retry[0] + s.retry[1] + s.fail[2] + s.ok[3], 4);
     static char buf[DQ_REASON_MAX + 1];
     int st = 0;
-    ck_assert_int_eq(reason_of(cl, Q, 0, buf, &st), -1);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j0", buf, &st), -1);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
-    ck_assert_int_eq(reason_of(cl, Q, 1, buf, &st), 11);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j1", buf, &st), 11);
     ck_assert(memcmp(buf, "retry later", 11) == 0);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
-    ck_assert_int_eq(reason_of(cl, Q, 2, buf, &st), (long)BIN_LEN);
+    ck_assert_int_eq(tu_last_error(cl, Q, "j2", buf, &st), (long)BIN_LEN);
     ck_assert(memcmp(buf, BIN_REASON, BIN_LEN) == 0);
     ck_assert_int_eq(st, DQ_JOB_DEAD);
     dq_jobs *l = NULL;
@@ -1253,11 +1231,11 @@ START_TEST(handler_reasons) {
     ck_assert_msg(RUN_UNTIL(m.fail[0] + m.fail[1] + m.fail[2] == 3, 5000),
                   "%d finished", m.finished);
     ck_assert_int_eq(m.calls[2], 0);
-    ck_assert_int_eq(reason_of(cl, q2, 0, buf, &st), 12);
+    ck_assert_int_eq(tu_last_error(cl, q2, "j0", buf, &st), 12);
     ck_assert(memcmp(buf, "max attempts", 12) == 0);
-    ck_assert_int_eq(reason_of(cl, q2, 1, buf, &st), 5);
+    ck_assert_int_eq(tu_last_error(cl, q2, "j1", buf, &st), 5);
     ck_assert(memcmp(buf, "flaky", 5) == 0);
-    ck_assert_int_eq(reason_of(cl, q2, 2, buf, &st), 12);
+    ck_assert_int_eq(tu_last_error(cl, q2, "j2", buf, &st), 12);
     ck_assert(memcmp(buf, "max attempts", 12) == 0);
     ck_assert_int_eq(st, DQ_JOB_DEAD);
     ck_stats(cl, q2, 0, 0, 0, 3);
@@ -1283,7 +1261,7 @@ START_TEST(handler_reasons) {
                      DQ_ESTALE);
     ck_assert_int_eq(dq_consumer_set_reason(c, t.held[0], "late", 4),
                      DQ_EINVAL);
-    ck_assert_int_eq(reason_of(cl, q3, 1, buf, &st), 15);
+    ck_assert_int_eq(tu_last_error(cl, q3, "j1", buf, &st), 15);
     ck_assert(memcmp(buf, "handler timeout", 15) == 0);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
     ck_assert_int_eq(t.bad_status, 0);

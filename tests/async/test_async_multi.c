@@ -12,21 +12,6 @@
 
 #include <delayq-consumer.h>
 
-/* Script calls the server ran so far (EVALSHA + EVAL). */
-static long long script_calls(redisContext *r) {
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    long long sum = 0;
-    static const char *const names[] = {"cmdstat_evalsha:calls=",
-                                        "cmdstat_eval:calls=", NULL};
-    for (int i = 0; names[i] != NULL; i++) {
-        const char *p = strstr(rep->str, names[i]);
-        if (p != NULL)
-            sum += atoll(p + strlen(names[i]));
-    }
-    freeReplyObject(rep);
-    return sum;
-}
-
 enum { MAXD = 1000 };
 
 /* What the handler saw. */
@@ -212,11 +197,11 @@ START_TEST(idle_push_one_poll) {
     subscribers(r, &conns, &chans);
     ck_assert_int_eq(conns, 1);
     ck_assert_int_eq(chans, 3 * parts);
-    long long before = script_calls(r);
+    long long before = tu_script_calls(r);
     push_text(prod, q2, "x", 0, "clate", 0, NULL);
     ck_assert(RUN_UNTIL(s.reports == 1, 3000));
     run_for(100);
-    long long polls = script_calls(r) - before - 1 - 1; /* push, ack */
+    long long polls = tu_script_calls(r) - before - 1 - 1; /* push, ack */
     ck_assert_msg(polls == 1, "%lld polls for one push to an idle queue",
                   polls);
     ck_assert_int_eq(s.wrong, 0);

@@ -6,23 +6,6 @@
  */
 #include "test_async.h"
 
-/* What a dq_get_cb was given (the info copied: it is borrowed). */
-typedef struct info_res {
-    int calls;
-    int status;
-    dq_job_info *info;
-    char msg[512];
-} info_res;
-
-static void info_rec(dq_async *a, const dq_job_info *info, int status,
-                     void *ud) {
-    info_res *r = ud;
-    r->calls++;
-    r->status = status;
-    r->info = dq_job_info_dup(info);
-    snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
-}
-
 /* dq_async_get of id, which must exist. */
 static dq_job_info *aget(dq_async *a, const char *q, const char *id) {
     info_res r = {0};

@@ -152,6 +152,16 @@ void extend_rec(dq_async *a, int64_t deadline, int status, void *ud) {
     snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
 }
 
+void info_rec(dq_async *a, const dq_job_info *info, int status, void *ud) {
+    info_res *r = ud;
+    r->calls++;
+    r->status = status;
+    r->info = dq_job_info_dup(info);
+    ck_assert((info != NULL) == (status == 1));
+    ck_assert((info != NULL) == (r->info != NULL));
+    snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
+}
+
 void stats_rec(dq_async *a, int64_t sched, int64_t due, int64_t infl,
                       int64_t dead, int64_t next, int status, void *ud) {
     res *r = ud;

@@ -81,6 +81,16 @@ void extend_rec(dq_async *a, int64_t deadline, int status, void *ud);
 void stats_rec(dq_async *a, int64_t sched, int64_t due, int64_t infl,
                int64_t dead, int64_t next, int status, void *ud);
 
+/* What a dq_get_cb was given (the info copied: it is borrowed), recorded
+ * by info_rec; the caller frees info. */
+typedef struct info_res {
+    int calls;
+    int status;
+    dq_job_info *info;
+    char msg[512];
+} info_res;
+void info_rec(dq_async *a, const dq_job_info *info, int status, void *ud);
+
 /* The i-th job kept by jobs_rec. */
 const dq_job *kept(const res *r, size_t i);
 /* Frees what r kept and zeroes it. */

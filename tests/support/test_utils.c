@@ -3,6 +3,8 @@
  */
 #include "test_utils.h"
 
+#include "cluster_harness.h"
+
 int64_t wall_ms(void) {
     return wall_us() / 1000;
 }
@@ -130,6 +132,13 @@ long long tu_info_int(redisContext *r, const char *section, const char *field) {
 
 long long commands_processed(redisContext *r) {
     return tu_info_int(r, "stats", "total_commands_processed");
+}
+
+void tu_nothing_sent(redisContext *r, long long before) {
+    long long after = commands_processed(r);
+    ck_assert_msg(after - before == 1,
+                  "%lld commands reached Redis (expected only the INFO)",
+                  after - before);
 }
 
 long long client_commands(redisContext *r) {
@@ -383,4 +392,68 @@ void *tu_wait_thread(void *arg) {
     }
     dq_jobs_free(jobs);
     return NULL;
+}
+
+long long tu_script_calls(redisContext *r) {
+    static const char *const names[] = {"eval",    "evalsha", "eval_ro",
+                                        "evalsha_ro", "fcall", "fcall_ro",
+                                        NULL};
+    redisReply *rep = th_cmd(r, "INFO commandstats");
+    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
+    long long sum = 0;
+    for (int i = 0; names[i] != NULL; i++) {
+        char pat[64];
+        snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", names[i]);
+        const char *p = strstr(rep->str, pat);
+        if (p != NULL)
+            sum += atoll(p + strlen(pat));
+    }
+    freeReplyObject(rep);
+    return sum;
+}
+
+long long tu_info_at(int port, const char *section, const char *field,
+                     const char *sub) {
+    redisContext *ctx = thc_connect(port);
+    ck_assert_msg(ctx != NULL, "cannot connect to 127.0.0.1:%d", port);
+    redisReply *rep = rcmd_try(ctx, "INFO %s", section);
+    ck_assert_msg(rep != NULL, "127.0.0.1:%d: INFO %s: %s", port, section,
+                  ctx->errstr);
+    char key[128];
+    snprintf(key, sizeof(key), "%s:", field);
+    const char *p = rep->type == REDIS_REPLY_STRING ? strstr(rep->str, key)
+                                                    : NULL;
+    const char *eol = p != NULL ? strchr(p, '\r') : NULL;
+    const char *v = p != NULL ? strstr(p, sub) : NULL;
+    long long n = 0;
+    if (v != NULL && (eol == NULL || v < eol))
+        n = atoll(v + strlen(sub));
+    freeReplyObject(rep);
+    redisFree(ctx);
+    return n;
+}
+
+long long tu_script_calls_at(int port) {
+    redisContext *ctx = thc_connect(port);
+    ck_assert_msg(ctx != NULL, "cannot connect to 127.0.0.1:%d", port);
+    long long n = tu_script_calls(ctx);
+    redisFree(ctx);
+    return n;
+}
+
+long tu_last_error(dq_client *c, const char *q, const char *id, char *buf,
+                   int *state) {
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(c, q, id, &in), 1);
+    *state = dq_job_info_state(in);
+    size_t len = 0;
+    const char *e = dq_job_info_last_error(in, &len);
+    long n = -1;
+    if (e != NULL) {
+        ck_assert(len <= DQ_REASON_MAX);
+        memcpy(buf, e, len);
+        n = (long)len;
+    }
+    dq_job_info_free(in);
+    return n;
 }

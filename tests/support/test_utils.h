@@ -39,6 +39,17 @@ extern th_redis g_srv;
 /* Queue name unique to the running test (Check names it <test>_fn). */
 #define Q __func__
 
+/* ck_assert_msg(cond, ...) and ck_assert(cond) for checks in loops over
+ * thousands of jobs or keys: Check records every passing ck_assert* (a
+ * write to its log file each), which there costs more than the check
+ * itself; these record only a failure. */
+#define tu_require(cond, ...)                                                 \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            ck_abort_msg(__VA_ARGS__);                                        \
+    } while (0)
+#define tu_check(cond) tu_require(cond, "Assertion '%s' failed", #cond)
+
 /* ---- clocks ------------------------------------------------------------ */
 
 /* Wall clock (CLOCK_REALTIME, the clock of the server's TIME on this
@@ -84,6 +95,19 @@ void stats5(dq_client *c, const char *queue, int64_t s[5]);
                       (int)(due), (int)(infl), (int)(dead));                  \
     } while (0)
 
+/* call must return code, and leave that code and a message naming word on
+ * client c. */
+#define tu_bad(c, call, code, word)                                           \
+    do {                                                                      \
+        int rc_ = (call);                                                     \
+        ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %s", #call, rc_,  \
+                      dq_errname(rc_), dq_errname(code));                     \
+        ck_assert_int_eq(dq_errcode(c), (code));                              \
+        ck_assert_msg(strstr(dq_errmsg(c), (word)) != NULL,                   \
+                      "%s: message '%s' does not name '%s'", #call,           \
+                      dq_errmsg(c), (word));                                  \
+    } while (0)
+
 /* ---- direct Redis access (hiredis) ------------------------------------ */
 
 /* A hiredis connection to g_srv; fails the test if it can't. */
@@ -100,6 +124,9 @@ long long rint_(redisContext *r, const char *cmd, const char *arg1,
 /* Commands the server has processed so far (INFO stats); the INFO itself is
  * counted by the next reading. */
 long long commands_processed(redisContext *r);
+/* Fails unless nothing reached the server since commands_processed gave
+ * before (the INFO of that reading aside). */
+void tu_nothing_sent(redisContext *r, long long before);
 /* The integer field "<field>:" of INFO <section>. */
 long long tu_info_int(redisContext *r, const char *section, const char *field);
 /* Commands clients sent (INFO commandstats), without the commands that
@@ -107,6 +134,20 @@ long long tu_info_int(redisContext *r, const char *section, const char *field);
 long long client_commands(redisContext *r);
 /* The server's clock (TIME) in epoch ms. */
 int64_t server_ms(redisContext *r);
+/* Scripts the server has run so far: the calls of EVAL, EVALSHA, their
+ * _RO forms and FCALL(_RO) (INFO commandstats). */
+long long tu_script_calls(redisContext *r);
+/* "<field>:...<sub>N" of INFO <section> on 127.0.0.1:port (a fresh
+ * connection): N, 0 when the field is absent (no such command or error
+ * yet).  tu_script_calls_at: tu_script_calls of that server. */
+long long tu_info_at(int port, const char *section, const char *field,
+                     const char *sub);
+long long tu_script_calls_at(int port);
+/* What the queue recorded as job id's last failure reason: its length, or
+ * -1 when none; the bytes go to buf (DQ_REASON_MAX + 1 bytes), the job's
+ * state to *state.  Fails the test unless the job exists. */
+long tu_last_error(dq_client *c, const char *q, const char *id, char *buf,
+                   int *state);
 
 /* ---- key layout oracle -------------------------------------------------- */
 
