@@ -43,8 +43,8 @@ struct dq__routes {
     dq__topo t;              /* the topology: map, primary, subscriber */
     dq__alink main;          /* the one node; Sentinel: the primary */
     dq__err why;             /* the last failure of the topology */
-    /* Cluster */
-    struct event *topo_ev;   /* the next refresh */
+    struct event *tick_ev;   /* cluster: the next refresh; Sentinel: the
+                                subscriber's check and reopening */
     /* Sentinel */
     dq__alink sent;          /* to the Sentinel being asked */
     unsigned sseq;           /* the step it carries */
@@ -60,7 +60,6 @@ struct dq__routes {
     dq__alink ssub;          /* to one Sentinel, kept: +switch-master */
     dq__uri ssuri;           /* its URI: no credentials, database 0 */
     char sshost[256];
-    struct event *ssub_ev;   /* its liveness check and reopening */
 };
 
 static void act(dq__routes *R, dq__tact *a);
@@ -205,14 +204,22 @@ static void node_down(dq__alink *l, int code, const char *msg, int was_up) {
     R->h->link_down(R->h->ud, l, code, msg, was_up);
 }
 
-static void on_topo(evutil_socket_t fd, short what, void *arg) {
+static void ssub_check(dq__routes *R);
+
+/* The routes' one timer: a cluster's refresh, a Sentinel subscriber's
+ * check. */
+static void on_tick(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     dq__routes *R = arg;
-    R->h->enter(R->h->ud);
     dq__tact a;
-    dq__topo_refresh(&R->t, dq__mono_us(), &a);
-    act(R, &a);
+    R->h->enter(R->h->ud);
+    if (R->kind == DQ_URI_CLUSTER) {
+        dq__topo_refresh(&R->t, dq__mono_us(), &a);
+        act(R, &a);
+    } else {
+        ssub_check(R);
+    }
     R->h->leave(R->h->ud);
 }
 
@@ -221,10 +228,10 @@ static void request_refresh(dq__routes *R) {
     if (R->kind != DQ_URI_CLUSTER)
         return;
     dq__topo_stale(&R->t);
-    if (R->t.step != 0 || R->topo_ev == NULL ||
-        evtimer_pending(R->topo_ev, NULL))
+    if (R->t.step != 0 || R->tick_ev == NULL ||
+        evtimer_pending(R->tick_ev, NULL))
         return;
-    dq__alink_arm(R->topo_ev,
+    dq__alink_arm(R->tick_ev,
                   R->t.asked_us + DQ_TOPO_REFRESH_GAP_US - dq__mono_us());
 }
 
@@ -434,17 +441,8 @@ static void ssub_check(dq__routes *R) {
              dq__aconn_subscribe(l->conn, DQ_SENTINEL_SWITCH, on_switch, R,
                                  &e) == DQ_OK)
         dq__alink_sent(l);
-    if (!closing(R) && l->state != DQ_AL_CLOSED && R->ssub_ev != NULL)
-        dq__alink_arm(R->ssub_ev, at > now ? at - now : DQ_TOPO_QUIET_US);
-}
-
-static void on_ssub_check(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    dq__routes *R = arg;
-    R->h->enter(R->h->ud);
-    ssub_check(R);
-    R->h->leave(R->h->ud);
+    if (!closing(R) && l->state != DQ_AL_CLOSED && R->tick_ev != NULL)
+        dq__alink_arm(R->tick_ev, at > now ? at - now : DQ_TOPO_QUIET_US);
 }
 
 /* The subscriber listens on the Sentinels in turn, after the backoff. */
@@ -453,7 +451,7 @@ static int ssub_target(dq__alink *l) {
     int64_t at;
     int64_t now = dq__mono_us();
     if (dq__topo_sub_tick(&R->t, now, &at) != DQ_TS_OPEN) {
-        dq__alink_arm(R->ssub_ev, at - now);
+        dq__alink_arm(R->tick_ev, at - now);
         return 0;
     }
     return sentinel_at(R, l, R->t.sub_idx, R->sshost, &R->ssuri);
@@ -543,9 +541,6 @@ static int sentinel_new(dq__routes *R) {
     if (rc == DQ_OK)
         rc = dq__alink_init(&R->ssub, h, R, NULL, &R->sopts, ssub_up,
                             ssub_down);
-    if (rc == DQ_OK &&
-        (R->ssub_ev = evtimer_new(h->base, on_ssub_check, R)) == NULL)
-        rc = DQ_ENOMEM;
     R->main.target = primary_target;
     R->sent.target = sentinel_target;
     R->ssub.target = ssub_target;
@@ -568,12 +563,12 @@ int dq__routes_new(const dq__ahost *h, const dq__uri *uri,
     R->kind = uri->kind;
     snprintf(R->where, sizeof(R->where), "%s", where);
     int rc = dq__topo_init(&R->t, uri, 0, opts->command_timeout_ms, err);
-    if (rc == DQ_OK && R->kind == DQ_URI_CLUSTER) {
-        R->topo_ev = evtimer_new(h->base, on_topo, R);
-        rc = R->topo_ev == NULL ? DQ_ENOMEM : DQ_OK;
-    } else if (rc == DQ_OK && R->kind == DQ_URI_SENTINEL) {
+    if (rc == DQ_OK && dq__topo_routed(&R->t) &&
+        (R->tick_ev = evtimer_new(h->base, on_tick, R)) == NULL)
+        rc = DQ_ENOMEM;
+    if (rc == DQ_OK && R->kind == DQ_URI_SENTINEL) {
         rc = sentinel_new(R);
-    } else if (rc == DQ_OK) {
+    } else if (rc == DQ_OK && R->kind != DQ_URI_CLUSTER) {
         rc = dq__alink_init(&R->main, h, R, uri, opts, single_up,
                             single_down);
         snprintf(R->main.where, sizeof(R->main.where), "%s", where);
@@ -600,15 +595,12 @@ void dq__routes_close(dq__routes *R) {
     dq__alink_close(&R->main);
     dq__alink_close(&R->sent);
     dq__alink_close(&R->ssub);
-    if (R->ssub_ev != NULL)
-        event_free(R->ssub_ev);
-    R->ssub_ev = NULL;
     for (int i = 0; i < R->t.nup; i++)
         if (dq__topo_link(&R->t, i) != NULL)
             dq__alink_close(dq__topo_link(&R->t, i));
-    if (R->topo_ev != NULL)
-        event_free(R->topo_ev);
-    R->topo_ev = NULL;
+    if (R->tick_ev != NULL)
+        event_free(R->tick_ev);
+    R->tick_ev = NULL;
 }
 
 void dq__routes_free(dq__routes *R) {
@@ -666,23 +658,5 @@ int dq__routes_target(dq__routes *R, int slot, char *host, size_t hsize,
 }
 
 void dq__routes_where(const dq__routes *R, int slot, char *out, size_t n) {
-    if (R->kind == DQ_URI_SENTINEL) {
-        if (R->t.pknown)
-            snprintf(out, n, "primary '%s' at %s:%d", R->uri->master,
-                     R->t.host, R->t.port);
-        else
-            snprintf(out, n, "primary '%s' (not named by a Sentinel yet)",
-                     R->uri->master);
-        return;
-    }
-    if (R->kind != DQ_URI_CLUSTER) {
-        snprintf(out, n, "%s", R->where);
-        return;
-    }
-    int i = dq__topo_owner(&R->t, slot);
-    if (i >= 0)
-        snprintf(out, n, "%s:%d (hash slot %d)", R->t.map.nodes[i].host,
-                 R->t.map.nodes[i].port, slot);
-    else
-        snprintf(out, n, "the node of hash slot %d (not known yet)", slot);
+    dq__topo_where(&R->t, slot, R->where, out, n);
 }

@@ -263,6 +263,24 @@ int dq__topo_node_slot(const dq__topo *T, int i) {
     return -1;
 }
 
+void dq__topo_where(const dq__topo *T, int slot, const char *single,
+                    char *out, size_t n) {
+    int i = dq__topo_owner(T, slot);
+    if (T->uri->kind == DQ_URI_SENTINEL && T->pknown)
+        snprintf(out, n, "primary '%s' at %s:%d", T->uri->master, T->host,
+                 T->port);
+    else if (T->uri->kind == DQ_URI_SENTINEL)
+        snprintf(out, n, "primary '%s' (not named by a Sentinel yet)",
+                 T->uri->master);
+    else if (T->uri->kind != DQ_URI_CLUSTER)
+        snprintf(out, n, "%s", single);
+    else if (i >= 0)
+        snprintf(out, n, "%s:%d (hash slot %d)", T->map.nodes[i].host,
+                 T->map.nodes[i].port, slot);
+    else
+        snprintf(out, n, "the node of hash slot %d (not known yet)", slot);
+}
+
 /* ---- Sentinel ---- */
 
 /* Asks Sentinel T->sidx for the primary. */

@@ -150,6 +150,11 @@ int dq__topo_owns(const dq__topo *T, int i);
  * lowest slot), or -1 past the last; the map as last learnt.  One node or
  * Sentinel: slot 0 for i 0, then -1. */
 int dq__topo_node_slot(const dq__topo *T, int i);
+/* Where the calls of slot go, for messages: "host:port (hash slot S)" of
+ * its cluster node, the primary the Sentinels named, or single (one
+ * node's own address). */
+void dq__topo_where(const dq__topo *T, int slot, const char *single,
+                    char *out, size_t n);
 
 /* Where the node of slot is: 1 with its address (the cluster node that
  * owns slot, the primary the Sentinels named), 0 while that is to be
