@@ -285,15 +285,10 @@ static int sentinel_at(dq__routes *R, dq__alink *l, int idx, char *host,
     return 1;
 }
 
-/* 1 if the topology's step out is cmd to a target of kind to. */
-static int step_is(const dq__routes *R, int cmd, int to) {
-    return R->t.step == cmd && R->t.to == to;
-}
-
 /* The Sentinel link connects only while a Sentinel is to be asked. */
 static int sentinel_target(dq__alink *l) {
     dq__routes *R = l->owner;
-    return step_is(R, DQ_TC_MASTER, DQ_TT_SENTINEL) &&
+    return dq__topo_step_is(&R->t, DQ_TC_MASTER, DQ_TT_SENTINEL) &&
            sentinel_at(R, l, R->t.idx, R->shost, &R->suri);
 }
 
@@ -302,7 +297,7 @@ static void sentinel_up(dq__alink *l) {
     dq__err e;
     int rc = DQ_OK;
     R->sseq = R->t.seq;
-    if (!step_is(R, DQ_TC_MASTER, DQ_TT_SENTINEL))
+    if (!dq__topo_step_is(&R->t, DQ_TC_MASTER, DQ_TT_SENTINEL))
         dq__alink_park(l); /* the primary was named meanwhile */
     else if ((rc = send_cmd(R, l, DQ_TC_MASTER, on_step, l, R->sseq, &e)))
         dq__alink_fail(l, rc, e.msg);
@@ -387,12 +382,12 @@ static void primary_up(dq__alink *l) {
     dq__routes *R = l->owner;
     dq__err e;
     R->role_ok = 0;
-    if (!step_is(R, DQ_TC_ROLE, DQ_TT_PRIMARY)) {
+    if (!dq__topo_step_is(&R->t, DQ_TC_ROLE, DQ_TT_PRIMARY)) {
         dq__tact a;
         dq__topo_check(&R->t, &a); /* a reconnect: checked again */
     }
     R->mseq = R->t.seq;
-    if (step_is(R, DQ_TC_ROLE, DQ_TT_PRIMARY) &&
+    if (dq__topo_step_is(&R->t, DQ_TC_ROLE, DQ_TT_PRIMARY) &&
         send_cmd(R, l, DQ_TC_ROLE, on_step, l, R->mseq, &e) != DQ_OK)
         dq__alink_fail(l, e.code, e.msg);
 }
@@ -410,7 +405,7 @@ static void primary_down(dq__alink *l, int code, const char *msg,
     if (closing(R) || sw)
         return;
     dq__tact a;
-    if (step_is(R, DQ_TC_ROLE, DQ_TT_PRIMARY) && R->mseq == R->t.seq)
+    if (dq__topo_step_is(&R->t, DQ_TC_ROLE, DQ_TT_PRIMARY) && R->mseq == R->t.seq)
         dq__topo_fail(&R->t, R->mseq, code, msg, &a);
     else
         dq__topo_resolve(&R->t, &a);

@@ -338,14 +338,7 @@ int dq__links_open_new(dq__links *L, int slot, dq__conn **out,
 }
 
 const char *dq__links_where(dq__links *L, int slot) {
-    int i = dq__topo_owner(&L->t, slot);
-    const dq__node_addr *n = i >= 0 ? &L->t.map.nodes[i] : NULL;
-    if (L->uri->kind == DQ_URI_CLUSTER && n == NULL)
-        return "?";
-    if (L->uri->kind == DQ_URI_CLUSTER || L->t.ehost[0] != '\0')
-        snprintf(L->where, sizeof(L->where), "%s:%d", n ? n->host : L->t.ehost,
-                 n ? n->port : L->t.eport);
-    return L->where;
+    return dq__topo_addr(&L->t, slot, L->where, sizeof(L->where));
 }
 
 int dq__links_owns(const dq__links *L, const dq__conn *c) {

@@ -263,6 +263,22 @@ int dq__topo_node_slot(const dq__topo *T, int i) {
     return -1;
 }
 
+const char *dq__topo_addr(const dq__topo *T, int slot, char *buf,
+                          size_t n) {
+    int i = dq__topo_owner(T, slot);
+    const dq__node_addr *a = i >= 0 ? &T->map.nodes[i] : NULL;
+    if (T->uri->kind == DQ_URI_CLUSTER && a == NULL)
+        return "?";
+    if (a != NULL || T->ehost[0] != '\0')
+        snprintf(buf, n, "%s:%d", a ? a->host : T->ehost,
+                 a ? a->port : T->eport);
+    return buf;
+}
+
+int dq__topo_step_is(const dq__topo *T, int cmd, int to) {
+    return T->step == cmd && T->to == to;
+}
+
 void dq__topo_where(const dq__topo *T, int slot, const char *single,
                     char *out, size_t n) {
     int i = dq__topo_owner(T, slot);

@@ -150,6 +150,14 @@ int dq__topo_owns(const dq__topo *T, int i);
  * lowest slot), or -1 past the last; the map as last learnt.  One node or
  * Sentinel: slot 0 for i 0, then -1. */
 int dq__topo_node_slot(const dq__topo *T, int i);
+/* "host:port" of the node of slot (cluster; "?" while unknown) or of the
+ * last primary that passed ROLE (Sentinel), written into buf (n bytes)
+ * and returned; buf is left as it was when neither is known.  Links to
+ * one node share this text. */
+const char *dq__topo_addr(const dq__topo *T, int slot, char *buf,
+                          size_t n);
+/* 1 if the step out is command cmd to a target of kind to. */
+int dq__topo_step_is(const dq__topo *T, int cmd, int to);
 /* Where the calls of slot go, for messages: "host:port (hash slot S)" of
  * its cluster node, the primary the Sentinels named, or single (one
  * node's own address). */

@@ -107,6 +107,12 @@ START_TEST(cluster_dead_seed_and_slots) {
     ck_assert_str_eq(T.map.nodes[T.map.owner[s0]].host, "h1");
     ck_assert_int_eq(T.map.nodes[T.map.owner[s1]].port, 7001);
     ck_assert_int_eq(dq__topo_node_slot(&T, 2), -1);
+    /* the text both drivers put in messages (and the sync wake-ups group
+     * their channels by) */
+    char buf[64] = "";
+    ck_assert_str_eq(dq__topo_addr(&T, 9000, buf, sizeof(buf)), "h2:7001");
+    dq__topo_where(&T, 9000, "-", buf, sizeof(buf));
+    ck_assert_str_eq(buf, "h2:7001 (hash slot 9000)");
     /* not stale: nothing to do */
     dq__topo_refresh(&T, 0, &a);
     ck_assert_int_eq(a.kind, DQ_TA_IDLE);
