@@ -1,6 +1,6 @@
 /*
  * bench/scen_layout.c - the default, compact and compact-push layouts
- * side by side (DQ_SET_LAYOUT; lib/lua/common.lua, "The compact layout"):
+ * side by side (DQ_SET_LAYOUT; lib/lua/include/compact/keys.lua):
  * for each payload size (16, 36, 256 B) and each layout, on a fresh server
  * (the one dqbench started, FLUSHALL between):
  *

@@ -795,7 +795,7 @@ static void on_polled(dq_async *a, const dq_jobs *jobs, int64_t next_us,
     int64_t cap = dq__async_opts(a)->wait_cap_ms * 1000;
     /* A consumer that does not own the next event is registered until its
      * cap (next_us within a millisecond of it): an idle sleep, which also
-     * checks the watches (see lua/common.lua, "Wake-ups"). */
+     * checks the watches (see lua/include/wake.lua). */
     if (next_us < 0 || next_us + 1000 >= cap)
         timer_set(s, recv + cap, 1);
     else

@@ -222,7 +222,7 @@ const dq_options *dq__async_opts(const dq_async *a) { return &a->core.opts; }
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
                            char *out, size_t size) {
     dq__core_keys_part(&a->core, queue, part);
-    /* the client's own channel: see lua/common.lua, "Wake-ups" */
+    /* the client's own channel: see lua/include/wake.lua */
     snprintf(out, size, "%s:%s", a->core.keys.chan, dq__core_me(&a->core));
 }
 

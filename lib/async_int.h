@@ -28,7 +28,7 @@ struct event_base *dq__async_base(const dq_async *a);
 const dq_options *dq__async_opts(const dq_async *a);
 
 /* The client's own wake channel of queue (of its partition part; -1: the
- * plain queue), where scripts tell it when to poll (lua/common.lua). */
+ * plain queue), where scripts tell it when to poll (lua/include/wake.lua). */
 void dq__async_wake_channel(dq_async *a, const char *queue, int part,
                            char *out, size_t size);
 /* Partitions of every queue of the client (1: plain queues). */

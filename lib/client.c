@@ -57,7 +57,7 @@ static int ensure_conn(dq_client *c, int slot) {
 
 /* The compact layout keeps buckets of up to 120 entries and shards of about
  * as many (at 30 million jobs per queue) with values of up to 64 bytes
- * (C_CAP, C_VMAX in lua/common.lua): a server whose listpack limits are
+ * (C_CAP, C_VMAX in lua/include/compact/lib.lua): a server whose listpack limits are
  * lower stores them as native hashes instead, which cost more than the
  * default layout. */
 enum { COMPACT_ENTRIES = 120, COMPACT_VALUE = 64 };
@@ -675,7 +675,7 @@ static int poll_wait_io(dq_client *c, size_t n, const char *const *queues,
             return 0;
         /* Sleep until the first queue is to be polled again (this
          * consumer's registration among its waiting consumers, see
-         * lua/common.lua "Wake-ups": the next due time if it owns it,
+         * lua/include/wake.lua: the next due time if it owns it,
          * else the cap), a wake-up on one of its own channels, or the
          * caller's deadline, whichever is first. */
         int64_t cap_us = c->core.opts.wait_cap_ms * 1000;

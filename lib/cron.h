@@ -22,7 +22,7 @@
  * only on success. */
 int dq__cron_parse(const char *text, dq__cron *out, dq__err *err);
 
-/* The rule string push.lua stores (lua/common.lua, cron_next):
+/* The rule string push.lua stores (lua/include/repeat.lua, cron_next):
  * "c<tz>;<min>;<hour>;<dom>;<mon>;<dow>;<a|o>;<text>", each list comma
  * separated values, a/o: a day needs both dom and dow / either; text the
  * expression with its blanks squeezed (for people, dq_job_info_repeat).
@@ -30,7 +30,7 @@ int dq__cron_parse(const char *text, dq__cron *out, dq__err *err);
 size_t dq__cron_rule(const dq__cron *c, int tz_min, const char *text,
                      char *buf, size_t size);
 
-/* A stored rule (rf(id), lua/common.lua) as people read it, into buf:
+/* A stored rule (rf(id), lua/include/meta.lua) as people read it, into buf:
  * "every <ms> ms from <start ms>" or "cron <text> tz <+-minutes>"; "" for
  * a rule it does not know. */
 void dq__repeat_text(const char *rule, size_t len, char *buf, size_t size);

@@ -249,7 +249,7 @@ static const char *const key_suffix[DQ_NKEYS] = {
     "due", "lease", "jobs", "dead", "done", "idle", "conf", "rate", "counts"};
 
 /* The compact layout's fixed keys, named from the due key's prefix by
- * lua/common.lua: its meta and its bucket index exist while the queue
+ * lua/include/compact/keys.lua: its meta and its bucket index exist while the queue
  * holds compact jobs. */
 static const char *const compact_suffix[2] = {"cm", "cb"};
 

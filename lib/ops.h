@@ -10,7 +10,7 @@
 #include "reply.h"
 #include "scripts.h"
 
-#define DQ_NKEYS 9 /* keys a script can get (see lua/common.lua): due, lease,
+#define DQ_NKEYS 9 /* keys a script can get (see lua/include/keys.lua): due, lease,
                       jobs, dead, done always; idle to the scripts that wake
                       or register consumers; conf (the queue's settings) and
                       rate (its rate limit's log) to those that read them;
@@ -42,7 +42,7 @@ typedef struct dq__keys {
     size_t chanlen;
     char chanarg[DQ_KEY_MAX + 18]; /* ARGV[1]: chan after the flags '+'
                                       (counters) and '!' (sharded), see
-                                      lua/common.lua */
+                                      lua/include/keys.lua */
     size_t chanarglen;
     int slot;                     /* the queue's cluster hash slot */
     int sharded, counting;        /* the core's flags chanarg was made for */
@@ -182,8 +182,8 @@ int dq__part_of(const char *id, int n);
 dq__qparts *dq__core_qparts(dq__core *core, const char *queue);
 /* A wake-up arrived on channel (of a partition of a queue, or of a plain
  * queue): msg, from this client's own channel (<channel>:<its id>), says
- * in how many microseconds to poll that partition (see lua/common.lua,
- * "Wake-ups"); any other message, or msg NULL (a new subscription: some
+ * in how many microseconds to poll that partition (see
+ * lua/include/wake.lua); any other message, or msg NULL (a new subscription: some
  * may have been missed), says now.  Returns 1 when a partition of a
  * cached queue is due now. */
 int dq__core_wake_msg(dq__core *core, const char *channel, size_t len,

@@ -1,7 +1,7 @@
 /*
  * pushopts.c - the options a push can carry (dq_push_opts) and how they
  * travel to push.lua: one "|<tag><value>" string for the whole call, kept
- * in each job's meta (lua/common.lua, parse_meta), and a repeating job's
+ * in each job's meta (lua/include/meta.lua, parse_meta), and a repeating job's
  * rule (every or cron, cron.c parses) as an argument of its own.
  */
 #include <inttypes.h>

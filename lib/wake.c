@@ -138,7 +138,7 @@ int dq__wake_ensure(dq__wake *w, dq__links *links, dq__core *core, size_t n,
         }
         if (rc == DQ_OK) {
             /* this consumer's own channel of the partition (see
-             * lua/common.lua, "Wake-ups") */
+             * lua/include/wake.lua) */
             char chan[sizeof(core->keys.chan) + DQ_GEN_ID_LEN + 2];
             snprintf(chan, sizeof(chan), "%s:%s", core->keys.chan, me);
             const char *argv[2] = {cmd, chan};

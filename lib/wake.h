@@ -1,7 +1,7 @@
 /*
  * wake.h - the blocking client's wake-up subscribers (dq_poll_wait): one
  * connection subscribed to the client's own wake channel of each queue it
- * waits on (see lua/common.lua, "Wake-ups"; several with
+ * waits on (see lua/include/wake.lua; several with
  * dq_poll_wait_multi), or to those of every partition of a partitioned
  * queue - in a cluster one connection per node that owns some of them,
  * with SSUBSCRIBE (sharded pub/sub).

@@ -173,7 +173,7 @@ static long long node_int(thc_cluster *cl, int i, const char *fmt,
 
 /* Job id is stored in the jobs hash of its queue (partition) on the node
  * that owns that slot, or, on a compact run, maybe in its shard there
- * (lib/lua/common.lua, c_code). */
+ * (lib/lua/include/compact/keys.lua, c_code). */
 static void check_stored(thc_cluster *cl, const char *q, int parts,
                          const char *id) {
     int p = part_of(id, parts);

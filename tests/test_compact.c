@@ -1,6 +1,6 @@
 /*
  * tests/test_compact.c - the compact layout (delayq.h DQ_SET_LAYOUT,
- * lib/lua/common.lua "The compact layout"), checked against Redis itself
+ * lib/lua/include/compact/keys.lua), checked against Redis itself
  * and against a model kept by the test:
  *  - compact_is_compact: a backlog of small jobs lives in listpack buckets
  *    (at most 120 jobs each, disjoint time ranges, scored by their
@@ -111,7 +111,7 @@ static long long used_memory(redisContext *r) {
     return tu_info_int(r, "memory", "used_memory");
 }
 
-/* A bucket value of job id (lib/lua/common.lua, c_val): the id's shard
+/* A bucket value of job id (lib/lua/include/compact/bucket.lua, c_val): the id's shard
  * code (3 bytes), its due time (8 bytes of 6 bits, '0' + digit, most
  * significant first) into *due, then the payload.  0, or -1 when the
  * value is not that. */
@@ -252,7 +252,7 @@ static int sj_by_id(const void *a, const void *b) {
 }
 
 /* Reads every pending job of queue q from Redis, both layouts, checking
- * the compact layout's invariants on the way (common.lua):
+ * the compact layout's invariants on the way (lua/include/compact/keys.lua):
  *  - every bucket in cb exists, holds at most C_CAP jobs or jobs that all
  *    share one due time, is a listpack when it holds at most C_CAP, and
  *    its score is its earliest due time; the buckets' ranges are disjoint
@@ -1161,7 +1161,7 @@ static void m_drain(model *m, dq_client *c) {
     free(lens);
 }
 
-/* Fails unless the mover's cursor key (lib/lua/common.lua: SET ... PX 1500)
+/* Fails unless the mover's cursor key (lib/lua/include/compact/move.lua: SET ... PX 1500)
  * is gone or on its way out, a TTL of at most 1.5 s. */
 static void assert_cursor_expires(redisContext *r, const char *key) {
     long long ttl = rint_(r, "PTTL", key, NULL);

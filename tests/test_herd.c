@@ -275,7 +275,7 @@ END_TEST
 #define CAP_MS 300
 /* Lateness bound after the waiters it was owed to died: the survivor's cap
  * (it polls then at the latest), the slack after which a registration
- * counts as dead (250 ms, lua/common.lua), and room for a loaded machine. */
+ * counts as dead (250 ms, lua/include/wake.lua), and room for a loaded machine. */
 #define BOUND_MS (CAP_MS + 250 + 1200)
 
 /* A consumer process: polls (max 1) and acks until killed or 15 s passed;

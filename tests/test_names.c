@@ -65,7 +65,7 @@ static size_t all_keys(redisContext *r, char keys[][700], size_t max) {
 /* 1 if rest is the suffix of one of a queue's keys. */
 static int key_kind(const char *rest) {
     /* cb, cm, mv, c:<bucket>, s:<shard>: the compact layout's
-     * (lib/lua/common.lua), and conf with its flag "compact" */
+     * (lib/lua/include/compact/keys.lua), and conf with its flag "compact" */
     return strcmp(rest, "due") == 0 || strcmp(rest, "lease") == 0 ||
            strcmp(rest, "jobs") == 0 || strcmp(rest, "meta") == 0 ||
            strcmp(rest, "dead") == 0 || strcmp(rest, "done") == 0 ||

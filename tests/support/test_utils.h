@@ -175,7 +175,7 @@ void queue_key(const char *ns, const char *q, const char *suffix, char *out,
 int tu_parts(void);
 /* Whether DQ_TEST_LAYOUT is compact or compact-push: tu_main then
  * appends "layout=<that>" to g_srv.uri's query, and tu_uri too, so the
- * suite's queues use that layout (lib/lua/common.lua): with compact-push
+ * suite's queues use that layout (lib/lua/include/compact/keys.lua): with compact-push
  * every push moves its jobs into compact buckets, with compact every poll
  * that finds nothing due moves some. */
 int tu_compact(void);
@@ -210,11 +210,11 @@ long long tu_sum(redisContext *r, const char *cmd, const char *ns,
                  const char *queue, const char *suffix);
 /* Jobs stored in the queue's hashes: the fields of its jobs hash (as
  * tu_sum "HLEN" of "jobs": payloads, metas...) plus its compact jobs (the
- * "n" of its "cm" hash, lib/lua/common.lua), over all partitions. */
+ * "n" of its "cm" hash, lib/lua/include/compact/keys.lua), over all partitions. */
 long long tu_job_fields(redisContext *r, const char *ns, const char *queue);
 #define TU_SHARD_SUFFIX 6 /* "s:" + 3 bytes + NUL */
 /* The shard of a compact job's id (0..2^18-1), and its key's suffix
- * "s:<code>" (lib/lua/common.lua, c_code: the shard as 3 bytes, 6 bits
+ * "s:<code>" (lib/lua/include/compact/keys.lua, c_code: the shard as 3 bytes, 6 bits
  * each, '0' + digit, most significant first) into buf. */
 unsigned tu_shard_of(const char *id);
 void tu_shard_suffix(const char *id, char buf[TU_SHARD_SUFFIX]);
