@@ -183,9 +183,9 @@ dq__qparts *dq__core_qparts(dq__core *core, const char *queue);
 /* A wake-up arrived on channel (of a partition of a queue, or of a plain
  * queue): msg, from this client's own channel (<channel>:<its id>), says
  * in how many microseconds to poll that partition (see
- * lua/include/wake.lua); any other message, or msg NULL (a new subscription: some
- * may have been missed), says now.  Returns 1 when a partition of a
- * cached queue is due now. */
+ * lua/include/wake.lua); any other message, or msg NULL (a new
+ * subscription: some may have been missed), says now.  Returns 1 when a
+ * partition of a cached queue is due now. */
 int dq__core_wake_msg(dq__core *core, const char *channel, size_t len,
                       const char *msg, size_t mlen);
 /* This client's id as a waiting consumer (DQ_GEN_ID_LEN random
