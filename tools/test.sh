@@ -24,6 +24,10 @@
 #                                then browser: `delayq web` in chromium
 #                                (tools/webdeps.sh, meson suite 'browser',
 #                                left out of the other meson test runs);
+#                                then pkgtest: the Debian packages built,
+#                                linted, ABI-checked, installed and tried
+#                                as users would (tools/pkgtest.sh), then
+#                                purged again;
 #                                then build-fuzz: clang + libFuzzer, each fuzz
 #                                target of tests/fuzz run for a bounded time
 #   bash tools/test.sh --quick   only the first build, all its suites (no deps step)
@@ -77,7 +81,7 @@ ASAN_JOBS=$(((JOBS + 1) / 2))
 # ---- bookkeeping for the summary printed at exit ---------------------------
 declare -A RESULT=()
 BUILDS=(build)
-[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12 valkey browser)
+[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12 valkey browser pkgtest)
 [[ $QUICK -eq 1 || $FUZZ_SECONDS -eq 0 ]] || BUILDS+=(build-fuzz)
 for b in "${BUILDS[@]}"; do RESULT[$b]="not run"; done
 PASSED=0 FAILED=0 SKIPPED=0
@@ -377,6 +381,17 @@ meson test -C build --print-errorlogs --suite browser || rc=$?
 count_results build
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[browser]=ok
+
+# ---- e3. pkgtest: the Debian packages as users install them -----------------
+# Builds the .debs from the `meson dist` tarball of HEAD, lintian, the ABI
+# against abi/, installs them, runs debian/tests/ (pkg-config and CMake
+# consumers, the CLI and man page, the Python binding), pip into a fresh
+# venv, then purges the packages again (tools/pkgtest.sh).
+CURRENT=pkgtest
+RESULT[pkgtest]=running
+banner "pkgtest: tools/pkgtest.sh"
+bash tools/pkgtest.sh
+RESULT[pkgtest]=ok
 
 # ---- f. build-fuzz: clang + libFuzzer (tests/fuzz), bounded runs ------------
 if [[ $FUZZ_SECONDS -eq 0 ]]; then
