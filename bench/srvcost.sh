@@ -29,7 +29,10 @@ SECTIONS=("$@")
 for tool in valgrind callgrind_control redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "srvcost.sh: $tool not found" >&2; exit 1; }
 done
-# (A build dir configured before this target existed needs a reconfigure.)
+# A missing build dir is set up in release mode, as bench/run.sh does; one
+# configured before this target existed needs a reconfigure.
+[[ -f $BUILD/meson-private/coredata.dat ]] ||
+    meson setup "$BUILD" --buildtype=release -Dwerror=true >&2
 meson compile -C "$BUILD" bench/dqsrvcost >&2 2>/dev/null ||
     { meson setup --reconfigure "$BUILD" >&2 && meson compile -C "$BUILD" bench/dqsrvcost >&2; }
 DRIVER=$BUILD/bench/dqsrvcost
@@ -49,11 +52,12 @@ measure() {
     done
     if [[ $sec == c* ]]; then
         "$DRIVER" "$sec" "$d/r.sock" "$n" setup ||
-            echo "srvcost.sh: $sec $n setup failed" >&2
+            { echo "srvcost.sh: $sec $n setup failed" >&2; touch "$FAILED"; }
         callgrind_control -z "$pid" >/dev/null 2>&1
     fi
     if ! "$DRIVER" "$sec" "$d/r.sock" "$n"; then
         echo "srvcost.sh: $sec $n failed" >&2
+        touch "$FAILED"
     fi
     kill -TERM "$pid"
     wait "$pid" || true
@@ -62,6 +66,10 @@ measure() {
     echo "${ir:-0}"
 }
 
+# A section whose driver failed prints no figure and the script fails:
+# a count of nothing is no measurement.
+FAILED=$(mktemp -u "${TMPDIR:-/tmp}/dq-srvcost-failed-XXXXXX")
+trap 'rm -f -- "$FAILED"' EXIT
 printf '%-10s %8s %14s\n' section N "instr/job"
 for sec in "${SECTIONS[@]}"; do
     case $sec in
@@ -71,5 +79,9 @@ for sec in "${SECTIONS[@]}"; do
     esac
     a=$(measure "$sec" "$n")
     b=$(measure "$sec" $((2 * n)))
+    if [[ -e $FAILED ]]; then
+        printf '%-10s %8d %14s\n' "$sec" "$n" failed
+        exit 1
+    fi
     printf '%-10s %8d %14d\n' "$sec" "$n" $(((b - a) / n))
 done
