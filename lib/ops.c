@@ -61,11 +61,15 @@ void dq__core_set_partitions(dq__core *core, int n) {
     core->partitions = n < 1 ? 1 : n > DQ_PARTS_MAX ? DQ_PARTS_MAX : n;
 }
 
-int dq__part_of(const char *id, int n) {
+uint32_t dq__fnv1a(const char *s, size_t n) {
     uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    return n > 1 ? (int)(h % (uint32_t)n) : 0;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+int dq__part_of(const char *id, int n) {
+    return n > 1 ? (int)(dq__fnv1a(id, strlen(id)) % (uint32_t)n) : 0;
 }
 
 static size_t encode_queue(const char *q, char *out);
@@ -263,6 +267,11 @@ int dq__key_suffix_known(const char *s, size_t n) {
     return 0;
 }
 
+int dq__name_plain(unsigned char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+}
+
 /* Percent-encodes every byte outside [A-Za-z0-9._-], so a name can neither
  * close the hash tag ({ }) nor forge the ':' separator, and two different
  * names never map to the same keys. */
@@ -271,8 +280,7 @@ static size_t encode_queue(const char *q, char *out) {
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)q; *p; p++) {
         unsigned char ch = *p;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-            (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-') {
+        if (dq__name_plain(ch)) {
             out[o++] = (char)ch;
         } else {
             out[o++] = '%';

@@ -177,6 +177,11 @@ int dq__key_suffix_known(const char *s, size_t n);
 void dq__core_set_partitions(dq__core *core, int n);
 /* The partition of a job id: FNV-1a (32 bits) of its bytes modulo n. */
 int dq__part_of(const char *id, int n);
+/* FNV-1a (32 bits) of s[0..n): the partition hash of dq__part_of. */
+uint32_t dq__fnv1a(const char *s, size_t n);
+/* 1 if byte ch stands as itself in a queue's encoded name (the key
+ * builders percent-encode every other byte). */
+int dq__name_plain(unsigned char ch);
 /* The client's state of partitioned queue (created, or an old entry
  * reused); NULL when out of memory. */
 dq__qparts *dq__core_qparts(dq__core *core, const char *queue);

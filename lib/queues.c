@@ -37,13 +37,9 @@ struct dq_queue_list {
 
 /* 1 if s[0..n) is made of what an encoded name holds (ops.c). */
 static int enc_chars(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-              ch == '-' || ch == '%'))
+    for (size_t i = 0; i < n; i++)
+        if (!dq__name_plain((unsigned char)s[i]) && s[i] != '%')
             return 0;
-    }
     return n > 0;
 }
 
@@ -82,19 +78,11 @@ static int split_key(const char *ns, size_t nl, const char *key, size_t klen,
 
 /* ---- The list and its index ---- */
 
-/* FNV-1a of s[0..n). */
-static size_t hash_of(const char *s, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
-}
-
 /* The index slot of enc: the one holding it, or the empty one where it
  * goes. */
 static size_t *index_at(dq_queue_list *l, const char *enc, size_t elen) {
     size_t m = l->icap - 1;
-    for (size_t i = hash_of(enc, elen) & m;; i = (i + 1) & m) {
+    for (size_t i = dq__fnv1a(enc, elen) & m;; i = (i + 1) & m) {
         size_t *s = &l->index[i];
         if (*s == 0 || (l->q[*s - 1].elen == elen &&
                         memcmp(l->q[*s - 1].enc, enc, elen) == 0))
