@@ -130,7 +130,7 @@ DQ_EXTERN size_t dq_async_pending(const dq_async *a);
 /* ---- Callback types --------------------------------------------------- */
 
 /* status only: ack, nack (0 requeued, 1 dead), cancel, dead requeue/purge
- * (counts). */
+ * (counts), reschedule and promote (the DQ_RESCHED_* outcome). */
 typedef void dq_status_cb(dq_async *a, int status, void *userdata);
 /* push / push_at: id of the job (NULL on failure) and its outcome
  * (DQ_PUSHED / DQ_KEPT / DQ_REPLACED / DQ_DONE, 0 on failure). */
@@ -149,7 +149,7 @@ typedef void dq_jobs_cb(dq_async *a, const dq_jobs *jobs, int64_t next_due_ms,
 typedef void dq_list_cb(dq_async *a, const dq_jobs *jobs, int64_t now_ms,
                         int status, void *userdata);
 /* ack_batch: results[i] = 0, DQ_ESTALE or DQ_ENOTFOUND (NULL when
- * status < 0). */
+ * status < 0); reschedule_batch: results[i] = a DQ_RESCHED_* outcome. */
 typedef void dq_results_cb(dq_async *a, size_t n, const int *results,
                            int status, void *userdata);
 /* extend: the new lease deadline (server epoch ms), 0 on failure. */
@@ -204,6 +204,19 @@ DQ_EXTERN int dq_async_push_batch(dq_async *a, const char *queue, size_t n,
                                   dq_batch_cb *cb, void *userdata);
 DQ_EXTERN int dq_async_cancel(dq_async *a, const char *queue, const char *id,
                               int flags, dq_status_cb *cb, void *userdata);
+/* Twins of dq_reschedule and dq_promote: status is the job's
+ * DQ_RESCHED_* outcome, or a negative code. */
+DQ_EXTERN int dq_async_reschedule(dq_async *a, const char *queue,
+                                  const char *id, int64_t when, int flags,
+                                  dq_status_cb *cb, void *userdata);
+DQ_EXTERN int dq_async_promote(dq_async *a, const char *queue, const char *id,
+                               int flags, dq_status_cb *cb, void *userdata);
+/* Twin of dq_reschedule_batch: results[i] is job i's DQ_RESCHED_* outcome
+ * (NULL when status < 0), status the number moved or revived. */
+DQ_EXTERN int dq_async_reschedule_batch(dq_async *a, const char *queue,
+                                        size_t n, const char *const *ids,
+                                        int64_t when, int flags,
+                                        dq_results_cb *cb, void *userdata);
 DQ_EXTERN int dq_async_poll(dq_async *a, const char *queue, int max,
                             int64_t lease_ms, dq_jobs_cb *cb, void *userdata);
 DQ_EXTERN int dq_async_ack(dq_async *a, const char *queue, const char *id,

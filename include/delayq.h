@@ -649,6 +649,67 @@ DQ_EXTERN int dq_push_batch_ex(dq_client *c, const char *queue, size_t n,
 DQ_EXTERN int dq_cancel(dq_client *c, const char *queue, const char *id,
                         int flags);
 
+/*
+ * Moves a pending job (scheduled or already due) to a new due time in one
+ * atomic step, keeping everything else: payload, attempts, options
+ * (max attempts, expiry: a job moved past its expiry is never delivered),
+ * repeat rule and last failure reason.  Nothing is deleted and re-pushed,
+ * so no consumer can miss the job or get it twice.  On a repeating job it
+ * moves the next run only: the runs after it follow the rule from its ack.
+ * A job held in the compact layout goes back to the default layout at its
+ * new time.  A job moved earlier than the queue's next due time wakes a
+ * waiting consumer as a push does (see the README, "Waking on time").
+ * when: a delay from now on the Redis server's clock (0..DQ_DELAY_MAX), or
+ *       with DQ_RESCHED_AT the absolute epoch ms (0..DQ_AT_MAX; a time in
+ *       the past makes the job due at once, ahead of later ones).
+ * flags: 0, or any of
+ *   DQ_RESCHED_AT      when is an epoch ms (the same bit as DQ_PUSH_AT)
+ *   DQ_RESCHED_REVIVE  also move a dead job back to pending at the new
+ *                      time, as dq_dead_requeue does (attempts restart,
+ *                      an expiry that passed no longer holds, the last
+ *                      failure reason stays)
+ * Returns the job's outcome:
+ *   DQ_RESCHED_MOVED (1)     the pending job now has the new due time
+ *   DQ_RESCHED_INFLIGHT (2)  the job is in flight (also when its lease ran
+ *                            out and no poll claimed it again: its holder
+ *                            may still ack it); left alone
+ *   DQ_RESCHED_DEAD (3)      the job is dead; left alone
+ *   DQ_RESCHED_REVIVED (4)   the job was dead and is pending again at the
+ *                            new time (DQ_RESCHED_REVIVE)
+ *   DQ_RESCHED_UNKNOWN (0)   no such job (never pushed, acked, cancelled,
+ *                            purged)
+ * or a negative code: bad input (NULL or bad queue or id, a time out of
+ * range, an unknown flag) is refused with its code and message and
+ * nothing is sent.
+ */
+#define DQ_RESCHED_REVIVE 1
+#define DQ_RESCHED_AT 2
+#define DQ_RESCHED_UNKNOWN 0
+#define DQ_RESCHED_MOVED 1
+#define DQ_RESCHED_INFLIGHT 2
+#define DQ_RESCHED_DEAD 3
+#define DQ_RESCHED_REVIVED 4
+DQ_EXTERN int dq_reschedule(dq_client *c, const char *queue, const char *id,
+                            int64_t when, int flags);
+
+/* Promotes a pending job: due now, on the server's clock, otherwise as
+ * dq_reschedule with a delay of 0 (flags: 0 or DQ_RESCHED_REVIVE; the
+ * same outcomes).  The job is delivered by the next poll, ahead of the
+ * jobs due later. */
+DQ_EXTERN int dq_promote(dq_client *c, const char *queue, const char *id,
+                         int flags);
+
+/* dq_reschedule of n jobs (1..DQ_BATCH_MAX), all to the same time, in one
+ * round trip (script calls of up to 1000 jobs, each atomic; on a
+ * partitioned queue one call per partition).  outcomes: NULL or n ints
+ * receiving each job's DQ_RESCHED_* outcome; an id named twice gets the
+ * same outcome twice.  Returns how many of the n entries moved or revived
+ * (an id named twice counts twice), or a negative code for the call as a
+ * whole (any bad id refuses the whole call, nothing sent). */
+DQ_EXTERN int dq_reschedule_batch(dq_client *c, const char *queue, size_t n,
+                                  const char *const *ids, int64_t when,
+                                  int flags, int *outcomes);
+
 /* ---- Consuming -------------------------------------------------------- */
 
 /*

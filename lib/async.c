@@ -1197,6 +1197,34 @@ int dq_async_cancel(dq_async *a, const char *queue, const char *id,
     return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
 }
 
+int dq_async_reschedule(dq_async *a, const char *queue, const char *id,
+                        int64_t when, int flags, dq_status_cb *cb,
+                        void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_resched(&op->op, &a->core, 0, queue, 1, &id, when, flags,
+                            &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
+}
+
+int dq_async_promote(dq_async *a, const char *queue, const char *id,
+                     int flags, dq_status_cb *cb, void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_promote(&op->op, &a->core, queue, id, flags, &a->err);
+    return submit(a, op, rc, CB_STATUS, CB(cb), userdata);
+}
+
+int dq_async_reschedule_batch(dq_async *a, const char *queue, size_t n,
+                              const char *const *ids, int64_t when, int flags,
+                              dq_results_cb *cb, void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_resched(&op->op, &a->core, 1, queue, n, ids, when, flags,
+                            &a->err);
+    return submit(a, op, rc, CB_RESULTS, CB(cb), userdata);
+}
+
 /* dq_async_poll and dq__async_poll_us (us: next due in microseconds). */
 static int poll_common(dq_async *a, const char *queue, int max,
                        int64_t lease_ms, int us, dq_jobs_cb *cb,

@@ -554,6 +554,41 @@ int dq_cancel(dq_client *c, const char *queue, const char *id, int flags) {
                       dq__op_cancel(&op, &c->core, queue, id, flags, &c->err));
 }
 
+/* Runs a reschedule of n jobs; copies out each job's outcome on success. */
+static int resched_common(dq_client *c, int batch, const char *queue,
+                          size_t n, const char *const *ids, int64_t when,
+                          int flags, int *outcomes) {
+    dq__op op;
+    int rc = run_op(c, &op,
+                    dq__op_resched(&op, &c->core, batch, queue, n, ids, when,
+                                   flags, &c->err));
+    if (rc >= 0 && outcomes != NULL)
+        memcpy(outcomes, op.results, n * sizeof(int));
+    dq__op_clear(&op);
+    return rc;
+}
+
+int dq_reschedule(dq_client *c, const char *queue, const char *id,
+                  int64_t when, int flags) {
+    ENTER(c);
+    return resched_common(c, 0, queue, 1, &id, when, flags, NULL);
+}
+
+int dq_promote(dq_client *c, const char *queue, const char *id, int flags) {
+    ENTER(c);
+    dq__op op;
+    return run_simple(c, &op,
+                      dq__op_promote(&op, &c->core, queue, id, flags,
+                                     &c->err));
+}
+
+int dq_reschedule_batch(dq_client *c, const char *queue, size_t n,
+                        const char *const *ids, int64_t when, int flags,
+                        int *outcomes) {
+    ENTER(c);
+    return resched_common(c, 1, queue, n, ids, when, flags, outcomes);
+}
+
 /* One poll; *next_us as the script returned it. */
 static int poll_once(dq_client *c, const char *queue, int max,
                      int64_t lease_ms, int known, dq_jobs **out,

@@ -232,28 +232,16 @@ int dq__op_poll_known(dq__op *op, dq__core *core, const char *queue, int max,
     return poll_common(op, core, queue, max, lease_ms, 1, err);
 }
 
-int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
-              size_t n, const char *const *ids, const char *const *tokens,
-              dq__err *err) {
-    op_init(op, batch ? DQ_OPK_ACK_BATCH : DQ_OPK_ACK, "ack");
-    int rc = dq__check_ack(queue, n, ids, tokens, err);
-    if (rc != DQ_OK)
-        return built(op, rc, err);
-    parted(op, core, queue);
-    op->n = n;
-    op->results = calloc(n, sizeof(int));
-    op->first = malloc((n + 1) * sizeof(size_t));
-    op->order = malloc(n * sizeof(size_t));
-    const char **pid = malloc(n * sizeof(char *) * 2);
-    int *part = malloc(n * sizeof(int));
-    if (op->results == NULL || op->first == NULL || op->order == NULL ||
-        pid == NULL || part == NULL) {
-        free(pid);
-        free(part);
-        return oom(op, DQ_ENOMEM, err);
-    }
-    /* Jobs grouped by partition (stable), chunks of at most DQ_CHUNK
-     * within one partition. */
+/* Builds the call of one chunk of a batch: its m jobs' ids (and tokens,
+ * or NULL), all of one partition, whose keys are set. */
+typedef int (*chunk_fn)(dq__op *op, dq__cmd *c, size_t m,
+                        const char *const *ids, const char *const *toks);
+
+/* Cuts a batch of n jobs into chunks: op->order groups them by partition
+ * (stable; part[i] is job i's), op->first[c] is where chunk c starts (at
+ * most DQ_CHUNK jobs of one partition each), op->ncmds their number. */
+static void cut_chunks(dq__op *op, size_t n, const char *const *ids,
+                       int *part) {
     for (size_t i = 0; i < n; i++) {
         part[i] = op->nparts > 1 ? dq__part_of(ids[i], op->nparts) : 0;
         op->order[i] = i;
@@ -265,11 +253,6 @@ int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
                 if (part[i] == p)
                     op->order[pos++] = i;
     }
-    const char **ptok = pid + n;
-    for (size_t k = 0; k < n; k++) {
-        pid[k] = ids[op->order[k]];
-        ptok[k] = tokens[op->order[k]];
-    }
     op->first[0] = 0;
     size_t nch = 0;
     for (size_t k = 1; k < n; k++)
@@ -278,30 +261,104 @@ int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
             op->first[++nch] = k;
     op->first[++nch] = n;
     op->ncmds = nch;
-    op->cmds = nch == 1 ? &op->one : calloc(nch, sizeof(dq__cmd));
-    if (op->cmds == NULL) {
-        op->ncmds = 0;
-        free(pid);
-        free(part);
-        return oom(op, DQ_ENOMEM, err);
+}
+
+/* Builds the chunks' calls (cut_chunks) with fn; pid/ptok are scratch
+ * room for n ids and tokens in chunk order. */
+static int build_chunks(dq__op *op, const char *queue, const char *const *ids,
+                        const char *const *toks, const int *part,
+                        const char **pid, const char **ptok, chunk_fn fn) {
+    for (size_t k = 0; k < op->n; k++) {
+        pid[k] = ids[op->order[k]];
+        ptok[k] = toks ? toks[op->order[k]] : NULL;
+    }
+    for (size_t i = 0; i < op->ncmds; i++) {
+        size_t lo = op->first[i], m = op->first[i + 1] - lo;
+        dq__core_keys_part(op->core, queue,
+                           op->nparts > 1 ? part[op->order[lo]] : -1);
+        int rc = fn(op, &op->cmds[i], m, pid + lo, toks ? ptok + lo : NULL);
+        if (rc != DQ_OK) {
+            op->ncmds = i; /* the ones to free */
+            return rc;
+        }
+    }
+    return DQ_OK;
+}
+
+/* A batch of n jobs by id (tokens, or NULL): grouped by partition and cut
+ * into chunks (cut_chunks), each chunk's call built by fn; op->results
+ * gets one result per job (feed_each). */
+static int by_chunk(dq__op *op, dq__core *core, const char *queue, size_t n,
+                    const char *const *ids, const char *const *toks,
+                    chunk_fn fn, dq__err *err) {
+    parted(op, core, queue);
+    op->n = n;
+    op->results = calloc(n, sizeof(int));
+    op->first = malloc((n + 1) * sizeof(size_t));
+    op->order = malloc(n * sizeof(size_t));
+    const char **pid = malloc(n * sizeof(char *) * 2);
+    int *part = malloc(n * sizeof(int));
+    int rc = DQ_ENOMEM;
+    if (op->results != NULL && op->first != NULL && op->order != NULL &&
+        pid != NULL && part != NULL) {
+        cut_chunks(op, n, ids, part);
+        op->cmds = op->ncmds == 1 ? &op->one
+                                  : calloc(op->ncmds, sizeof(dq__cmd));
+        if (op->cmds == NULL)
+            op->ncmds = 0;
+        else
+            rc = build_chunks(op, queue, ids, toks, part, pid, pid + n, fn);
     }
     if (n == 1)
         snprintf(op->id, sizeof(op->id), "%s", ids[0]);
-    for (size_t i = 0; i < nch; i++) {
-        size_t lo = op->first[i], m = op->first[i + 1] - lo;
-        dq__core_keys_part(core, queue,
-                           op->nparts > 1 ? part[op->order[lo]] : -1);
-        if ((rc = dq__build_ack(&op->cmds[i], core, m, pid + lo,
-                               ptok + lo)) != DQ_OK) {
-            op->ncmds = i; /* the ones to free */
-            free(pid);
-            free(part);
-            return oom(op, rc, err);
-        }
-    }
     free(pid);
     free(part);
-    return with_check(op, err);
+    rc = oom(op, rc, err);
+    return rc == DQ_OK ? with_check(op, err) : rc;
+}
+
+static int ack_chunk(dq__op *op, dq__cmd *c, size_t m, const char *const *ids,
+                     const char *const *toks) {
+    return dq__build_ack(c, op->core, m, ids, toks);
+}
+
+int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
+              size_t n, const char *const *ids, const char *const *tokens,
+              dq__err *err) {
+    op_init(op, batch ? DQ_OPK_ACK_BATCH : DQ_OPK_ACK, "ack");
+    int rc = dq__check_ack(queue, n, ids, tokens, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    return by_chunk(op, core, queue, n, ids, tokens, ack_chunk, err);
+}
+
+static int resched_chunk(dq__op *op, dq__cmd *c, size_t m,
+                         const char *const *ids, const char *const *toks) {
+    (void)toks;
+    return dq__build_resched(c, op->core, m, ids, op->when, op->when_flags);
+}
+
+int dq__op_resched(dq__op *op, dq__core *core, int batch, const char *queue,
+                   size_t n, const char *const *ids, int64_t when, int flags,
+                   dq__err *err) {
+    op_init(op, batch ? DQ_OPK_RESCHED_BATCH : DQ_OPK_RESCHED, "reschedule");
+    int rc = dq__check_resched(queue, n, ids, when, flags, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    op->when = when;
+    op->when_flags = flags;
+    return by_chunk(op, core, queue, n, ids, NULL, resched_chunk, err);
+}
+
+int dq__op_promote(dq__op *op, dq__core *core, const char *queue,
+                   const char *id, int flags, dq__err *err) {
+    if ((flags & ~DQ_RESCHED_REVIVE) != 0) {
+        op_init(op, DQ_OPK_RESCHED, "promote");
+        dq__err_set(err, DQ_EINVAL,
+                    "promote: flags is %d; use 0 or DQ_RESCHED_REVIVE", flags);
+        return built(op, DQ_EINVAL, err);
+    }
+    return dq__op_resched(op, core, 0, queue, 1, &id, 0, flags, err);
 }
 
 int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
@@ -643,6 +700,28 @@ static int feed_poll(dq__op *op, const dq__reply *r, dq__err *e) {
     return rc;
 }
 
+/* The reply of chunk tag of a batch by id (by_chunk): one result per job,
+ * into op->results at the caller's index; op->acked counts the acked (or
+ * moved) jobs.  A single ack's failure is the call's. */
+static int feed_each(dq__op *op, size_t tag, const dq__reply *r, dq__err *e) {
+    size_t lo = op->first[tag], m = op->first[tag + 1] - lo;
+    int small[16], *res = m <= 16 ? small : malloc(m * sizeof(int));
+    if (res == NULL)
+        return dq__err_set(e, DQ_ENOMEM, "%s: out of memory", op->what);
+    int ack = op->kind == DQ_OPK_ACK || op->kind == DQ_OPK_ACK_BATCH;
+    int rc = ack ? dq__decode_ack(r, m, res, e)
+                 : dq__decode_resched(r, m, res, e);
+    for (size_t k = 0; rc >= 0 && k < m; k++)
+        op->results[op->order[lo + k]] = res[k];
+    if (res != small)
+        free(res);
+    if (rc >= 0)
+        op->acked += rc;
+    if (rc >= 0 && op->kind == DQ_OPK_ACK && op->results[0] != 0)
+        rc = dq__result_code(op->results[0], "ack", op->id, e);
+    return rc;
+}
+
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
     if (tag == op->ncmds) {
         feed_wait(op, r);
@@ -700,24 +779,11 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
         break;
     }
     case DQ_OPK_ACK:
-    case DQ_OPK_ACK_BATCH: {
-        size_t lo = op->first[tag], m = op->first[tag + 1] - lo;
-        int small[16], *res = m <= 16 ? small : malloc(m * sizeof(int));
-        if (res == NULL) {
-            rc = dq__err_set(&e, DQ_ENOMEM, "ack: out of memory");
-            break;
-        }
-        rc = dq__decode_ack(r, m, res, &e);
-        for (size_t k = 0; rc >= 0 && k < m; k++)
-            op->results[op->order[lo + k]] = res[k];
-        if (res != small)
-            free(res);
-        if (rc >= 0)
-            op->acked += rc;
-        if (rc >= 0 && op->kind == DQ_OPK_ACK && op->results[0] != 0)
-            rc = dq__result_code(op->results[0], "ack", op->id, &e);
+    case DQ_OPK_ACK_BATCH:
+    case DQ_OPK_RESCHED:
+    case DQ_OPK_RESCHED_BATCH:
+        rc = feed_each(op, tag, r, &e);
         break;
-    }
     case DQ_OPK_NACK:
     case DQ_OPK_EXTEND:
         rc = int_result(op, r, &e);
@@ -879,7 +945,10 @@ int dq__op_status(const dq__op *op) {
     case DQ_OPK_PUSH_BATCH:
         return dq__push_plan_count(&op->plan);
     case DQ_OPK_ACK_BATCH:
+    case DQ_OPK_RESCHED_BATCH:
         return op->acked;
+    case DQ_OPK_RESCHED:
+        return op->results[0];
     case DQ_OPK_POLL:
     case DQ_OPK_LIST:
         return op->status;

@@ -48,7 +48,8 @@ enum dq__op_kind {
     DQ_OPK_PUSH, DQ_OPK_PUSH_BATCH, DQ_OPK_CANCEL, DQ_OPK_POLL, DQ_OPK_ACK,
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
     DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS,
-    DQ_OPK_GET, DQ_OPK_CONFIG_SET, DQ_OPK_CONFIG_GET, DQ_OPK_COUNT_DUE
+    DQ_OPK_GET, DQ_OPK_CONFIG_SET, DQ_OPK_CONFIG_GET, DQ_OPK_COUNT_DUE,
+    DQ_OPK_RESCHED, DQ_OPK_RESCHED_BATCH
 };
 
 /* What a driver does after dq__op_feed. */
@@ -102,9 +103,9 @@ typedef struct dq__op {
     char retry_why[128];  /* the last DQ_FEED_RETRY's error text */
     int64_t lease_ms;     /* poll: for the lease deadline of jobs */
     int which;            /* list: DQ_LIST_* */
-    size_t n;             /* ack: number of jobs */
-    int *results;         /* ack: per job (n) */
-    int acked;            /* ack: acked so far */
+    size_t n;             /* ack, reschedule: number of jobs */
+    int *results;         /* ack, reschedule: per job (n) */
+    int acked;            /* ack: acked so far; reschedule: moved */
     dq_jobs *jobs;        /* poll, list: taken over by the caller */
     dq_job_info *info;    /* get: the job found (taken over), or NULL */
     int64_t next_us;      /* poll: us until the next job is due, -1 none */
@@ -141,6 +142,8 @@ typedef struct dq__op {
     int64_t bounds[DQ_COUNT_DUE_MAX]; /* count due: the bounds (copied) */
     int64_t due_counts[DQ_COUNT_DUE_MAX + 1]; /* count due: per window,
                                                  summed over partitions */
+    int64_t when;         /* reschedule: the time (checked) */
+    int when_flags;       /* reschedule: DQ_RESCHED_* */
 } dq__op;
 
 /* Builders: check every argument, then build.  DQ_OK, or the code with
@@ -170,6 +173,14 @@ int dq__op_poll_known(dq__op *op, dq__core *core, const char *queue, int max,
 int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
               size_t n, const char *const *ids, const char *const *tokens,
               dq__err *err);
+/* Reschedules n jobs (batch 0: one, its outcome the status) to when. */
+int dq__op_resched(dq__op *op, dq__core *core, int batch, const char *queue,
+                   size_t n, const char *const *ids, int64_t when, int flags,
+                   dq__err *err);
+/* dq_promote: a reschedule of job id to now (flags 0 or
+ * DQ_RESCHED_REVIVE). */
+int dq__op_promote(dq__op *op, dq__core *core, const char *queue,
+                   const char *id, int flags, dq__err *err);
 /* with_reason: record reason (reason_len bytes; NULL only with 0) as the
  * job's last failure reason (dq_nack_reason); 0: record none (dq_nack). */
 int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,

@@ -3,6 +3,7 @@
  * Pure: no I/O (apart from seeding the id generator from getrandom).
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +376,7 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG)
         nk = DQ_NKEYS - 2; /* + idle, conf */
     else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
-             script == DQ_SCRIPT_ACK)
+             script == DQ_SCRIPT_ACK || script == DQ_SCRIPT_RESCHEDULE)
         nk = DQ_NKEYS - 3; /* + idle: they wake consumers */
     else
         nk = DQ_NKEYS - 4;
@@ -594,6 +595,46 @@ int dq__check_ack(const char *queue, size_t n, const char *const *ids,
             (rc = dq__check_token_arg(tokens[i], err)))
             return rc;
     return DQ_OK;
+}
+
+/* The ids of a batch: n 1..DQ_BATCH_MAX, ids and each id valid. */
+static int check_ids(size_t n, const char *const *ids, dq__err *err) {
+    if (n == 0 || n > DQ_BATCH_MAX)
+        return dq__err_set(err, DQ_EINVAL, "n is %zu; it must be 1..%d", n,
+                          DQ_BATCH_MAX);
+    if (ids == NULL)
+        return dq__err_set(err, DQ_ENULL, "ids is NULL");
+    int rc = DQ_OK;
+    for (size_t i = 0; i < n && rc == DQ_OK; i++)
+        rc = dq__check_id(ids[i], n == 1 ? "id" : "an id", err);
+    return rc;
+}
+
+/* A time: a delay, or (absolute) an epoch ms 0..DQ_AT_MAX. */
+static int check_when(int64_t when, int absolute, dq__err *err) {
+    if (!absolute)
+        return dq__check_delay(when, "when", err);
+    if (when < 0 || when > DQ_AT_MAX)
+        return dq__err_set(err, DQ_EDELAY,
+                          "when is %" PRId64 " (DQ_RESCHED_AT: epoch ms); "
+                          "it must be 0..%" PRId64,
+                          when, (int64_t)DQ_AT_MAX);
+    return DQ_OK;
+}
+
+int dq__check_resched(const char *queue, size_t n, const char *const *ids,
+                      int64_t when, int flags, dq__err *err) {
+    int rc = dq__check_queue(queue, err);
+    if (rc == DQ_OK)
+        rc = check_ids(n, ids, err);
+    if (rc == DQ_OK && (flags & ~(DQ_RESCHED_AT | DQ_RESCHED_REVIVE)) != 0)
+        rc = dq__err_set(err, DQ_EINVAL,
+                        "flags is %d; use 0, DQ_RESCHED_AT and/or "
+                        "DQ_RESCHED_REVIVE",
+                        flags);
+    if (rc == DQ_OK)
+        rc = check_when(when, (flags & DQ_RESCHED_AT) != 0, err);
+    return rc;
 }
 
 /* Queue, id and token of a job the caller holds. */
@@ -969,6 +1010,20 @@ int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags) {
     return dq__cmd_seal(c);
 }
 
+int dq__build_resched(dq__cmd *c, dq__core *core, size_t n,
+                      const char *const *ids, int64_t when, int flags) {
+    static const char *const fl[4] = {"", "r", "a", "ar"};
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_RESCHEDULE, &core->keys,
+                           2 + (int)n);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_cstr(c, fl[flags & (DQ_RESCHED_AT | DQ_RESCHED_REVIVE)]);
+    cmd_int(c, when);
+    for (size_t i = 0; i < n; i++)
+        cmd_cstr(c, ids[i]);
+    return dq__cmd_seal(c);
+}
+
 int dq__build_stats(dq__cmd *c, dq__core *core) {
     int rc = dq__cmd_begin(c, DQ_SCRIPT_STATS, &core->keys, 0);
     return rc != DQ_OK ? rc : dq__cmd_seal(c);
@@ -1117,20 +1172,36 @@ int dq__result_code(long long v, const char *what, const char *id,
     return dq__err_set(err, DQ_EPROTO, "%s: unexpected result %lld", what, v);
 }
 
-int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err) {
+/* One integer per job, each lo..hi, into results (may be NULL); returns
+ * how many are among the values 0..31 of mask's bits. */
+static int decode_each(const dq__reply *r, size_t n, int *results,
+                       long long lo, long long hi, unsigned mask,
+                       const char *what, dq__err *err) {
     if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) != n)
-        return dq__err_set(err, DQ_EPROTO, "ack: unexpected reply");
-    int acked = 0;
+        return dq__err_set(err, DQ_EPROTO, "%s: unexpected reply", what);
+    int counted = 0;
     for (size_t i = 0; i < n; i++) {
         const dq__reply *e = dq__reply_at(r, i);
-        if (dq__reply_type(e) != DQ_R_INTEGER)
-            return dq__err_set(err, DQ_EPROTO, "ack: unexpected reply");
+        if (dq__reply_type(e) != DQ_R_INTEGER || dq__reply_int(e) < lo ||
+            dq__reply_int(e) > hi)
+            return dq__err_set(err, DQ_EPROTO, "%s: unexpected reply", what);
         int v = (int)dq__reply_int(e);
         if (results != NULL)
             results[i] = v;
-        acked += v == 0;
+        counted += v >= 0 && v < 32 && (mask >> v & 1u);
     }
-    return acked;
+    return counted;
+}
+
+int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err) {
+    return decode_each(r, n, results, INT_MIN, INT_MAX, 1u, "ack", err);
+}
+
+int dq__decode_resched(const dq__reply *r, size_t n, int *results,
+                       dq__err *err) {
+    return decode_each(r, n, results, DQ_RESCHED_UNKNOWN, DQ_RESCHED_REVIVED,
+                       1u << DQ_RESCHED_MOVED | 1u << DQ_RESCHED_REVIVED,
+                       "reschedule", err);
 }
 
 int dq__decode_int(const dq__reply *r, long long *v, dq__err *err) {

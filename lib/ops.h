@@ -149,6 +149,10 @@ int dq__check_cancel(const char *queue, const char *id, int flags,
                     dq__err *err);
 int dq__check_ack(const char *queue, size_t n, const char *const *ids,
                  const char *const *tokens, dq__err *err);
+/* Reschedule of n ids (1..DQ_BATCH_MAX) to when (a delay, or epoch ms with
+ * DQ_RESCHED_AT) with flags DQ_RESCHED_*. */
+int dq__check_resched(const char *queue, size_t n, const char *const *ids,
+                      int64_t when, int flags, dq__err *err);
 int dq__check_nack(const char *queue, const char *id, const char *token,
                   int64_t delay_ms, int flags, dq__err *err);
 int dq__check_extend(const char *queue, const char *id, const char *token,
@@ -269,6 +273,9 @@ int dq__build_get(dq__cmd *c, dq__core *core, const char *id);
 int dq__build_extend(dq__cmd *c, dq__core *core, const char *id,
                     const char *token, int64_t lease_ms);
 int dq__build_cancel(dq__cmd *c, dq__core *core, const char *id, int flags);
+/* n <= DQ_CHUNK ids to when (checked), flags DQ_RESCHED_*. */
+int dq__build_resched(dq__cmd *c, dq__core *core, size_t n,
+                      const char *const *ids, int64_t when, int flags);
 int dq__build_stats(dq__cmd *c, dq__core *core);
 int dq__build_counts(dq__cmd *c, dq__core *core);
 /* nbounds (1..DQ_COUNT_DUE_MAX) window bounds, ms from now (checked). */
@@ -291,6 +298,10 @@ int dq__decode_poll(const dq__reply *r, dq_jobs **jobs, int64_t *next_us,
                     dq__err *err);
 /* Ack: results[i] per job (may be NULL); returns number acked. */
 int dq__decode_ack(const dq__reply *r, size_t n, int *results, dq__err *err);
+/* Reschedule: results[i] per job, a DQ_RESCHED_* outcome; returns the
+ * number moved or revived. */
+int dq__decode_resched(const dq__reply *r, size_t n, int *results,
+                       dq__err *err);
 /* Integer reply of nack/extend/cancel/dead_change: *v; DQ_OK or code. */
 int dq__decode_int(const dq__reply *r, long long *v, dq__err *err);
 /* Counters: out[4] = delivered, acked, retried, failed. */

@@ -40,11 +40,8 @@ if action == 'requeue' then
     local hset = {}
     for i, id in ipairs(ids) do
         if metas[i] then
-            -- a requeue is an operator's "run it": an expiry that had
-            -- passed no longer holds, the job's other options do
-            local _, last, _, ext = parse_meta(metas[i])
             hset[#hset + 1] = mf(id)
-            hset[#hset + 1] = fmt_meta(0, ended_tok(last), meta_drop(ext, 'x'))
+            hset[#hset + 1] = requeued_meta(metas[i])
         end
     end
     if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end

@@ -378,6 +378,37 @@ const char *tu_uri(const char *base, const char *extra, char *buf, size_t n) {
     return buf;
 }
 
+const char **tu_ids(size_t n, const char *prefix) {
+    size_t each = strlen(prefix) + 24;
+    const char **ids = malloc(n * (sizeof(char *) + each));
+    ck_assert_ptr_nonnull(ids);
+    char *text = (char *)(ids + n);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text + i * each, each, "%s%zu", prefix, i);
+        ids[i] = text + i * each;
+    }
+    return ids;
+}
+
+void tu_push_ids(dq_client *c, const char *queue, size_t n,
+                 const char *const *ids, int64_t delay_ms) {
+    const void **pl = malloc(n * sizeof(*pl));
+    size_t *lens = malloc(n * sizeof(*lens));
+    int64_t *delays = malloc(n * sizeof(*delays));
+    ck_assert(pl != NULL && lens != NULL && delays != NULL);
+    for (size_t i = 0; i < n; i++) {
+        pl[i] = "z";
+        lens[i] = 1;
+        delays[i] = delay_ms;
+    }
+    int rc = dq_push_batch(c, queue, n, pl, lens, delays, ids, 0, NULL, NULL);
+    ck_assert_msg(rc == (int)n, "push of %zu ids: %d %s", n, rc,
+                  dq_errmsg(c));
+    free(pl);
+    free(lens);
+    free(delays);
+}
+
 void *tu_wait_thread(void *arg) {
     tu_waiter *w = arg;
     dq_jobs *jobs = NULL;

@@ -70,6 +70,12 @@ dq_client *open_client_opt(int key, int64_t value);
  * writes the id to id_out (DQ_ID_BUF bytes) if not NULL. */
 int push_text(dq_client *c, const char *queue, const char *payload,
               int64_t delay_ms, const char *id, int flags, char *id_out);
+/* n ids "<prefix><i>" (i = 0..n-1) in one allocation: free() it. */
+const char **tu_ids(size_t n, const char *prefix);
+/* Pushes n jobs of payload "z" with ids in one batch, each delay_ms away;
+ * fails the test unless every one is created. */
+void tu_push_ids(dq_client *c, const char *queue, size_t n,
+                 const char *const *ids, int64_t delay_ms);
 /* Polls once (lease_ms), fails on error; returns the count. */
 int poll_n(dq_client *c, const char *queue, int max, int64_t lease_ms,
            dq_jobs **out, int64_t *next);

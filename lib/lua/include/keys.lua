@@ -26,7 +26,7 @@
 --                        consumer polls on its own next (see "Wake-ups",
 --                        include/wake.lua); passed to the scripts that
 --                        wake or register consumers (push, poll, ack,
---                        nack, dead)
+--                        nack, dead, reschedule)
 --   KEYS[7] conf   HASH  the queue's settings (config.lua; absent: the
 --                        client's options decide): passed to poll, nack
 --                        and config

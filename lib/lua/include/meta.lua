@@ -116,3 +116,12 @@ local function ended_tok(t)
     if valid_tok(t) then return '-' .. t end
     return t
 end
+
+-- The meta of a dead job put back to pending by an operator (a requeue, a
+-- revive): attempts restart, the last token stays (ended) so the next
+-- delivery's token is above it, an expiry that had passed no longer holds
+-- and the job's other options do.
+local function requeued_meta(v)
+    local _, last, _, ext = parse_meta(v)
+    return fmt_meta(0, ended_tok(last), meta_drop(ext, 'x'))
+end
