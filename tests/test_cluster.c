@@ -3,8 +3,8 @@
  * 1 replica each) and over Sentinel, on plain and partitioned queues.
  *
  *  core_plain / core_partitioned
- *      every operation (push, poll, ack, nack, extend, cancel, stats, list,
- *      dead list / requeue / purge) on 12 queues whose slots (or whose
+ *      every operation (push, poll, ack, nack, extend, cancel, reschedule,
+ *      promote, stats, list, dead list / requeue / purge) on 12 queues whose slots (or whose
  *      partitions' slots) cover all 3 primaries, with each job's keys
  *      checked on the node that owns them; push_batch and ack_batch of
  *      5000 jobs; dq_poll_wait woken by another client's push within
@@ -300,6 +300,41 @@ static int list_count(dq_client *c, const char *q, int which) {
     return rc;
 }
 
+/* Reschedule and promote on an empty queue: moved (payload kept), in
+ * flight, dead, unknown; then a batch over ids of different partitions
+ * (and so nodes) that revives the dead one. */
+static void resched_queue(dq_client *c, const char *q) {
+    push_now(c, q, "r1", 600000);
+    push_now(c, q, "r2", 600000);
+    push_now(c, q, "r3", 0);
+    CK_RC(dq_reschedule(c, q, "r1", 300000, 0), DQ_RESCHED_MOVED, c,
+          "reschedule");
+    CK_RC(dq_promote(c, q, "r2", 0), DQ_RESCHED_MOVED, c, "promote");
+    dq_jobs *jobs = poll_exact(c, q, 2, 30000);
+    const dq_job *r3 = find_job(jobs, "r3");
+    ck_assert_ptr_nonnull(find_job(jobs, "r2"));
+    CK_RC(dq_promote(c, q, "r3", 0), DQ_RESCHED_INFLIGHT, c,
+          "promote in flight");
+    CK_RC(dq_nack(c, q, "r3", dq_job_token(r3), 0, DQ_NACK_DEAD), 1, c,
+          "nack dead");
+    CK_RC(dq_promote(c, q, "r3", 0), DQ_RESCHED_DEAD, c, "promote dead");
+    ack_job(c, q, find_job(jobs, "r2"));
+    dq_jobs_free(jobs);
+    const char *ids[4] = {"r1", "r3", "nope", "r2"};
+    int out[4];
+    CK_RC(dq_reschedule_batch(c, q, 4, ids, 0, DQ_RESCHED_REVIVE, out), 2, c,
+          "reschedule batch");
+    ck_assert_int_eq(out[0], DQ_RESCHED_MOVED);
+    ck_assert_int_eq(out[1], DQ_RESCHED_REVIVED);
+    ck_assert_int_eq(out[2], DQ_RESCHED_UNKNOWN);
+    ck_assert_int_eq(out[3], DQ_RESCHED_UNKNOWN);
+    jobs = poll_exact(c, q, 2, 30000);
+    for (int i = 0; i < 2; i++)
+        ack_job(c, q, dq_jobs_at(jobs, (size_t)i));
+    dq_jobs_free(jobs);
+    ck_stats(c, q, 0, 0, 0, 0);
+}
+
 static void core_queue(dq_client *c, thc_cluster *cl, const char *q,
                        int parts) {
     static const char *const ids[6] = {"j1", "j2", "j3", "j4", "j5", "j6"};
@@ -422,6 +457,7 @@ static void core_queue(dq_client *c, thc_cluster *cl, const char *q,
     CK_RC(dq_stats(c, q, NULL, NULL, NULL, NULL, &next), 0, c, "stats");
     ck_assert_int_eq(next, -1);
     ck_assert_int_eq(list_count(c, q, DQ_LIST_SCHEDULED), 0);
+    resched_queue(c, q);
 }
 
 /* 12 queue names (prefix-k) whose slots -- or, partitioned, whose

@@ -159,7 +159,7 @@ START_TEST(spread_ops) {
     ck_assert_int_eq(st.connected, 1);
 
     /* Two jobs per queue (one due, one in a minute), all at once. */
-    static res p[NQ][2], s[NQ], pl[NQ], ak[NQ], cn[NQ], s2[NQ];
+    static res p[NQ][2], s[NQ], pl[NQ], ak[NQ], cn[NQ], s2[NQ], rs[NQ];
     memset(p, 0, sizeof(p));
     for (int i = 0; i < NQ; i++) {
         ck_assert_int_eq(dq_async_push(a, qs[i], "now", 3, 0, "a", 0,
@@ -204,16 +204,21 @@ START_TEST(spread_ops) {
     }
     memset(ak, 0, sizeof(ak));
     memset(cn, 0, sizeof(cn));
+    memset(rs, 0, sizeof(rs));
     for (int i = 0; i < NQ; i++) {
         ck_assert_int_eq(dq_async_ack(a, qs[i], "a",
                                       dq_job_token(kept(&pl[i], 0)), st_rec,
                                       &ak[i]),
+                         0);
+        ck_assert_int_eq(dq_async_reschedule(a, qs[i], "b", 120000, 0, st_rec,
+                                             &rs[i]),
                          0);
         ck_assert_int_eq(dq_async_cancel(a, qs[i], "b", 0, st_rec, &cn[i]),
                          0);
     }
     for (int i = 0; i < NQ; i++) {
         WAIT_CB_MS(ak[i], 0, 10000);
+        WAIT_CB_MS(rs[i], DQ_RESCHED_MOVED, 10000);
         ck_assert_msg(RUN_UNTIL(cn[i].calls > 0, 10000), "no cancel callback");
         ck_assert_msg(cn[i].status >= 0, "cancel: %d %s", cn[i].status,
                       cn[i].msg);
