@@ -12,6 +12,8 @@ const char dqt_help_main[] =
     "Commands:\n"
     "  push      push a job to run after a delay or at a time\n"
     "  cancel    cancel jobs that have not been delivered yet\n"
+    "  reschedule  move pending jobs to a new due time, keeping the rest\n"
+    "  promote   make pending jobs due now (\"run now\")\n"
     "  poll      claim due jobs under a lease (for scripts that poll by hand)\n"
     "  ack       finish a job you hold\n"
     "  nack      release a job you hold for a retry, or dead-letter it\n"
@@ -102,6 +104,36 @@ const char dqt_help_cancel[] =
     "\n"
     "Options:\n"
     "  --inflight     also remove jobs that are in flight\n";
+
+const char dqt_help_reschedule[] =
+    "Usage: delayq reschedule ID... (--in DUR | --at TIME) [--revive]\n"
+    "\n"
+    "Moves pending jobs (scheduled or already due) to a new due time in one\n"
+    "step, on the Redis server's clock: payload, attempts, options, repeat\n"
+    "rule and last error stay as they were (a repeating job moves its next\n"
+    "run only).  Jobs in flight are left alone; dead jobs too, unless\n"
+    "--revive puts them back to pending at the new time (attempts restart,\n"
+    "as `delayq dead requeue` does).\n"
+    "Prints \"moved ID\" or \"revived ID\" per job; exits 1 if any job was not\n"
+    "found, in flight, or dead without --revive.\n"
+    "\n"
+    "Options:\n"
+    "  --in DUR       due DUR from now (ms or a duration like 5m; 0: now)\n"
+    "  --at TIME      due at TIME (ISO-8601 or epoch ms; past = due now)\n"
+    "  --revive       also move dead jobs back to pending\n";
+
+const char dqt_help_promote[] =
+    "Usage: delayq promote ID... [--revive]\n"
+    "\n"
+    "Makes pending jobs due now (\"run now\"), keeping everything else, as\n"
+    "`delayq reschedule ID --in 0` does: the next poll delivers them, and a\n"
+    "waiting consumer is woken as by a push.  Jobs in flight are left alone;\n"
+    "dead jobs too, unless --revive.\n"
+    "Prints \"moved ID\" or \"revived ID\" per job; exits 1 if any job was not\n"
+    "found, in flight, or dead without --revive.\n"
+    "\n"
+    "Options:\n"
+    "  --revive       also move dead jobs back to pending, due now\n";
 
 const char dqt_help_poll[] =
     "Usage: delayq poll [--max N] [--lease DUR] [--wait DUR] [--json]\n"

@@ -286,6 +286,86 @@ int dqt_cmd_cancel(dqt_cli *g) {
     return ret;
 }
 
+/* ---- reschedule, promote ------------------------------------------------- */
+
+const dqt_optspec dqt_reschedule_opts[] = {{"in", 0, 1, DQT_O_IN},
+                                           {"at", 0, 1, DQT_O_AT},
+                                           {"revive", 0, 0, DQT_O_REVIVE},
+                                           {NULL, 0, 0, 0}};
+const dqt_optspec dqt_promote_opts[] = {{"revive", 0, 0, DQT_O_REVIVE},
+                                        {NULL, 0, 0, 0}};
+
+/* The new time of a reschedule from --in / --at: *when and DQ_RESCHED_AT
+ * in *flags for --at.  0 or a usage exit code. */
+static int resched_when(dqt_cli *g, int64_t *when, int *flags) {
+    int have = 0, rc = 0;
+    for (int i = 0; i < g->a.nopts && rc == 0; i++) {
+        const dqt_optval *o = &g->a.opts[i];
+        if (o->id == DQT_O_IN) {
+            rc = opt_ms(g, o, when);
+            have |= 1;
+        } else if (o->id == DQT_O_AT) {
+            if (dqt_parse_time(o->val, when) != 0)
+                rc = dqt_usage_error(g, "--at: '%s' is not a time; use "
+                                        "ISO-8601 UTC or epoch ms",
+                                     o->val);
+            *flags |= DQ_RESCHED_AT;
+            have |= 2;
+        }
+    }
+    if (rc == 0 && have == 3)
+        rc = dqt_usage_error(g, "use either --in or --at, not both%s", "");
+    if (rc == 0 && have == 0)
+        rc = dqt_usage_error(g, "say when: --in DUR or --at TIME%s", "");
+    return rc;
+}
+
+/* Prints the outcome of one job; 0 when it moved, else DQT_EXIT_FAILED. */
+static int resched_say(const dqt_cli *g, const char *id, int outcome) {
+    static const char *const why[] = {
+        [DQ_RESCHED_UNKNOWN] = "no such job",
+        [DQ_RESCHED_INFLIGHT] = "in flight: left alone",
+        [DQ_RESCHED_DEAD] = "dead: left alone (use --revive to move it)"};
+    if (outcome == DQ_RESCHED_MOVED || outcome == DQ_RESCHED_REVIVED) {
+        printf("%s %s\n", outcome == DQ_RESCHED_MOVED ? "moved" : "revived",
+               id);
+        return 0;
+    }
+    fprintf(stderr, "delayq %s: job '%s': %s\n", g->cmd, id,
+            outcome >= 0 && outcome <= DQ_RESCHED_DEAD ? why[outcome]
+                                                      : "unexpected answer");
+    return DQT_EXIT_FAILED;
+}
+
+/* delayq reschedule / promote (promote: due now): every id in one batch. */
+static int resched_common(dqt_cli *g, int promote) {
+    int64_t when = 0;
+    int flags = 0, rc = promote ? 0 : resched_when(g, &when, &flags);
+    for (int i = 0; i < g->a.nopts; i++)
+        if (g->a.opts[i].id == DQT_O_REVIVE)
+            flags |= DQ_RESCHED_REVIVE;
+    const char *queue;
+    if (rc || (rc = dqt_npos_check(g, 1, -1, "job id")) ||
+        (rc = dqt_start(g, &queue)))
+        return rc;
+    int *out = calloc((size_t)g->a.npos, sizeof(int));
+    if (out == NULL) {
+        fprintf(stderr, "delayq %s: out of memory\n", g->cmd);
+        return DQT_EXIT_FAILED;
+    }
+    rc = dq_reschedule_batch(g->c, queue, (size_t)g->a.npos,
+                             (const char *const *)g->a.pos, when, flags, out);
+    int ret = rc < 0 ? dqt_report(g, rc) : DQT_EXIT_OKAY;
+    for (int i = 0; rc >= 0 && i < g->a.npos; i++)
+        if (resched_say(g, g->a.pos[i], out[i]) != 0)
+            ret = DQT_EXIT_FAILED;
+    free(out);
+    return ret;
+}
+
+int dqt_cmd_reschedule(dqt_cli *g) { return resched_common(g, 0); }
+int dqt_cmd_promote(dqt_cli *g) { return resched_common(g, 1); }
+
 /* ---- poll ---------------------------------------------------------------- */
 
 const dqt_optspec dqt_poll_opts[] = {{"max", 0, 1, DQT_O_MAX},

@@ -160,6 +160,9 @@ typedef struct command {
 static const command commands[] = {
     {"push", dqt_cmd_push, dqt_help_push, dqt_push_opts},
     {"cancel", dqt_cmd_cancel, dqt_help_cancel, dqt_cancel_opts},
+    {"reschedule", dqt_cmd_reschedule, dqt_help_reschedule,
+     dqt_reschedule_opts},
+    {"promote", dqt_cmd_promote, dqt_help_promote, dqt_promote_opts},
     {"poll", dqt_cmd_poll, dqt_help_poll, dqt_poll_opts},
     {"ack", dqt_cmd_ack, dqt_help_ack, dqt_no_opts},
     {"nack", dqt_cmd_nack, dqt_help_nack, dqt_nack_opts},

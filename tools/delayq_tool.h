@@ -49,7 +49,8 @@ enum {
     DQT_O_GRACE, DQT_O_MAXJOBS, DQT_O_QUIET, DQT_O_JITTER,
     DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY, DQT_O_COUNTERS, DQT_O_REASON,
     DQT_O_STRICT,
-    DQT_O_EVERY, DQT_O_CRON, DQT_O_TZ, DQT_O_EXPIN, DQT_O_EXPAT
+    DQT_O_EVERY, DQT_O_CRON, DQT_O_TZ, DQT_O_EXPIN, DQT_O_EXPAT,
+    DQT_O_REVIVE
 };
 
 /* One option a command accepts.  arg: 0 none, 1 required, 2 optional
@@ -122,6 +123,7 @@ extern const char dqt_help_main[]; /* a printf format: %s = lib version */
 extern const char dqt_help_push[], dqt_help_cancel[], dqt_help_poll[],
     dqt_help_ack[], dqt_help_nack[], dqt_help_extend[], dqt_help_list[],
     dqt_help_stats[], dqt_help_dead[], dqt_help_consume[], dqt_help_get[];
+extern const char dqt_help_reschedule[], dqt_help_promote[];
 
 /* ---- Output (delayq_out.c) --------------------------------------------- */
 
@@ -172,6 +174,9 @@ int dqt_cmd_ack(dqt_cli *g);
 int dqt_cmd_nack(dqt_cli *g);
 int dqt_cmd_extend(dqt_cli *g);
 int dqt_cmd_get(dqt_cli *g);
+extern const dqt_optspec dqt_reschedule_opts[], dqt_promote_opts[];
+int dqt_cmd_reschedule(dqt_cli *g);
+int dqt_cmd_promote(dqt_cli *g);
 
 /* delayq_inspect.c */
 extern const dqt_optspec dqt_list_opts[], dqt_stats_opts[], dqt_dead_opts[];

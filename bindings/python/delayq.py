@@ -38,6 +38,7 @@ __all__ = [
     "CANCELED_INFLIGHT", "LIST_SCHEDULED", "LIST_INFLIGHT", "LIST_DEAD",
     "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL", "JobInfo", "REASON_MAX",
     "SCHEDULED", "DUE", "INFLIGHT", "DEAD", "QueueList", "QUEUES_MAX",
+    "MOVED", "REVIVED", "UNKNOWN",
 ]
 
 # ---- Constants of delayq.h (macros are not in the ABI) -------------------
@@ -72,6 +73,11 @@ PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
 _OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED, 4: DONE}
 _CANCEL_INFLIGHT = 1
 CANCELED_PENDING, CANCEL_BUSY, CANCELED_INFLIGHT = 1, 2, 3
+# reschedule/promote (DQ_RESCHED_*): flags, and each job's outcome by name
+# (in flight and dead jobs are left alone; revived: dead, back to pending).
+_RESCHED_REVIVE, _RESCHED_AT = 1, 2
+MOVED, REVIVED, UNKNOWN = "moved", "revived", "unknown"
+_RESCHED_OUTCOMES = {0: UNKNOWN, 1: MOVED, 2: INFLIGHT, 3: DEAD, 4: REVIVED}
 _NACK_DEAD = 1
 # Consumer outcomes (delayq-consumer.h).
 JOB_OK, JOB_RETRY, JOB_FAIL = 1, 2, 3
@@ -361,6 +367,12 @@ _OPTIONAL_PROTOTYPES = {
     "dq_push_batch_ex": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_STR,
                                   _P_SIZE, _P_I64, _P_STR, _c_int, _P_PUSHOPTS,
                                   ctypes.c_char_p, _P_INT]),
+    # reschedule and promote pending jobs in place (the binding calls the
+    # batch form for one id too)
+    "dq_reschedule": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_i64, _c_int]),
+    "dq_promote": (_c_int, [_P_CLIENT, _c_str, _c_str, _c_int]),
+    "dq_reschedule_batch": (_c_int, [_P_CLIENT, _c_str, _c_size, _P_STR,
+                                     _c_i64, _c_int, _P_INT]),
     # delayq-consumer.h
     "dq_consumer_set_int": (_c_int, [_P_CONSUMER, _c_int, _c_i64]),
     "dq_consumer_set_outcome_cb": (_c_int, [_P_CONSUMER, _OUTCOME_CB,
@@ -425,6 +437,7 @@ HAVE_GET = hasattr(_lib, "dq_get")
 HAVE_CONFIG = hasattr(_lib, "dq_config_set")
 HAVE_COUNT_DUE = hasattr(_lib, "dq_count_due")
 HAVE_QUEUES = hasattr(_lib, "dq_queues")
+HAVE_RESCHEDULE = hasattr(_lib, "dq_reschedule_batch")
 COUNT_DUE_MAX = 64
 
 
@@ -843,6 +856,47 @@ class Client:
         with self._lock:
             return self._check(_lib.dq_cancel(
                 self._handle(), q, jid, _CANCEL_INFLIGHT if inflight else 0))
+
+    def reschedule(self, queue, ids, delay_ms=None, at_ms=None,
+                   revive=False):
+        """Moves pending jobs (scheduled or due) to a new due time, keeping
+        payload, attempts, options, repeat rule and last error (a repeating
+        job moves its next run only): delay_ms from now or at_ms (epoch ms),
+        on the server's clock.  ids: one id, or a list of ids (one round
+        trip).  Returns the outcome, or a list of one per id: MOVED,
+        UNKNOWN (no such job), INFLIGHT or DEAD (left alone), REVIVED (a
+        dead job back to pending, with revive=True; attempts restart)."""
+        if (delay_ms is None) == (at_ms is None):
+            raise ValueError("give exactly one of delay_ms and at_ms")
+        flags = _RESCHED_REVIVE if revive else 0
+        if at_ms is not None:
+            flags |= _RESCHED_AT
+        when = at_ms if at_ms is not None else delay_ms
+        return self._resched(queue, ids, when, flags)
+
+    def promote(self, queue, ids, revive=False):
+        """Makes pending jobs due now ("run now"), as reschedule(queue, ids,
+        delay_ms=0, revive=revive) does."""
+        return self._resched(queue, ids, 0, _RESCHED_REVIVE if revive else 0)
+
+    def _resched(self, queue, ids, when, flags):
+        """dq_reschedule_batch of one id or a list of them."""
+        if not HAVE_RESCHEDULE:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_reschedule")
+        q = _enc(queue, "queue", "EQUEUE")
+        one = isinstance(ids, (str, bytes))
+        lst = [ids] if one else list(ids)
+        n = len(lst)
+        if n == 0:
+            return []
+        c_ids = (_c_str * n)(*[_enc(i, "id", "EID") for i in lst])
+        out = (_c_int * n)()
+        with self._lock:
+            self._check(_lib.dq_reschedule_batch(self._handle(), q, n, c_ids,
+                                                 int(when), flags, out))
+        res = [_RESCHED_OUTCOMES.get(o, o) for o in out]
+        return res[0] if one else res
 
     # -- consuming
 

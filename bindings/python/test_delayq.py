@@ -348,6 +348,30 @@ class TestLeases(Base):
         with self.assertRaises(delayq.NotFound):
             j.ack()
 
+    def test_reschedule_promote(self):
+        self.c.push(self.q, b"keep", 3600000, id="r1")
+        self.assertEqual(self.c.reschedule(self.q, "r1", delay_ms=7200000),
+                         delayq.MOVED)
+        info = self.c.get(self.q, "r1")
+        self.assertTrue(7190000 <= info.due_ms - info.now_ms <= 7200000)
+        self.assertEqual(self.c.reschedule(self.q, "r1", at_ms=4102444800000),
+                         delayq.MOVED)
+        self.assertEqual(self.c.get(self.q, "r1").due_ms, 4102444800000)
+        self.c.push(self.q, b"y", id="f1")
+        [j] = self.c.poll(self.q)
+        self.assertEqual(self.c.promote(self.q, ["r1", "f1", "nope"]),
+                         [delayq.MOVED, delayq.INFLIGHT, delayq.UNKNOWN])
+        j.nack(dead=True)
+        self.assertEqual(self.c.promote(self.q, "f1"), delayq.DEAD)
+        self.assertEqual(self.c.promote(self.q, "f1", revive=True),
+                         delayq.REVIVED)
+        got = sorted((x.id, x.payload) for x in self.c.poll(self.q, max=5))
+        self.assertEqual(got, [("f1", b"y"), ("r1", b"keep")])
+        with self.assertRaises(ValueError):
+            self.c.reschedule(self.q, "r1")
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.reschedule(self.q, "r1", delay_ms=-1)
+
 
 class TestDeadLetters(Base):
     def kill(self, jid):

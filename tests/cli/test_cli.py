@@ -110,7 +110,8 @@ class CliCase(unittest.TestCase):
 
 class TestHelpAndUsage(CliCase):
     COMMANDS = ["push", "cancel", "poll", "ack", "nack", "extend", "get",
-                "list", "peek", "stats", "dead", "consume"]
+                "list", "peek", "stats", "dead", "consume", "reschedule",
+                "promote"]
 
     def test_main_help_documents_commands_and_exit_codes(self):
         out = self.ok(["--help"])
@@ -159,6 +160,14 @@ class TestHelpAndUsage(CliCase):
             ["nack"],
             ["extend", "id", "1", "--lease"],
             ["cancel"],
+            ["reschedule", "a"],                  # no time
+            ["reschedule", "--in", "1s"],         # no id
+            ["reschedule", "a", "--in", "1s", "--at", "0"],
+            ["reschedule", "a", "--at", "tomorrow"],
+            ["reschedule", "a", "--in", "5parsecs"],
+            ["reschedule", "a", "--at", "99999999999999999"],  # EDELAY
+            ["promote"],
+            ["promote", "a", "--in", "1s"],
             ["list", "sideways"],
             ["list", "--limit", "0"],
             ["stats", "--json", "--prometheus"],
@@ -395,6 +404,50 @@ class TestCancel(CliCase):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stdout, b"canceled a\ncanceled b\n")
         self.assertEqual(self.stats(q)["scheduled"], 0)
+
+
+class TestRescheduleAndPromote(CliCase):
+    def get_json(self, queue, job_id):
+        return json.loads(self.ok(["get", job_id, "--json"], queue))
+
+    def test_moves_keeping_the_job(self):
+        q = new_queue("resched")
+        self.push(q, "keep me", "--id", "r1", "--in", "1h",
+                  "--max-attempts", "3")
+        self.assertEqual(self.ok(["reschedule", "r1", "--in", "2h"], q),
+                         "moved r1\n")
+        doc = self.get_json(q, "r1")
+        self.assertTrue(7190000 <= doc["due_ms"] - doc["now_ms"] <= 7200000,
+                        doc)
+        self.assertEqual(self.ok(["reschedule", "r1", "--at",
+                                  "4102444800000"], q), "moved r1\n")
+        self.assertEqual(self.get_json(q, "r1")["due_ms"], 4102444800000)
+        self.assertEqual(self.ok(["reschedule", "r1", "--in", "90000"], q),
+                         "moved r1\n")
+        doc = self.get_json(q, "r1")
+        self.assertTrue(80000 <= doc["due_ms"] - doc["now_ms"] <= 90000, doc)
+        self.assertEqual(self.ok(["promote", "r1"], q), "moved r1\n")
+        j = self.poll_one(q)
+        self.assertEqual((j["id"], j["payload"]), ("r1", "keep me"))
+
+    def test_outcomes_and_revive(self):
+        q = new_queue("promote")
+        self.push(q, "x", "--id", "p1", "--in", "1h")
+        self.push(q, "y", "--id", "f1")
+        j = self.poll_one(q)
+        r = run(["promote", "p1", "f1", "zz"], q)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, b"moved p1\n")
+        self.assertIn(b"job 'f1': in flight: left alone", r.stderr)
+        self.assertIn(b"job 'zz': no such job", r.stderr)
+        self.ok(["nack", j["id"], j["token"], "--dead"], q)
+        r = run(["reschedule", "f1", "--in", "1m"], q)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"dead: left alone (use --revive", r.stderr)
+        self.assertEqual(self.ok(["promote", "f1", "--revive"], q),
+                         "revived f1\n")
+        st = self.stats(q)
+        self.assertEqual((st["due"], st["dead"]), (2, 0))
 
 
 class TestPollAckNackExtend(CliCase):

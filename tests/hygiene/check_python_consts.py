@@ -32,7 +32,8 @@ ALIASES = {"PO_": "PUSHOPT_", "SET_COUNT": "SET__COUNT"}
 # values (int -> str) name.
 DICTS = {"_COPT": "DQ_COPT_", "_OPT_INT": "DQ_OPT_", "_OPT_BOOL": "DQ_OPT_",
          "_OPT_STR": "DQ_OPT_", "_BACKOFF": "DQ_BACKOFF_",
-         "_STATES": "DQ_JOB_", "_OUTCOMES": "DQ_"}
+         "_STATES": "DQ_JOB_", "_OUTCOMES": "DQ_",
+         "_RESCHED_OUTCOMES": "DQ_RESCHED_"}
 # {setting: {word: number}}: each word is the macro DQ_<SETTING>_<WORD>.
 WORDS = "_SET_WORDS"
 # Exception classes by error name: one per DQ_E* code.
@@ -43,7 +44,7 @@ BINDING_ONLY = {"_WAIT_SLICE_MS": "the slice of a long wait (Ctrl-C)"}
 # Families that must be complete, and the members left out on purpose.
 FAMILIES = ("DQ_OPT_", "DQ_COPT_", "DQ_PUSH_", "DQ_PUSHOPT_", "DQ_SET__",
             "DQ_BACKOFF_", "DQ_EXPIRED_", "DQ_LAYOUT_", "DQ_LIST_", "DQ_JOB_",
-            "DQ_CANCEL", "DQ_NACK_", "DQ_PRIO_",
+            "DQ_CANCEL", "DQ_NACK_", "DQ_PRIO_", "DQ_RESCHED_",
             ("DQ_PUSHED", "DQ_KEPT", "DQ_REPLACED", "DQ_DONE"))
 NOT_EXPOSED = {
     "DQ_COPT_EXTEND": "libevent consumer only; the binding's is the sync one",
