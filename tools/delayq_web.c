@@ -19,11 +19,12 @@ const char dqt_help_web[] =
     "\n"
     "Serves the operator dashboard: one page that lists the queues of the\n"
     "namespace with their counts, shows when scheduled jobs fall due, lists\n"
-    "and looks up jobs, cancels jobs and requeues or purges dead ones; plus\n"
-    "a JSON API (docs/WEB.md) and /metrics (the series of `delayq stats\n"
-    "--prometheus`, for every queue).  Everything is embedded in the binary:\n"
-    "nothing is fetched from elsewhere.  Prints \"listening on URL\" as its\n"
-    "first line, then serves until SIGINT or SIGTERM.\n"
+    "and looks up jobs, runs scheduled jobs now or cancels them, requeues or\n"
+    "purges dead ones; plus a JSON API (docs/WEB.md) and /metrics (the\n"
+    "series of `delayq stats --prometheus`, for every queue).  Everything\n"
+    "is embedded in the binary: nothing is fetched from elsewhere.  Prints\n"
+    "\"listening on URL\" as its first line, then serves until SIGINT or\n"
+    "SIGTERM.\n"
     "\n"
     "Options:\n"
     "  --listen HOST:PORT  address to listen on (default 127.0.0.1:8080; a\n"
@@ -36,8 +37,8 @@ const char dqt_help_web[] =
     "                      page's login form (an HttpOnly, SameSite=Strict\n"
     "                      cookie).  Without a token (loopback only) no login\n"
     "                      is asked, and requests must name a loopback Host.\n"
-    "  --read-only         answer every POST of the API with 403: no cancel,\n"
-    "                      requeue or purge.\n"
+    "  --read-only         answer every POST of the API with 403: no run now,\n"
+    "                      cancel, requeue or purge.\n"
     "\n"
     "Use the URI of the queues' clients, with ?partitions=N for partitioned\n"
     "queues.  The queues are found on every primary of a cluster, and on\n"
@@ -1040,6 +1041,32 @@ static void h_action(web *w, struct evhttp_request *req, const char *q,
     evbuffer_free(b);
 }
 
+/* POST .../jobs/ID/promote: the dashboard's "run now" (dq_promote): a
+ * pending job is due now, keeping everything else; one in flight or dead
+ * is left alone (409), an unknown one is 404. */
+static void h_promote(web *w, struct evhttp_request *req, const char *q,
+                      const char *id) {
+    int rc = client(w);
+    if (rc == 0)
+        rc = dq_promote(w->c, q, id, 0);
+    if (rc < 0) {
+        send_dq_error(w, req, rc);
+    } else if (rc == DQ_RESCHED_INFLIGHT) {
+        send_error(req, 409, "BUSY",
+                   "the job is in flight: its handler is running already");
+    } else if (rc == DQ_RESCHED_DEAD) {
+        send_error(req, 409, "DEAD",
+                   "the job is dead: requeue it from the dead jobs");
+    } else if (rc != DQ_RESCHED_MOVED) {
+        send_error(req, 404, "ENOTFOUND", "no scheduled job with that id");
+    } else {
+        struct evbuffer *b = evbuffer_new();
+        W_ADD(b, "{\"promoted\":1}");
+        send_json(req, 200, b);
+        evbuffer_free(b);
+    }
+}
+
 /* A label value: \\ " and newline escaped, bytes that are not UTF-8 as
  * U+FFFD (Prometheus text is UTF-8). */
 static void prom_label(struct evbuffer *b, const char *s) {
@@ -1361,6 +1388,9 @@ static void on_request(struct evhttp_request *req, void *arg) {
     else if (ns == 5 && post && strcmp(seg[2], "jobs") == 0 &&
              strcmp(seg[4], "cancel") == 0)
         h_action(w, req, q, seg[3], A_CANCEL);
+    else if (ns == 5 && post && strcmp(seg[2], "jobs") == 0 &&
+             strcmp(seg[4], "promote") == 0)
+        h_promote(w, req, q, seg[3]);
     else if (ns == 5 && post && strcmp(seg[2], "dead") == 0 &&
              strcmp(seg[4], "requeue") == 0)
         h_action(w, req, q, seg[3], A_REQUEUE);

@@ -300,6 +300,23 @@ try {
     assert(stats(QB + '-2').dead === 0, 'purged');
   });
 
+  await check('run a scheduled job now through the UI (with its confirm dialog)', async () => {
+    const QP = 'promos';
+    cli(['-q', QP, 'push', 'promo mail', '--id', 'promo-1', '--in', '1h']);
+    await page.goto(base + '/#/q/' + Buffer.from(QP).toString('hex'));
+    await page.locator('#queue-name').waitFor();
+    const row = page.locator('tr.job-row[data-id="promo-1"]');
+    await row.waitFor({ timeout: 10000 });
+    const n = dialogs.length;
+    await row.locator('button.promote').click();
+    await page.waitForFunction(() => document.querySelector('#tile-due .v')?.textContent === '1', null, { timeout: 10000 });
+    assert(dialogs.length === n + 1 && dialogs[n] === 'confirm:Run job promo-1 now?', 'one confirm dialog: ' + dialogs.slice(n));
+    const st = stats(QP);
+    assert(st.due === 1 && st.scheduled === 0, 'due now in Redis: ' + JSON.stringify(st));
+    const job = JSON.parse(cli(['-q', QP, 'get', 'promo-1', '--json']));
+    assert(job.payload === 'promo mail' && job.attempts === 0, 'kept: ' + JSON.stringify(job));
+  });
+
   await check('a queue without counters says how to get them', async () => {
     await page.goto(base + '/');
     await page.locator('tr.queue-row[data-queue="emails"] a').click();

@@ -603,6 +603,23 @@ class TestActionsAndCsrf(WebCase):
         push(q, "c", "--id", "c2")
         cli(["-q", q, "poll", "--max", "5", "--lease", "1m"])
         self.srv.post("/api/queues/%s/jobs/c2/cancel" % seg(q), expect=409)
+        # promote ("run now"): pending -> due now, payload kept; unknown ->
+        # 404; in flight -> 409 BUSY; dead -> 409 DEAD
+        push(q, "later", "--id", "p1", "--in", "1h")
+        self.assertEqual(self.srv.post("/api/queues/%s/jobs/p1/promote"
+                                       % seg(q))["promoted"], 1)
+        job = self.srv.get("/api/queues/%s/jobs/p1" % seg(q))["job"]
+        self.assertEqual((job["state"], job["payload"]),
+                         ("due", {"text": "later"}))
+        self.srv.post("/api/queues/%s/jobs/nope/promote" % seg(q), expect=404)
+        e = self.srv.post("/api/queues/%s/jobs/c2/promote" % seg(q),
+                          expect=409)
+        self.assertEqual(e["code"], "BUSY")
+        q3 = new_queue("promote-dead")
+        make_dead(q3, "x", "pd")
+        e = self.srv.post("/api/queues/%s/jobs/pd/promote" % seg(q3),
+                          expect=409)
+        self.assertEqual(e["code"], "DEAD")
 
     def test_gets_never_change_state_and_get_on_post_paths(self):
         q = new_queue("getsafe")
@@ -622,6 +639,7 @@ class TestActionsAndCsrf(WebCase):
             self.assertEqual(e["code"], "EREADONLY")
             s.post("/api/queues/%s/dead/purge" % seg(q), expect=403)
             s.post("/api/queues/%s/jobs/r1/cancel" % seg(q), expect=403)
+            s.post("/api/queues/%s/jobs/r1/promote" % seg(q), expect=403)
             self.assertEqual(s.get("/api/queues/%s" % seg(q))["stats"]["dead"],
                              1)
         finally:

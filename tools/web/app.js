@@ -299,6 +299,8 @@ async function queuePage(hex) {
     const jhash = jobHash(hex, hexOf(j, 'id'));
     const btns = el('td', {});
     if (!ro && view.state === 'scheduled')
+      btns.append(el('button', { class: 'promote', title: 'make it due now, keeping payload, attempts and options', onclick: () => act('Run job ' + j.id + ' now?', jpath + '/promote', hex) }, 'run now'), ' ');
+    if (!ro && view.state === 'scheduled')
       btns.append(el('button', { class: 'danger', onclick: () => act('Cancel job ' + j.id + '?', jpath + '/cancel', hex) }, 'cancel'));
     if (!ro && view.state === 'dead') {
       btns.append(el('button', { class: 'requeue', onclick: () => act('Requeue dead job ' + j.id + '?', path + '/dead/' + seg(j, 'id') + '/requeue', hex) }, 'requeue'), ' ',
