@@ -3,7 +3,8 @@
  * it:
  *
  *  - failure atomicity: a script that fails (a key of the wrong type) has
- *    written nothing, for every operation and every one of the five keys;
+ *    written nothing, for every operation (reschedule and promote too) and
+ *    every one of the five keys;
  *  - a late ack (and extend) of a job a poll dead-lettered for
  *    DQ_OPT_MAX_ATTEMPTS while nobody else claimed it still counts;
  *  - dq_cancel of a job whose lease ran out answers DQ_CANCEL_BUSY whether
@@ -467,6 +468,16 @@ static int op_nack_reason_dead(actx *x) {
                           "why", 3);
 }
 
+static int op_promote(actx *x) { return dq_promote(x->c, x->q, jid("p1"), 0); }
+
+/* p1 moves, d1 is revived, l1 stays in flight, nobody is unknown. */
+static int op_reschedule_batch(actx *x) {
+    const char *ids[4] = {jid("p1"), jid("l1"), jid("d1"), jid("nobody")};
+    int out[4];
+    return dq_reschedule_batch(x->c, x->q, 4, ids, 5000, DQ_RESCHED_REVIVE,
+                               out);
+}
+
 /* Read-only: a spoiled key fails it, and it writes nothing either way. */
 static int op_get(actx *x) {
     dq_job_info *in = NULL;
@@ -505,6 +516,8 @@ static const aop AOPS[] = {
     {"nack_reason_requeue", setup_none, op_nack_reason_requeue, 0},
     {"nack_reason_dead", setup_none, op_nack_reason_dead, 1},
     {"get", setup_none, op_get, 1},
+    {"promote", setup_none, op_promote, DQ_RESCHED_MOVED},
+    {"reschedule_batch_revive", setup_none, op_reschedule_batch, 2},
 };
 
 START_TEST(failure_atomicity) {
