@@ -360,7 +360,7 @@ enum op {
     OP_PUSH, OP_PUSH_AT, OP_BATCH, OP_POLL, OP_POLL_WAIT, OP_ACK,
     OP_ACK_BATCH, OP_NACK, OP_EXTEND, OP_CANCEL, OP_DEAD_LIST,
     OP_DEAD_REQUEUE, OP_DEAD_PURGE, OP_STATS, OP_FLUSH_SCRIPTS,
-    OP_KILL_CONN, OP_PUSH_EX, OP_CONFIG, OP_COUNT
+    OP_KILL_CONN, OP_PUSH_EX, OP_CONFIG, OP_RESCHEDULE, OP_COUNT
 };
 
 /* A setting's value: DQ_UNSET, in range for most settings, or out. */
@@ -551,6 +551,22 @@ static void run_op(dq_client *c, src *s) {
         if (rc > DQ_CANCELED_INFLIGHT)
             FAIL("cancel returned %d", rc);
         break;
+    case OP_RESCHEDULE: {
+        what = "reschedule";
+        const char *ids[3];
+        size_t n = u8(s) % 4;
+        for (size_t i = 0; i < n; i++)
+            ids[i] = pick_id(s, 0, 0);
+        int out[3], flags = pick_flags(s, DQ_RESCHED_AT | DQ_RESCHED_REVIVE);
+        int64_t when = pick_delay(s);
+        rc = n == 1 && u8(s) < 128
+                 ? dq_reschedule(c, q, ids[0], when, flags)
+                 : dq_reschedule_batch(c, q, n, ids, when, flags, out);
+        check_rc(c, what, rc, before);
+        if (rc > (n <= 1 ? DQ_RESCHED_REVIVED : (int)n))
+            FAIL("reschedule returned %d for %zu ids", rc, n);
+        break;
+    }
     case OP_DEAD_LIST: {
         what = "dead_list";
         static const int64_t offs[] = {0, 1, -1, INT32_MAX,

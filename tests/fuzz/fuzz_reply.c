@@ -201,6 +201,15 @@ static void decode_all(const dq__reply *r, dq__core *core) {
     rc = dq__decode_ack(r, 1, NULL, &err);
     if (rc < 0)
         check_err(rc, &err);
+    dq__err_clear(&err);
+    rc = dq__decode_resched(r, n, results, &err);
+    if (rc < 0)
+        check_err(rc, &err);
+    else
+        CHECK((size_t)rc <= n);
+    for (size_t i = 0; rc >= 0 && i < n; i++)
+        CHECK(results[i] >= DQ_RESCHED_UNKNOWN &&
+              results[i] <= DQ_RESCHED_REVIVED);
     free(results);
 
     long long v;
