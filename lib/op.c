@@ -313,8 +313,7 @@ static int by_chunk(dq__op *op, dq__core *core, const char *queue, size_t n,
         snprintf(op->id, sizeof(op->id), "%s", ids[0]);
     free(pid);
     free(part);
-    rc = oom(op, rc, err);
-    return rc == DQ_OK ? with_check(op, err) : rc;
+    return sealed(op, rc, err);
 }
 
 static int ack_chunk(dq__op *op, dq__cmd *c, size_t m, const char *const *ids,
