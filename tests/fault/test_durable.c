@@ -16,6 +16,9 @@
  *    as in the default mode, before anything is sent.
  */
 #include "fault.h"
+#ifdef DQ_TEST_LIBEVENT
+#include "test_async.h"
+#endif
 
 #include <inttypes.h>
 #include <signal.h>
@@ -175,10 +178,10 @@ static void confirmed_ops(int n) {
         ids[i] = dq_job_id(dq_jobs_at(jobs, (size_t)i));
         toks[i] = dq_job_token(dq_jobs_at(jobs, (size_t)i));
     }
-    int res[2] = {-99, -99};
-    ck_assert_int_eq(dq_ack_batch(c, q, 2, ids, toks, res), 2);
-    ck_assert_int_eq(res[0], 0);
-    ck_assert_int_eq(res[1], 0);
+    int got[2] = {-99, -99};
+    ck_assert_int_eq(dq_ack_batch(c, q, 2, ids, toks, got), 2);
+    ck_assert_int_eq(got[0], 0);
+    ck_assert_int_eq(got[1], 0);
     on_replicas(rc, n, q, 0, 0, "ack_batch");
     dq_jobs_free(jobs);
     jobs = NULL;
@@ -312,10 +315,10 @@ START_TEST(replica_gone) {
            "nack: written");
     const char *ids[2] = {dq_job_id(jk), "nope"};
     const char *toks[2] = {dq_job_token(jk), dq_job_token(jk)};
-    int res[2] = {-99, -99};
-    ck_assert_int_eq(dq_ack_batch(c, q, 2, ids, toks, res), DQ_EREPLICAS);
-    ck_assert_int_eq(res[0], 0);
-    ck_assert_int_eq(res[1], DQ_ENOTFOUND);
+    int got[2] = {-99, -99};
+    ck_assert_int_eq(dq_ack_batch(c, q, 2, ids, toks, got), DQ_EREPLICAS);
+    ck_assert_int_eq(got[0], 0);
+    ck_assert_int_eq(got[1], DQ_ENOTFOUND);
     /* The nacked job is due: the poll leases it and hands out nothing. */
     int64_t t = th_mono_ms();
     poll_refused(c, q, 1000);
@@ -467,6 +470,99 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+#ifdef DQ_TEST_LIBEVENT
+/* Runs one async call (started by start, recording into r) to its
+ * callback and checks its status. */
+#define ACALL(r, start, want)                                                 \
+    do {                                                                      \
+        memset(&(r), 0, sizeof(r));                                           \
+        ck_assert_int_eq((start), 0);                                         \
+        WAIT_CB((r), (want));                                                 \
+    } while (0)
+
+/* The libevent client in the mode: confirmed ops succeed; with the
+ * replica paused a poll delivers nothing, a batch ack and a cancel are
+ * made and say so; the job comes back after its lease. */
+START_TEST(async_durable) {
+    th_redis m, rep;
+    dq_options *o;
+    dq_client *c = one_replica(&m, &rep, &o);
+    dq_client *rc = open_uri(rep.uri, NULL);
+    dq_async *a = aopen_uri(m.uri, o, NULL);
+    const char *q = "az";
+    res r;
+    ACALL(r, dq_async_push(a, q, "p", 1, 0, "a1", 0, push_rec, &r), 0);
+    ACALL(r, dq_async_push(a, q, "p", 1, 0, "a2", 0, push_rec, &r), 0);
+    ACALL(r, dq_async_push(a, q, "p", 1, 60000, "later", 0, push_rec, &r),
+          0);
+    on_replicas(&rc, 1, q, 3, 0, "async pushes");
+    ACALL(r, dq_async_poll(a, q, 1, 30000, jobs_rec, &r), 1);
+    on_replicas(&rc, 1, q, 2, 1, "async poll");
+    char tok[DQ_TOKEN_BUF];
+    snprintf(tok, sizeof(tok), "%s", dq_job_token(kept(&r, 0)));
+    ck_assert_str_eq(dq_job_id(kept(&r, 0)), "a1");
+    res_clear(&r);
+    res e;
+    ACALL(e, dq_async_extend(a, q, "a1", tok, 60000, extend_rec, &e), 0);
+    ck_assert_int_gt(e.v, 0);
+
+    kill(rep.pid, SIGSTOP);
+    ACALL(r, dq_async_poll(a, q, 10, 3000, jobs_rec, &r), DQ_EREPLICAS);
+    ck_assert_int_eq((int)r.n, 0);
+    ck_assert_ptr_nonnull(strstr(r.msg, "not handed out"));
+    int64_t t = th_mono_ms();
+    const char *ids[2] = {"a1", "none"}, *toks[2] = {tok, tok};
+    ACALL(r, dq_async_ack_batch(a, q, 2, ids, toks, results_rec, &r),
+          DQ_EREPLICAS);
+    ck_assert_int_eq(r.results[0], 0);
+    ck_assert_int_eq(r.results[1], DQ_ENOTFOUND);
+    ACALL(r, dq_async_cancel(a, q, "later", 0, st_rec, &r), DQ_EREPLICAS);
+    ck_assert_ptr_nonnull(strstr(r.msg, "cancel: written"));
+    kill(rep.pid, SIGCONT);
+
+    /* a2 was leased by the refused poll: back after its lease. */
+    for (;;) {
+        ACALL(r, dq_async_poll(a, q, 1, 30000, jobs_rec, &r), (int)r.n);
+        if (r.n == 1)
+            break;
+        ck_assert_msg(th_mono_ms() - t < 8000, "a2 not delivered again");
+        run_for(50);
+    }
+    ck_assert_int_ge(th_mono_ms() - t, 2500);
+    ck_assert_str_eq(dq_job_id(kept(&r, 0)), "a2");
+    ck_assert_int_eq(dq_job_attempt(kept(&r, 0)), 2);
+    snprintf(tok, sizeof(tok), "%s", dq_job_token(kept(&r, 0)));
+    res_clear(&r);
+    ACALL(e, dq_async_nack(a, q, "a2", tok, 0, DQ_NACK_DEAD, st_rec, &e), 1);
+    on_replicas(&rc, 1, q, 0, 0, "async nack");
+    dq_async_free(a);
+    dq_close(rc);
+    dq_close(c);
+    dq_options_free(o);
+    stop_set(&m, &rep, 1);
+}
+END_TEST
+
+/* dq_async_open refuses the mode without replicas to wait for. */
+START_TEST(async_bad_input) {
+    dq_options *o = dq_options_new();
+    ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_DURABLE, 1), 0);
+    dq_async *a = NULL;
+    ck_assert_int_eq(dq_async_open(g_base, "redis://127.0.0.1:1", o, &a),
+                     DQ_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dq_async_errmsg(a), "DQ_OPT_WAIT_REPLICAS"));
+    dq_async_free(a);
+    dq_options_free(o);
+}
+END_TEST
+
+#define ASYNC_TESTS                                                           \
+    , {"async_durable", async_durable, 60, &async_fixture},                   \
+        {"async_bad_input", async_bad_input, 60, &async_fixture}
+#else
+#define ASYNC_TESTS
+#endif
+
 TEST_SUITE("fault_durable", TU_SRV_NONE,
     {"confirmed_one_replica", confirmed_one_replica, 60, NULL},
     {"confirmed_two_replicas", confirmed_two_replicas, 60, NULL},
@@ -474,4 +570,4 @@ TEST_SUITE("fault_durable", TU_SRV_NONE,
     {"replica_gone", replica_gone, 90, NULL},
     {"min_replicas_refuse", min_replicas_refuse, 60, NULL},
     {"warnings", warnings, 60, NULL},
-    {"bad_input", bad_input, 60, NULL})
+    {"bad_input", bad_input, 60, NULL} ASYNC_TESTS)
