@@ -37,6 +37,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "K consumers (1..100 processes, 8/32 threads) on one queue; kinds"},
     {"features", dqb_scen_features_run, dqb_scen_features_rows,
      "rate-limited, repeating and optioned jobs beside a plain queue"},
+    {"durable", dqb_scen_durable_run, dqb_scen_durable_rows,
+     "durable mode vs default: push, poll+ack, drain with 1 and 2 replicas"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"layout", dqb_scen_layout_run, dqb_scen_layout_rows,
