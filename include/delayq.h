@@ -322,8 +322,12 @@ DQ_EXTERN int dq_errcode(const dq_client *c);
  * two: that its maxmemory-policy can evict queue keys, or that its
  * hash-max-listpack-entries / -value are below the 120 / 64 the compact
  * layout needs (its hashes would then cost more than the default layout);
- * "" when there are none, or when the server or ACL refuses CONFIG.  Valid
- * until the next call on c. */
+ * "" when there are none, or when the server or ACL refuses CONFIG.  With
+ * DQ_OPT_DURABLE also: min-replicas-to-write below DQ_OPT_WAIT_REPLICAS
+ * (0: missing), min-replicas-max-lag 0, and a primary with more replicas
+ * than DQ_OPT_WAIT_REPLICAS (a failover may promote one without the
+ * confirmed writes) or fewer (durable writes fail until they are back).
+ * Valid until the next call on c. */
 DQ_EXTERN const char *dq_warnings(const dq_client *c);
 
 /* ---- Jobs ------------------------------------------------------------- */
@@ -406,7 +410,9 @@ DQ_EXTERN void dq_job_free(dq_job *job);
  * call that returns an error wrote nothing, except that DQ_EIO and
  * DQ_ETIMEDOUT leave it open whether the push landed (retry with the same id
  * and DQ_PUSH_KEEP: DQ_KEPT or DQ_DONE then say it had) and DQ_EREPLICAS
- * means it landed on the primary only.
+ * means it landed on the primary only (or, when the message says
+ * NOREPLICAS, that the primary refused it for min-replicas-to-write: not
+ * written).
  */
 DQ_EXTERN int dq_push(dq_client *c, const char *queue, const void *payload,
                       size_t len, int64_t delay_ms, const char *id, int flags,
@@ -819,7 +825,9 @@ DQ_EXTERN int dq_ack(dq_client *c, const char *queue, const char *id,
  * 1000 jobs, each atomic).  results: NULL or n ints receiving 0, DQ_ESTALE
  * or DQ_ENOTFOUND per job, as dq_ack would; an id named twice is acked once
  * and its later entries get DQ_ENOTFOUND.  Returns the number acked, or a
- * negative code for the call as a whole. */
+ * negative code for the call as a whole (results are filled in for
+ * DQ_EREPLICAS too: the acks were made, not confirmed; see "Durable
+ * mode"). */
 DQ_EXTERN int dq_ack_batch(dq_client *c, const char *queue, size_t n,
                            const char *const *ids, const char *const *tokens,
                            int *results);
