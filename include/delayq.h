@@ -266,10 +266,12 @@ DQ_EXTERN int dq_options_set_str(dq_options *opts, int option,
  *    (WAITAOF needs Redis 7.2 and is not used); a primary restarted
  *    without persistence before a failover wipes its replicas.  Leases
  *    are server times: a clock jump on a promoted replica shortens or
- *    lengthens them.  A WAIT counts this connection's writes only: a
- *    call retried on a new connection that writes nothing (a DQ_KEPT or
- *    DQ_DONE push, an ack answered from the done record) confirms
- *    nothing about the first try's write.
+ *    lengthens them.  A call retried after DQ_EIO that writes nothing (a
+ *    DQ_KEPT push, an ack answered from the done record) is confirmed as
+ *    far as the state it read: Redis 7.0 sets a connection's WAIT offset
+ *    to the primary's after every command, so its WAIT also covers the
+ *    first try's write when that reached this primary (a server that
+ *    counted only the connection's own writes would not).
  */
 
 /* ---- Client ----------------------------------------------------------- */

@@ -337,6 +337,36 @@ START_TEST(replica_gone) {
 }
 END_TEST
 
+/* A call that writes nothing (here an ack answered from the done record)
+ * on a connection that never wrote still confirms the state it saw: the
+ * first ack was made, unreplicated, while the replica was paused, and the
+ * retry on a fresh connection must not call it replicated.  (Redis 7.0
+ * sets a client's WAIT offset to the primary's after every command, so
+ * the WAIT after the read-only script covers the first ack's write.) */
+START_TEST(nowrite_retry_unconfirmed) {
+    th_redis m, rep;
+    dq_options *o;
+    dq_client *c = one_replica(&m, &rep, &o);
+    const char *q = "nw";
+    push_id(c, q, "k");
+    dq_jobs *jobs = poll_confirmed(c, q, "k", 30000);
+    const char *tok = dq_job_token(dq_jobs_at(jobs, 0));
+    kill(rep.pid, SIGSTOP);
+    ck_assert_int_eq(dq_ack(c, q, "k", tok), DQ_EREPLICAS);
+    /* The retry, as after a lost reply: a new connection. */
+    dq_client *again = open_uri(m.uri, o);
+    int r = dq_ack(again, q, "k", tok);
+    ck_assert_msg(r == DQ_EREPLICAS, "retried ack on a fresh link: %s",
+                  dq_errname(r));
+    kill(rep.pid, SIGCONT);
+    dq_jobs_free(jobs);
+    dq_close(again);
+    dq_close(c);
+    dq_options_free(o);
+    stop_set(&m, &rep, 1);
+}
+END_TEST
+
 /* min-replicas-to-write: the primary refuses writes while its replica is
  * away; the durable calls say DQ_EREPLICAS and nothing was written. */
 START_TEST(min_replicas_refuse) {
@@ -568,6 +598,7 @@ TEST_SUITE("fault_durable", TU_SRV_NONE,
     {"confirmed_two_replicas", confirmed_two_replicas, 60, NULL},
     {"paused_replica", paused_replica, 60, NULL},
     {"replica_gone", replica_gone, 90, NULL},
+    {"nowrite_retry_unconfirmed", nowrite_retry_unconfirmed, 60, NULL},
     {"min_replicas_refuse", min_replicas_refuse, 60, NULL},
     {"warnings", warnings, 60, NULL},
     {"bad_input", bad_input, 60, NULL} ASYNC_TESTS)
