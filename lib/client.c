@@ -292,6 +292,7 @@ typedef struct round {
     dq__asks *asks;      /* the op's ASK targets; a T_ASK call's grp
                             indexes them between rounds */
     used_links links;    /* the nodes of this round */
+    used_links ran;      /* those that ran a call (its WAIT goes there) */
 } round;
 
 /* Picks the node of every call left (marking it want|T_MARK).  A call
@@ -363,6 +364,8 @@ static int send_marked(dq_client *c, dq__op *op, unsigned char *todo,
             break;
         int act = feed(op, i, r);
         todo[i] = act == DQ_FEED_OK ? T_DONE : T_SEND;
+        if (act == DQ_FEED_OK) /* not a redirect, "not now" or NOSCRIPT */
+            note_used(&rd->ran, from);
         int k = act == DQ_FEED_REDIRECT && op->redir.ask && rd->want != T_ASK
                     ? dq__asks_index(rd->asks, &op->redir)
                     : -1;
@@ -421,8 +424,8 @@ static int run_calls(dq_client *c, dq__op *op, unsigned char *todo,
         int rc = pick_nodes(c, op, todo, grp, &rd);
         if (rc == DQ_OK)
             rc = send_marked(c, op, todo, grp, &rd);
-        for (int g = 0; g < rd.links.n; g++)
-            note_used(used, rd.links.conn[g]);
+        for (int g = 0; g < rd.ran.n; g++)
+            note_used(used, rd.ran.conn[g]);
         if (rc == DQ_OK && rd.connect_failed) {
             /* Some node was unreachable: its calls wait for a failover. */
             dq__links_stale(c->links);
