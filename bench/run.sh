@@ -9,7 +9,7 @@
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
 #   --only limits,push,drain,e2e,lateness,cluster,herd,features,memory,
-#   layout,cost,backlog  (e.g. --only layout: default vs compact layout)
+#   layout,cost,backlog,durable  (e.g. --only layout: default vs compact layout)
 #   DQBENCH_BUILD=DIR: build and run in DIR instead of build-bench/.
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),

@@ -39,6 +39,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "rate-limited, repeating and optioned jobs beside a plain queue"},
     {"promote", dqb_scen_promote_run, dqb_scen_promote_rows,
      "lateness of promoted jobs vs jobs pushed due now, 1 waiting consumer"},
+    {"durable", dqb_scen_durable_run, dqb_scen_durable_rows,
+     "durable mode vs default: push, poll+ack, drain with 1 and 2 replicas"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"layout", dqb_scen_layout_run, dqb_scen_layout_rows,

@@ -149,7 +149,8 @@ typedef void dq_jobs_cb(dq_async *a, const dq_jobs *jobs, int64_t next_due_ms,
 typedef void dq_list_cb(dq_async *a, const dq_jobs *jobs, int64_t now_ms,
                         int status, void *userdata);
 /* ack_batch: results[i] = 0, DQ_ESTALE or DQ_ENOTFOUND (NULL when
- * status < 0); reschedule_batch: results[i] = a DQ_RESCHED_* outcome. */
+ * status < 0, except DQ_EREPLICAS: made, not confirmed by the replicas);
+ * reschedule_batch: results[i] = a DQ_RESCHED_* outcome. */
 typedef void dq_results_cb(dq_async *a, size_t n, const int *results,
                            int status, void *userdata);
 /* extend: the new lease deadline (server epoch ms), 0 on failure. */

@@ -187,6 +187,19 @@ enum dq_option {
                                       setting, for this client's pushes
                                       and polls (the URI's ?layout=compact
                                       or compact-push sets it too) */
+    DQ_OPT_DURABLE = 13,           /* int, 0 or 1, default 0: the durable
+                                      mode.  Every call that writes waits
+                                      (WAIT) for DQ_OPT_WAIT_REPLICAS
+                                      replicas (1 or more: dq_open fails
+                                      with DQ_EINVAL without them) within
+                                      DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS: a
+                                      poll hands out jobs only once their
+                                      leases reached the replicas, and
+                                      pushes, acks, nacks, extends,
+                                      cancels, dead requeues / purges and
+                                      setting changes answer DQ_EREPLICAS
+                                      when their write is not confirmed.
+                                      See "Durable mode" below. */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -210,6 +223,56 @@ DQ_EXTERN int dq_options_set_int(dq_options *opts, int option, int64_t value);
  * DQ_ENOMEM or DQ_EINVAL. */
 DQ_EXTERN int dq_options_set_str(dq_options *opts, int option,
                                  const char *value);
+
+/*
+ * Durable mode (DQ_OPT_DURABLE = 1, with DQ_OPT_WAIT_REPLICAS = N >= 1 and
+ * DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS = T): after every call that writes, on
+ * each connection the call wrote through, the client sends WAIT N T and
+ * reports success only when N replicas acknowledged the writes.
+ *
+ *  - dq_poll, dq_poll_wait(_multi), dq_async_poll and the consumers: a
+ *    poll that claimed jobs hands them out only once their leases reached
+ *    N replicas.  When the WAIT falls short (or times out, or the link
+ *    breaks) the call returns DQ_EREPLICAS and no jobs: they stay leased
+ *    on the primary and are due again when that lease runs out (attempt
+ *    + 1), so no lease is held on the strength of a write a failover can
+ *    undo.  A poll that claimed nothing sends no WAIT.
+ *  - Pushes, dq_ack / dq_ack_batch, dq_nack(_reason), dq_extend,
+ *    dq_cancel, dq_dead_requeue / dq_dead_purge and dq_config_set (and
+ *    their async twins): the write is made; DQ_EREPLICAS says it is not
+ *    confirmed (it may or may not survive a failover).  dq_ack_batch and
+ *    the push calls still fill in their results / ids / outcomes (as the
+ *    primary answered); dq_extend leaves *deadline_ms alone (count on the
+ *    old deadline).  A call that fails before or in its script (bad
+ *    input, DQ_ESTALE, DQ_ENOTFOUND of a single job, ...) sends no WAIT
+ *    and returns what it returns in the default mode.
+ *  - N: every replica that Sentinel (or a Redis Cluster failover) may
+ *    promote.  WAIT counts the replicas that have the write; a failover
+ *    promotes one of them only if the write reached all of them (Sentinel
+ *    picks by replica-priority, then replication offset, among the
+ *    replicas it can reach: the one with a confirmed write may be cut
+ *    off), and a primary cut off with a minority of its replicas could
+ *    still confirm to fewer.  Losing one replica therefore makes durable
+ *    writes fail with DQ_EREPLICAS until it is back: the mode trades
+ *    availability for not losing confirmed work.
+ *  - Server settings (dq_warnings names a missing or weak one at dq_open):
+ *    min-replicas-to-write N and min-replicas-max-lag L (seconds) on the
+ *    primary, with L below the Sentinels' down-after-milliseconds: a
+ *    primary that lost a replica then refuses writes (NOREPLICAS, which
+ *    is DQ_EREPLICAS with nothing written: a poll leases nothing) instead
+ *    of making writes it cannot confirm, and an old primary cut off from
+ *    the others stops taking writes before a replica is promoted.
+ *  - Limits: WAIT confirms the replicas' memory, not their disks
+ *    (WAITAOF needs Redis 7.2 and is not used); a primary restarted
+ *    without persistence before a failover wipes its replicas.  Leases
+ *    are server times: a clock jump on a promoted replica shortens or
+ *    lengthens them.  A call retried after DQ_EIO that writes nothing (a
+ *    DQ_KEPT push, an ack answered from the done record) is confirmed as
+ *    far as the state it read: Redis 7.0 sets a connection's WAIT offset
+ *    to the primary's after every command, so its WAIT also covers the
+ *    first try's write when that reached this primary (a server that
+ *    counted only the connection's own writes would not).
+ */
 
 /* ---- Client ----------------------------------------------------------- */
 
@@ -261,8 +324,12 @@ DQ_EXTERN int dq_errcode(const dq_client *c);
  * two: that its maxmemory-policy can evict queue keys, or that its
  * hash-max-listpack-entries / -value are below the 120 / 64 the compact
  * layout needs (its hashes would then cost more than the default layout);
- * "" when there are none, or when the server or ACL refuses CONFIG.  Valid
- * until the next call on c. */
+ * "" when there are none, or when the server or ACL refuses CONFIG.  With
+ * DQ_OPT_DURABLE also: min-replicas-to-write below DQ_OPT_WAIT_REPLICAS
+ * (0: missing), min-replicas-max-lag 0, and a primary with more replicas
+ * than DQ_OPT_WAIT_REPLICAS (a failover may promote one without the
+ * confirmed writes) or fewer (durable writes fail until they are back).
+ * Valid until the next call on c. */
 DQ_EXTERN const char *dq_warnings(const dq_client *c);
 
 /* ---- Jobs ------------------------------------------------------------- */
@@ -345,7 +412,9 @@ DQ_EXTERN void dq_job_free(dq_job *job);
  * call that returns an error wrote nothing, except that DQ_EIO and
  * DQ_ETIMEDOUT leave it open whether the push landed (retry with the same id
  * and DQ_PUSH_KEEP: DQ_KEPT or DQ_DONE then say it had) and DQ_EREPLICAS
- * means it landed on the primary only.
+ * means it landed on the primary only (or, when the message says
+ * NOREPLICAS, that the primary refused it for min-replicas-to-write: not
+ * written).
  */
 DQ_EXTERN int dq_push(dq_client *c, const char *queue, const void *payload,
                       size_t len, int64_t delay_ms, const char *id, int flags,
@@ -819,7 +888,9 @@ DQ_EXTERN int dq_ack(dq_client *c, const char *queue, const char *id,
  * 1000 jobs, each atomic).  results: NULL or n ints receiving 0, DQ_ESTALE
  * or DQ_ENOTFOUND per job, as dq_ack would; an id named twice is acked once
  * and its later entries get DQ_ENOTFOUND.  Returns the number acked, or a
- * negative code for the call as a whole. */
+ * negative code for the call as a whole (results are filled in for
+ * DQ_EREPLICAS too: the acks were made, not confirmed; see "Durable
+ * mode"). */
 DQ_EXTERN int dq_ack_batch(dq_client *c, const char *queue, size_t n,
                            const char *const *ids, const char *const *tokens,
                            int *results);
