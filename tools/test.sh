@@ -15,8 +15,9 @@
 #                                calls that those builds exist for; the
 #                                cluster suites cover partitioned queues in
 #                                every build)
-#                                then valkey: the core, async, fault,
-#                                cluster and compact suites of build, and the
+#                                then valkey: the core, async, fault and
+#                                cluster suites of build and their
+#                                compact-push runs (suite cpush), and the
 #                                TLS cluster test of build-hiredis12, run
 #                                again against Valkey 8.0.1 from Debian
 #                                bookworm-backports (tools/valkey.sh,
@@ -342,12 +343,14 @@ if ! grep -q '^Valkey server' <<<"$VK_VERSION"; then
     exit 1
 fi
 # The suites that talk to a server (partitioned queues run in the cluster
-# suite; their one-node layout is the core suite's again), and the core
-# and async suites on the compact layout (its Lua on Valkey's engine); a
+# suite; their one-node layout is the core suite's again), and the core,
+# async and cluster programs on one compact layout, compact-push (suite
+# cpush: its Lua on Valkey's engine, every operation meeting compact
+# buckets; the other compact layout runs the same Lua under build); a
 # suite meson does not know fails the run rather than being left out
 # unseen.
 VK_SUITES=(--suite core --suite async --suite fault --suite cluster
-           --suite compact)
+           --suite cpush)
 banner "valkey: test (${VK_SUITES[*]})"
 rc=0
 rm -f build/meson-logs/testlog.json
