@@ -1381,6 +1381,33 @@ class TestCExamples(CliCase):
                          (0, 0, 0))
 
 
+# The classes a part of the suite runs ($DQ_CLI_PART; unset: all of them).
+# meson runs part "dead" (TestDead's 1201-job fill, the longest test by
+# far) as a test of its own beside part "rest", everything else, so that
+# neither waits for the other; a new class goes to "rest" by itself.
+PARTS = {"dead": ["TestDead"]}
+
+
+def load_tests(loader, tests, pattern):
+    part = os.environ.get("DQ_CLI_PART")
+    if not part:
+        return tests
+    named = [c for names in PARTS.values() for c in names]
+    if part != "rest" and part not in PARTS:
+        raise ValueError("DQ_CLI_PART=%s: not rest or one of %s"
+                         % (part, ", ".join(sorted(PARTS))))
+    wanted = unittest.TestSuite()
+    for name, obj in sorted(globals().items()):
+        if not (isinstance(obj, type) and issubclass(obj, CliCase)):
+            continue
+        if obj.__module__ != __name__:
+            continue
+        if name in PARTS.get(part, []) or (part == "rest" and
+                                          name not in named):
+            wanted.addTests(loader.loadTestsFromTestCase(obj))
+    return wanted
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: test_cli.py PATH/TO/delayq [unittest args]")
