@@ -345,10 +345,11 @@ if [[ -n $LIB ]]; then
 else
     echo "(no libdelayq.so* under build-hiredis12: ldd check skipped)"
 fi
-# Every suite but the cluster one and the re-runs (RERUNS above), then of
-# the cluster suite only the tests that are not the same routing again over
-# another hiredis: cluster_tls (sync and async clients on a TLS cluster,
-# plain and partitioned queues) and cluster_tools.  The long cluster and
+# Every suite but the cluster one and the re-runs (RERUNS above), and
+# beside them (run_tests' lane) of the cluster suite only the tests that
+# are not the same routing again over another hiredis: cluster_tls (sync
+# and async clients on a TLS cluster, plain and partitioned queues) and
+# cluster_tools.  The long cluster and
 # async_cluster runs (migrations, failovers) go through the hiredis calls
 # that the other suites already cover, and run under build, build-asan and
 # Valkey; leaving them out here keeps CI well under 30 minutes.
