@@ -15,8 +15,9 @@
 #                                calls that those builds exist for; the
 #                                cluster suites cover partitioned queues in
 #                                every build)
-#                                then valkey: the core, async, fault,
-#                                cluster and compact suites of build, and the
+#                                then valkey: the core, async, fault and
+#                                cluster suites of build and their
+#                                compact-push runs (suite cpush), and the
 #                                TLS cluster test of build-hiredis12, run
 #                                again against Valkey 8.0.1 from Debian
 #                                bookworm-backports (tools/valkey.sh,
@@ -44,7 +45,9 @@
 #              server start-ups (4 at once kept the plain build's run at
 #              about 1.2 of the 2 cores); ASan's are CPU-bound, and 4 of
 #              them at once starved its 100 x 1 MiB batch test into a
-#              command timeout.
+#              command timeout.  The cluster suite's tests, which mostly
+#              wait, run beside these in a second meson run, 2 at once
+#              (its log: meson-logs/testlog-lane.txt of the build dir).
 #              DQ_FUZZ_SECONDS=N  time per fuzz target (default 25; 0 skips
 #              the fuzz step).
 # Existing build directories are reused (incremental); they are only
@@ -105,9 +108,10 @@ trap summary EXIT
 
 banner() { printf '\n== %s\n' "$*"; }
 
-# Adds the results of the last `meson test` in build dir $1 to the totals.
+# Adds the results of the last `meson test` in build dir $1 to the totals
+# ($2: its --logbase, default testlog).
 count_results() {
-    local log=$1/meson-logs/testlog.json counts p f s
+    local log=$1/meson-logs/${2:-testlog}.json counts p f s
     [[ -f $log ]] || return 0
     counts=$(python3 - "$log" <<'EOF'
 import json, sys
@@ -136,9 +140,10 @@ EOF
 }
 
 # Prints the "figures: ..." lines that the fault and fuzz tests of the last
-# `meson test` in build dir $1 wrote to their stdout (one line per test).
+# `meson test` in build dir $1 ($2: its --logbase, default testlog) wrote to
+# their stdout (one line per test).
 print_figures() {
-    local log=$1/meson-logs/testlog.json
+    local log=$1/meson-logs/${2:-testlog}.json
     [[ -f $log ]] || return 0
     python3 - "$log" <<'EOF'
 import json, sys
@@ -152,6 +157,48 @@ with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:
             if l.startswith("figures: "):
                 print(l)
 EOF
+}
+
+# meson_test DIR LOGBASE JOBS ARGS...: one `meson test` run in DIR, JOBS
+# tests at once, logged to DIR/meson-logs/LOGBASE.{json,txt}.  No rebuild:
+# every build dir is compiled just before its tests, and two runs side by
+# side must not both regenerate it.
+meson_test() {
+    local dir=$1 base=$2 jobs=$3
+    shift 3
+    rm -f "$dir/meson-logs/$base.json"
+    meson test -C "$dir" --no-rebuild --print-errorlogs --logbase "$base" \
+        --num-processes "$jobs" "$@"
+}
+
+# run_tests DIR JOBS: the tests MAIN_ARGS select in DIR, JOBS at once, and
+# beside them, in a second meson run, those LANE_ARGS select (none if
+# empty), LANE_JOBS at once; then the counts and figures of both, and exit
+# on a failure.  The lane is for the cluster suite: its tests mostly wait
+# (cluster node timeouts, failovers, Sentinel elections; under ASan
+# async_cluster used 11 s of CPU in 88 s), so they take little from the
+# other tests, and the two longest of a build no longer hold a process
+# slot of the main run for minutes.
+LANE_JOBS=2
+run_tests() {
+    local dir=$1 jobs=$2 rc=0 lane_rc=0 lane_pid=""
+    if [[ ${#LANE_ARGS[@]} -gt 0 ]]; then
+        meson_test "$dir" testlog-lane "$LANE_JOBS" "${LANE_ARGS[@]}" \
+            >"$dir/meson-logs/testlog-lane.out" 2>&1 &
+        lane_pid=$!
+    fi
+    meson_test "$dir" testlog "$jobs" "${MAIN_ARGS[@]}" || rc=$?
+    count_results "$dir"
+    print_figures "$dir"
+    if [[ -n $lane_pid ]]; then
+        wait "$lane_pid" || lane_rc=$?
+        banner "$dir: beside it: ${LANE_ARGS[*]}"
+        cat "$dir/meson-logs/testlog-lane.out"
+        count_results "$dir" testlog-lane
+        print_figures "$dir" testlog-lane
+    fi
+    [[ $rc -eq 0 ]] || exit "$rc"
+    [[ $lane_rc -eq 0 ]] || exit "$lane_rc"
 }
 
 # Prints the names of options (NAME=VALUE args) whose value in build dir $1
@@ -229,18 +276,18 @@ setup_build build buildtype=debugoptimized werror=true
 banner "build: compile"
 meson compile -C build
 banner "build: test"
-rc=0
-rm -f build/meson-logs/testlog.json
 if [[ $FAST -eq 1 ]]; then
     # meson's own parallelism (one test per core), as a developer runs it
+    rc=0
+    rm -f build/meson-logs/testlog.json
     meson test -C build --print-errorlogs --suite quick || rc=$?
+    count_results build
+    [[ $rc -eq 0 ]] || exit "$rc"
 else
-    meson test -C build --print-errorlogs --num-processes "$JOBS" \
-        --no-suite browser || rc=$?
+    MAIN_ARGS=(--no-suite browser --no-suite cluster)
+    LANE_ARGS=(--suite cluster)
+    run_tests build "$JOBS"
 fi
-count_results build
-print_figures build
-[[ $rc -eq 0 ]] || exit "$rc"
 RESULT[build]=ok
 
 if [[ $QUICK -eq 1 ]]; then
@@ -262,16 +309,12 @@ meson compile -C build-asan
 # suite's runs on partitioned queues (cluster, async_cluster).
 RERUNS=(--no-suite compact --no-suite compact_fault --no-suite partitioned)
 banner "build-asan: test (without suites bench, browser, compact, compact_fault, partitioned)"
-rc=0
-rm -f build-asan/meson-logs/testlog.json
+MAIN_ARGS=(--timeout-multiplier 3 --no-suite bench --no-suite browser
+           "${RERUNS[@]}" --no-suite cluster)
+LANE_ARGS=(--timeout-multiplier 3 --suite cluster)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    meson test -C build-asan --print-errorlogs --num-processes "$ASAN_JOBS" \
-    --timeout-multiplier 3 --no-suite bench --no-suite browser \
-    "${RERUNS[@]}" || rc=$?
-count_results build-asan
-print_figures build-asan
-[[ $rc -eq 0 ]] || exit "$rc"
+    run_tests build-asan "$ASAN_JOBS"
 RESULT[build-asan]=ok
 
 # ---- d. build-hiredis12: hiredis 1.2 (Debian trixie), TLS on ----------------
@@ -302,29 +345,19 @@ if [[ -n $LIB ]]; then
 else
     echo "(no libdelayq.so* under build-hiredis12: ldd check skipped)"
 fi
-# Every suite but the cluster one and the re-runs (RERUNS above), then of
-# the cluster suite only the tests that are not the same routing again over
-# another hiredis: cluster_tls (sync and async clients on a TLS cluster,
-# plain and partitioned queues) and cluster_tools.  The long cluster and
+# Every suite but the cluster one and the re-runs (RERUNS above), and
+# beside them (run_tests' lane) of the cluster suite only the tests that
+# are not the same routing again over another hiredis: cluster_tls (sync
+# and async clients on a TLS cluster, plain and partitioned queues) and
+# cluster_tools.  The long cluster and
 # async_cluster runs (migrations, failovers) go through the hiredis calls
 # that the other suites already cover, and run under build, build-asan and
 # Valkey; leaving them out here keeps CI well under 30 minutes.
 banner "build-hiredis12: test"
-rc=0
-rm -f build-hiredis12/meson-logs/testlog.json
+MAIN_ARGS=(--no-suite browser --no-suite cluster "${RERUNS[@]}")
+LANE_ARGS=(cluster_tls cluster_tools)
 LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" \
-    --no-suite browser --no-suite cluster "${RERUNS[@]}" || rc=$?
-count_results build-hiredis12
-print_figures build-hiredis12
-[[ $rc -eq 0 ]] || exit "$rc"
-rm -f build-hiredis12/meson-logs/testlog.json
-LD_LIBRARY_PATH=$H12_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    meson test -C build-hiredis12 --print-errorlogs --num-processes "$JOBS" \
-    cluster_tls cluster_tools || rc=$?
-count_results build-hiredis12
-print_figures build-hiredis12
-[[ $rc -eq 0 ]] || exit "$rc"
+    run_tests build-hiredis12 "$JOBS"
 RESULT[build-hiredis12]=ok
 
 # ---- e. valkey: build's server-facing suites against Valkey 8.0.1 ----------
@@ -342,21 +375,18 @@ if ! grep -q '^Valkey server' <<<"$VK_VERSION"; then
     exit 1
 fi
 # The suites that talk to a server (partitioned queues run in the cluster
-# suite; their one-node layout is the core suite's again), and the core
-# and async suites on the compact layout (its Lua on Valkey's engine); a
+# suite; their one-node layout is the core suite's again), and the core,
+# async and cluster programs on one compact layout, compact-push (suite
+# cpush: its Lua on Valkey's engine, every operation meeting compact
+# buckets; the other compact layout runs the same Lua under build); a
 # suite meson does not know fails the run rather than being left out
 # unseen.
-VK_SUITES=(--suite core --suite async --suite fault --suite cluster
-           --suite compact)
-banner "valkey: test (${VK_SUITES[*]})"
-rc=0
-rm -f build/meson-logs/testlog.json
+VK_SUITES=(--suite core --suite async --suite fault --suite cpush)
+banner "valkey: test (${VK_SUITES[*]} --suite cluster)"
+MAIN_ARGS=("${VK_SUITES[@]}")
+LANE_ARGS=(--suite cluster)
 DQ_REDIS_SERVER=$VK_BIN/valkey-server DQ_REDIS_CLI=$VK_BIN/valkey-cli \
-    meson test -C build --print-errorlogs --num-processes "$JOBS" \
-    "${VK_SUITES[@]}" || rc=$?
-count_results build
-print_figures build
-[[ $rc -eq 0 ]] || exit "$rc"
+    run_tests build "$JOBS"
 # rediss+cluster:// only exists in the TLS build (hiredis 1.2): its cluster
 # test runs on a Valkey TLS cluster too.
 banner "valkey: test cluster_tls of build-hiredis12"
@@ -416,14 +446,15 @@ FUZZ_SEED=${DQ_FUZZ_SEED:-1}
 meson compile -C build-fuzz "${FUZZ_TARGETS[@]}"
 FUZZ_WORK=build-fuzz/fuzz-run
 mkdir -p "$FUZZ_WORK"
-for t in "${FUZZ_TARGETS[@]}"; do
-    name=${t#fuzz_}
-    banner "build-fuzz: $t for $FUZZ_SECONDS s"
+
+# fuzz_run TARGET: one bounded run (started in the background); its
+# exit status lands in $FUZZ_WORK/<name>.rc.
+fuzz_run() {
+    local t=$1 name=${1#fuzz_} rc=0
     # New inputs go to a scratch dir (libFuzzer only reads the repo's
     # corpus, listed second); crashes land in build-fuzz/fuzz-run/<name>-*.
-    rm -rf "${FUZZ_WORK:?}/$name" "$FUZZ_WORK/$name"-*
+    rm -rf "${FUZZ_WORK:?}/$name" "$FUZZ_WORK/$name"-* "$FUZZ_WORK/$name.rc"
     mkdir -p "$FUZZ_WORK/$name"
-    rc=0
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         "build-fuzz/tests/fuzz/$t" -max_total_time="$FUZZ_SECONDS" \
@@ -432,6 +463,14 @@ for t in "${FUZZ_TARGETS[@]}"; do
         -artifact_prefix="$FUZZ_WORK/$name-" \
         "$FUZZ_WORK/$name" "tests/fuzz/corpus/$name" \
         >"$FUZZ_WORK/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$FUZZ_WORK/$name.rc"
+}
+
+# fuzz_report TARGET: its figures line; on a failure the log's end and how
+# to reproduce it, then exit.
+fuzz_report() {
+    local t=$1 name=${1#fuzz_} rc runs eps cov
+    rc=$(cat "$FUZZ_WORK/$name.rc" 2>/dev/null || echo 1)
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$FUZZ_WORK/$name.log")
     eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$FUZZ_WORK/$name.log")
     cov=$(grep -o 'cov: [0-9]*' "$FUZZ_WORK/$name.log" | tail -n 1 || true)
@@ -445,5 +484,16 @@ for t in "${FUZZ_TARGETS[@]}"; do
         exit "$rc"
     fi
     PASSED=$((PASSED + 1))
+}
+
+# Two targets at a time, one core each (each libFuzzer process is single
+# threaded; fuzz_api's server mostly waits on it): the same CPU time per
+# target as one after the other on 2 cores, in two rounds instead of three.
+for ((i = 0; i < ${#FUZZ_TARGETS[@]}; i += 2)); do
+    pair=("${FUZZ_TARGETS[@]:i:2}")
+    banner "build-fuzz: ${pair[*]} for $FUZZ_SECONDS s"
+    for t in "${pair[@]}"; do fuzz_run "$t" & done
+    wait
+    for t in "${pair[@]}"; do fuzz_report "$t"; done
 done
 RESULT[build-fuzz]=ok
