@@ -138,7 +138,11 @@ static int build_env(dqt_worker *w) {
 
 /* Closes every fd >= 3 in the child, so commands hold no Redis socket. */
 static void close_from_3(void) {
-    long max = sysconf(_SC_OPEN_MAX);
+    /* One call instead of a close() per possible descriptor: with a limit
+     * of 20000 open files the loop alone cost about 85 ms per job. */
+    if (close_range(3, ~0U, 0) == 0)
+        return;
+    long max = sysconf(_SC_OPEN_MAX); /* a kernel before 5.9: ENOSYS */
     if (max < 0 || max > 65536)
         max = 65536;
     for (int fd = 3; fd < max; fd++)
