@@ -324,7 +324,13 @@ DQ_EXTERN void dq_job_free(dq_job *job);
 #define DQ_DONE 4     /* DQ_PUSH_KEEP: a job with this id was acked within
                          the acker's DQ_OPT_DONE_TTL_MS; taken for a retry of
                          a push that landed and already ran: nothing written
-                         (use DQ_PUSH_REPLACE to run the id again) */
+                         (use DQ_PUSH_REPLACE to run the id again).  The
+                         record answers only for the job that was acked:
+                         once a push created the id again (a replace, or
+                         a keep push after the record's window) or a
+                         dq_cancel named it, no later push is refused by
+                         it (a retried ack of that delivery still
+                         answers 0) */
 
 /*
  * Pushes one job to run delay_ms from now (server clock).

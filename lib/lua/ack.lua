@@ -69,7 +69,7 @@ if #failed > 0 then
     local sc = redis.call('ZMSCORE', K_DONE, unpack(fids))
     for k, i in ipairs(failed) do
         if done_live(sc[k], now, window) then
-            out[i] = tonumber(sc[k]) == tonumber(toks[i]) and 0 or -16
+            out[i] = done_tok(sc[k]) == tonumber(toks[i]) and 0 or -16
         end
     end
 end

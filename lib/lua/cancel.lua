@@ -3,6 +3,7 @@
 --- @include "include/meta"
 --- @include "include/compact/keys"
 --- @include "include/compact/lib"
+--- @include "include/tokens"
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV[2] id, ARGV[3] flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
@@ -13,6 +14,15 @@
 -- The index is read first; the jobs hash is the first key written (for a
 -- compact job: its bucket, after the reads that found it).
 local id = ARGV[2]
+-- A cancel retires the id's done record (include/tokens.lua): whatever was
+-- acked before, no later push of the id is taken for its retry.  The
+-- record is read first (and its type with it), written last.
+local rec = redis.call('ZSCORE', K_DONE, id)
+local function retire()
+    if not rec then return end
+    local z = done_retire({}, { id }, { rec })
+    if #z > 0 then redis.call('ZADD', K_DONE, unpack(z)) end
+end
 -- forget deletes every field of the job, a repeating job's rule too: a
 -- cancel stops the series.
 local function forget()
@@ -21,12 +31,14 @@ end
 if redis.call('ZSCORE', K_DUE, id) then
     forget()
     redis.call('ZREM', K_DUE, id)
+    retire()
     return 1
 end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
     forget()
     redis.call('ZREM', K_LEASE, id)
+    retire()
     return 3
 end
 -- a compact job (include/compact/keys.lua) has no other field
@@ -35,7 +47,9 @@ if c_flagged() then
     local due, _, b, score = C.find(id)
     if due then
         C.remove({ { id, due, b, score } })
+        retire()
         return 1
     end
 end
+retire()
 return 0

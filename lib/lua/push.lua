@@ -36,8 +36,11 @@
 -- mode: the id was acked within its done window, so this push is taken for
 -- a retry of one that landed; nothing is written).
 -- A job that exists answers kept before a done record answers done.  Done
--- records are facts about earlier acks: a replace leaves them alone, so a
--- holder whose ack landed before the replace still hears so on a retry.
+-- records are facts about earlier acks, and answer a keep push only for the
+-- incarnation that was acked: a push that creates or replaces the job
+-- retires its id's record (include/tokens.lua), which then refuses no push
+-- but still tells a holder whose ack landed before the replace so on a
+-- retry.
 -- Reads (done, jobs, due, the compact index and shards, and lease/dead
 -- before a reset) all come before the first write.
 --
@@ -82,13 +85,20 @@ if #ARGV == 10 and not replace and ext == '' then
     if not absolute then at = now + at end
     local before, cany = first_due(cflag)
     local held = cany and not fresh and C.has(id)
-    if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
+    local rec = redis.call('ZSCORE', K_DONE, id)
+    if done_binds(rec, now, window) then
         return { (held or redis.call('HMGET', K_JOBS, id)[1]) and 2 or 4 }
     end
     if held then return { 2 } end
     local cands = wake_prep(at, before, now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
+    -- a record that no longer applied (out of this client's window) must
+    -- not refuse a later push with a longer one: this job is not its
+    if rec then
+        local retire = done_retire({}, { id }, { rec })
+        if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
+    end
     if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
@@ -99,8 +109,9 @@ local n = #ids
 -- Replace reads the metas too: a reset job keeps its last token (ended).
 local exists = replace and get_with_meta(ids) or
     redis.call('HMGET', K_JOBS, unpack(ids))
-local recs = (replace or rule ~= '') and {} or
-    redis.call('ZMSCORE', K_DONE, unpack(ids))
+-- Done records: a keep push answers done for a binding one; every push
+-- that creates or replaces a job retires its id's (include/tokens.lua).
+local recs = redis.call('ZMSCORE', K_DONE, unpack(ids))
 local before, cany = first_due(cflag)
 -- An id not in jobs may be a compact job: its shard says (due time).
 local cdue = {}
@@ -113,6 +124,7 @@ if cany and not fresh then
     end
 end
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
+local rids, rrecs = {}, {} -- ids (with their records) whose records retire
 -- the mover moves as many jobs as the call pushed that could be compact:
 -- a batch of big payloads (or with options) does not pay for its reads
 local fit = 0
@@ -139,8 +151,11 @@ for j, id in ipairs(ids) do
                 ended[#ended + 1] = fmt_meta(0, ended_tok(last), ext)
             end
         end
-    elseif not replace and done_live(recs[j], now, window) then
+    elseif not replace and rule == '' and done_binds(recs[j], now, window) then
         outcome = 4
+    end
+    if recs[j] and not seen[id] and (outcome == 1 or outcome == 3) then
+        rids[#rids + 1], rrecs[#rids + 1] = id, recs[j]
     end
     seen[id] = seen[id] or outcome
     if outcome == 1 or outcome == 3 then
@@ -191,6 +206,10 @@ if #reset > 0 then
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
 if #unc > 0 then C.remove(unc) end
+if #rids > 0 then
+    local retire = done_retire({}, rids, rrecs)
+    if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
+end
 if earliest then
     add_many('HSET', K_JOBS, hset)
     add_many('ZADD', K_DUE, zadd)
