@@ -6,13 +6,18 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/repeat"
+--- @include "include/debounce"
 -- ack.lua: finishes jobs and deletes all their data, or, for a repeating
 -- job (include/repeat.lua), schedules its next run instead: due
 -- at the first slot of its rule strictly after now (runs missed while no
 -- consumer ran are not made up), attempts 0, the token ended (the next
 -- delivery's is above it), the last failure reason deleted (the run
 -- succeeded); its done record is written as for any ack, so a retried ack
--- still answers 0.
+-- still answers 0.  A job pushed with DQ_PUSH_DEBOUNCE that has a
+-- follow-up (pushes made while it ran, include/debounce.lua) is replaced
+-- by it in the same step: payload, due at the later of now and its time,
+-- attempts 0; this ack's done record is written retired (it answers a
+-- retried ack, but no push: the follow-up is a new job).
 -- ARGV[2] done window ms (0 = leave no done record), ARGV[3..] pairs: id,
 -- token.
 -- Returns one result per job:
@@ -38,6 +43,8 @@ end
 local res, dead, dup, exts = check_tokens(ids, toks) -- reads jobs
 local ok, zadd, in_dead, out, failed = {}, {}, {}, {}, {}
 local rep = {} -- positions in ok of jobs that say they repeat
+local dbs = {} -- jobs pushed with DQ_PUSH_DEBOUNCE: { id, token, options,
+               -- position of their done record's score in zadd }
 local repeats = {} -- their ids
 for i, id in ipairs(ids) do
     if res[i] >= 0 then
@@ -51,6 +58,9 @@ for i, id in ipairs(ids) do
             zadd[#zadd + 1] = toks[i] -- the done record: id -> token
             zadd[#zadd + 1] = id
         end
+        if exts[i] ~= '' and meta_opt(exts[i], 'b') then
+            dbs[#dbs + 1] = { id, toks[i], exts[i], window > 0 and #zadd - 1 }
+        end
         if dead[i] then in_dead[#in_dead + 1] = id end
     else
         out[i] = res[i]
@@ -58,7 +68,7 @@ for i, id in ipairs(ids) do
     end
 end
 local now, now_us
-if #failed > 0 or (window > 0 and #ok > 0) or #rep > 0 then
+if #failed > 0 or (window > 0 and #ok > 0) or #rep > 0 or #dbs > 0 then
     now, now_us = dq_now()
 end
 if #failed > 0 then
@@ -110,6 +120,43 @@ if #rep > 0 then
         if not keep[k] then gone[#gone + 1] = id end
     end
 end
+-- Debounced jobs with a follow-up (include/debounce.lua): it becomes the
+-- pending job (reads: their follow-ups).
+local fus = {}
+if #dbs > 0 then
+    local fids, ftoks, fexts = {}, {}, {}
+    for _, d in ipairs(dbs) do
+        if not repeats[d[1]] then -- a series goes on as its rule says
+            fids[#fids + 1], ftoks[#fids + 1], fexts[#fids + 1] =
+                d[1], d[2], d[3]
+        end
+    end
+    fus = db_followups(fids, ftoks, fexts, now)
+end
+local fu_set, fu_del, fu_due = {}, {}, {}
+if next(fus) then
+    local left = {}
+    for _, id in ipairs(gone) do
+        if not fus[id] then left[#left + 1] = id end
+    end
+    gone = left
+    for _, d in ipairs(dbs) do
+        local f = fus[d[1]]
+        if f then
+            -- the record of this ack retires: the follow-up is a new job
+            if d[4] then zadd[d[4]] = d[2] .. '.5' end
+            fu_set[#fu_set + 1] = d[1]
+            fu_set[#fu_set + 1] = f[2]
+            fu_set[#fu_set + 1] = mf(d[1])
+            fu_set[#fu_set + 1] = f[3]
+            fu_del[#fu_del + 1] = nf(d[1])
+            fu_del[#fu_del + 1] = ef(d[1])
+            fu_due[#fu_due + 1] = string.format('%d', f[1])
+            fu_due[#fu_due + 1] = d[1]
+            if not earliest or f[1] < earliest then earliest = f[1] end
+        end
+    end
+end
 local cands = wake_prep(earliest, earliest and first_due(), now)
 
 counts_read()
@@ -125,6 +172,11 @@ if #again > 0 then
     redis.call('HDEL', K_JOBS, unpack(efl))
     redis.call('HSET', K_JOBS, unpack(meta))
     redis.call('ZADD', K_DUE, unpack(again))
+end
+if #fu_set > 0 then
+    redis.call('HDEL', K_JOBS, unpack(fu_del))
+    redis.call('HSET', K_JOBS, unpack(fu_set))
+    redis.call('ZADD', K_DUE, unpack(fu_due))
 end
 if window > 0 then
     if trim > 0 then redis.call('ZREMRANGEBYRANK', K_DONE, 0, trim - 1) end
