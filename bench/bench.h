@@ -310,6 +310,8 @@ void dqb_scen_layout_run(const dqb_cfg *c, int run);
 void dqb_scen_layout_rows(const dqb_cfg *c);
 void dqb_scen_features_run(const dqb_cfg *c, int run);
 void dqb_scen_features_rows(const dqb_cfg *c);
+void dqb_scen_debounce_run(const dqb_cfg *c, int run);
+void dqb_scen_debounce_rows(const dqb_cfg *c);
 void dqb_scen_cost_rows(const dqb_cfg *c);
 void dqb_scen_backlog_rows(const dqb_cfg *c);
 

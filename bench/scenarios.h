@@ -37,6 +37,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "K consumers (1..100 processes, 8/32 threads) on one queue; kinds"},
     {"features", dqb_scen_features_run, dqb_scen_features_rows,
      "rate-limited, repeating and optioned jobs beside a plain queue"},
+    {"debounce", dqb_scen_debounce_run, dqb_scen_debounce_rows,
+     "debounced pushes of one id at 10,000/s: pending instances, runs"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"layout", dqb_scen_layout_run, dqb_scen_layout_rows,

@@ -79,7 +79,9 @@ if #failed > 0 then
     local sc = redis.call('ZMSCORE', K_DONE, unpack(fids))
     for k, i in ipairs(failed) do
         if done_live(sc[k], now, window) then
-            out[i] = done_tok(sc[k]) == tonumber(toks[i]) and 0 or -16
+            -- the token, retired or not (include/tokens.lua)
+            out[i] = math.floor(tonumber(sc[k])) == tonumber(toks[i]) and 0
+                or -16
         end
     end
 end
@@ -131,7 +133,7 @@ if #dbs > 0 then
                 d[1], d[2], d[3]
         end
     end
-    fus = db_followups(fids, ftoks, fexts, now)
+    fus = db_lib().followups(fids, ftoks, fexts, now)
 end
 local fu_set, fu_del, fu_due = {}, {}, {}
 if next(fus) then
@@ -149,7 +151,7 @@ if next(fus) then
             fu_set[#fu_set + 1] = f[2]
             fu_set[#fu_set + 1] = mf(d[1])
             fu_set[#fu_set + 1] = f[3]
-            fu_del[#fu_del + 1] = nf(d[1])
+            fu_del[#fu_del + 1] = d[1] .. '\0n'
             fu_del[#fu_del + 1] = ef(d[1])
             fu_due[#fu_due + 1] = string.format('%d', f[1])
             fu_due[#fu_due + 1] = d[1]

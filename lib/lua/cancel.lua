@@ -3,7 +3,6 @@
 --- @include "include/meta"
 --- @include "include/compact/keys"
 --- @include "include/compact/lib"
---- @include "include/tokens"
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV[2] id, ARGV[3] flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
@@ -19,9 +18,9 @@ local id = ARGV[2]
 -- record is read first (and its type with it), written last.
 local rec = redis.call('ZSCORE', K_DONE, id)
 local function retire()
-    if not rec then return end
-    local z = done_retire({}, { id }, { rec })
-    if #z > 0 then redis.call('ZADD', K_DONE, unpack(z)) end
+    if rec and tonumber(rec) % 1 == 0 then
+        redis.call('ZADD', K_DONE, string.format('%d.5', rec), id)
+    end
 end
 -- forget deletes every field of the job, a repeating job's rule too: a
 -- cancel stops the series.

@@ -81,7 +81,9 @@ local cflag = lay[2] ~= false
 local C = (eager or cflag) and c_lib()
 local cursor = eager and (redis.call('GET', C.MV) or '+inf')
 
-if ARGV[2] == '2' then return debounce_push(now, now_us, ext, cflag, C, fresh) end
+if ARGV[2] == '2' then
+    return db_lib().push(now, now_us, ext, cflag, C, fresh)
+end
 
 if #ARGV == 10 and not replace and ext == '' then
     -- One job, keep mode (the common single push): HSETNX checks and
@@ -91,7 +93,8 @@ if #ARGV == 10 and not replace and ext == '' then
     local before, cany = first_due(cflag)
     local held = cany and not fresh and C.has(id)
     local rec = redis.call('ZSCORE', K_DONE, id)
-    if done_binds(rec, now, window) then
+    -- a binding record: live and whole (include/tokens.lua)
+    if done_live(rec, now, window) and tonumber(rec) % 1 == 0 then
         return { (held or redis.call('HMGET', K_JOBS, id)[1]) and 2 or 4 }
     end
     if held then return { 2 } end
@@ -100,9 +103,8 @@ if #ARGV == 10 and not replace and ext == '' then
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
     -- a record that no longer applied (out of this client's window) must
     -- not refuse a later push with a longer one: this job is not its
-    if rec then
-        local retire = done_retire({}, { id }, { rec })
-        if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
+    if rec and tonumber(rec) % 1 == 0 then
+        redis.call('ZADD', K_DONE, string.format('%d.5', rec), id)
     end
     if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
@@ -129,7 +131,7 @@ if cany and not fresh then
     end
 end
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
-local rids, rrecs = {}, {} -- ids (with their records) whose records retire
+local retire = {} -- ZADD arguments that retire done records
 -- the mover moves as many jobs as the call pushed that could be compact:
 -- a batch of big payloads (or with options) does not pay for its reads
 local fit = 0
@@ -156,11 +158,14 @@ for j, id in ipairs(ids) do
                 ended[#ended + 1] = fmt_meta(0, ended_tok(last), ext)
             end
         end
-    elseif not replace and rule == '' and done_binds(recs[j], now, window) then
+    elseif not replace and rule == '' and done_live(recs[j], now, window)
+        and tonumber(recs[j]) % 1 == 0 then
         outcome = 4
     end
-    if recs[j] and not seen[id] and (outcome == 1 or outcome == 3) then
-        rids[#rids + 1], rrecs[#rids + 1] = id, recs[j]
+    if recs[j] and tonumber(recs[j]) % 1 == 0 and not seen[id] and
+        (outcome == 1 or outcome == 3) then
+        retire[#retire + 1] = string.format('%d.5', recs[j])
+        retire[#retire + 1] = id
     end
     seen[id] = seen[id] or outcome
     if outcome == 1 or outcome == 3 then
@@ -211,10 +216,7 @@ if #reset > 0 then
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
 if #unc > 0 then C.remove(unc) end
-if #rids > 0 then
-    local retire = done_retire({}, rids, rrecs)
-    if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
-end
+if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
 if earliest then
     add_many('HSET', K_JOBS, hset)
     add_many('ZADD', K_DUE, zadd)

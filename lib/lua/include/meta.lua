@@ -39,10 +39,6 @@ end
 -- The field of a repeating job's rule (see push.lua).
 local function rf(id) return id .. '\0r' end
 
--- The field of a debounced job's follow-up ("<at>:<deadline>:<payload>",
--- include/debounce.lua): the run that pushes made while it ran.
-local function nf(id) return id .. '\0n' end
-
 -- Every field of the jobs ids (payload, meta, reason, repeat rule,
 -- follow-up): one HDEL of them deletes all their data.  A caller that read
 -- the jobs' metas passes repeats, the set of those ids that repeat ("|r"),
@@ -55,7 +51,7 @@ local function job_fields(ids, repeats, debounced)
         for i, id in ipairs(ids) do
             out[i], out[n + i], out[2 * n + i], out[3 * n + i] =
                 id, mf(id), ef(id), rf(id)
-            out[4 * n + i] = nf(id)
+            out[4 * n + i] = id .. '\0n' -- a follow-up (include/debounce)
         end
         return out
     end
@@ -64,7 +60,7 @@ local function job_fields(ids, repeats, debounced)
     end
     for _, id in ipairs(ids) do
         if repeats[id] then out[#out + 1] = rf(id) end
-        if debounced and debounced[id] then out[#out + 1] = nf(id) end
+        if debounced and debounced[id] then out[#out + 1] = id .. '\0n' end
     end
     return out
 end

@@ -18,31 +18,10 @@ end
 -- push once the record no longer applies) and a cancel mark it "retired"
 -- by adding a half to its score (tokens are whole numbers, and a half is
 -- exact below 2^52).  A retired record still tells a retried ack that it
--- landed (done_tok), and still orders and expires by its time, but never
--- refuses a push (done_binds).
-local function done_binds(score, now_ms, window_ms)
-    return done_live(score, now_ms, window_ms) and
-        tonumber(score) % 1 == 0
-end
-
--- The token a done record holds, retired or not.
-local function done_tok(score)
-    return math.floor(tonumber(score))
-end
-
--- ZADD arguments (score, id) that retire the records of ids whose scores
--- (a ZMSCORE reply, false where none) are still whole, appended to out.
-local function done_retire(out, ids, scores)
-    for k, id in ipairs(ids) do
-        local s = scores[k] and tonumber(scores[k])
-        if s and s % 1 == 0 then
-            out[#out + 1] = string.format('%d.5', s)
-            out[#out + 1] = id
-        end
-    end
-    return out
-end
-
+-- landed (its token: the score rounded down), and still orders and
+-- expires by its time, but never refuses a push (a binding record: live
+-- and whole).  Inlined where used: each function of a script is made
+-- anew on every call.
 -- Checks the lease tokens of ids (a list) against toks.  Returns the
 -- attempts of each id (a number when the token is the current one) or an
 -- error code: -16 stale token, -17 no such job; the set of positions
