@@ -375,7 +375,7 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG)
         nk = DQ_NKEYS - 2; /* + idle, conf */
     else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
-             script == DQ_SCRIPT_ACK)
+             script == DQ_SCRIPT_ACK || script == DQ_SCRIPT_DEBOUNCE)
         nk = DQ_NKEYS - 3; /* + idle: they wake consumers */
     else
         nk = DQ_NKEYS - 4;
@@ -832,7 +832,9 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         size_t lo = p->first[ch], hi = p->first[ch + 1];
         dq__cmd *c = &p->cmds[ch];
         dq__core_keys_part(core, queue, part ? part[JOB(lo)] : -1);
-        if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
+        if (dq__cmd_begin(c, flags == DQ_PUSH_DEBOUNCE ? DQ_SCRIPT_DEBOUNCE
+                                                      : DQ_SCRIPT_PUSH,
+                          &core->keys,
                          6 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom_part;
         cmd_cstr(c, flags == DQ_PUSH_REPLACE    ? "1"

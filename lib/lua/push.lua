@@ -8,11 +8,9 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/repeat"
---- @include "include/debounce"
 -- push.lua: adds or replaces jobs.
--- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it,
---         2 = debounce (include/debounce.lua: times are delays, options
---         "|b[<max wait ms>]" and "|m<n>" only, outcomes 5, 6, 7)
+-- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it
+--         (2 = debounce goes to debounce.lua instead)
 -- ARGV[3] time: 0 = values are delays (ms from now), 1 = absolute epoch ms
 -- ARGV[4] done window ms (0: a done record counts as long as it is kept)
 -- ARGV[5] the jobs' options ('' none): "|m<n>" max attempts, "|x<ms>"
@@ -80,10 +78,6 @@ local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
 local cflag = lay[2] ~= false
 local C = (eager or cflag) and c_lib()
 local cursor = eager and (redis.call('GET', C.MV) or '+inf')
-
-if ARGV[2] == '2' then
-    return db_lib().push(now, now_us, ext, cflag, C, fresh)
-end
 
 if #ARGV == 10 and not replace and ext == '' then
     -- One job, keep mode (the common single push): HSETNX checks and
