@@ -1,5 +1,5 @@
--- include/debounce.lua: pushes with DQ_PUSH_DEBOUNCE (push.lua, mode 2)
--- and the follow-up run an ack starts (ack.lua).
+-- include/debounce.lua: pushes with DQ_PUSH_DEBOUNCE (debounce.lua); the
+-- follow-up run an ack starts is ack.lua's (inline there).
 --- @include "include/keys"
 --- @include "include/meta"
 --- @include "include/pending"
@@ -183,27 +183,5 @@ local function db_lib()
         return out
     end
 
-    -- For ack.lua: the follow-ups of the acked jobs of the list fids (ids
-    -- whose meta says "|b"), with toks[k] and exts[k] their tokens and
-    -- options.  Returns { id = { at, payload, meta } } for those that have one
-    -- (read only).
-    local function db_followups(fids, toks, exts, now)
-        local out = {}
-        if #fids == 0 then return out end
-        local fs = {}
-        for k, id in ipairs(fids) do fs[k] = nf(id) end
-        local got = redis.call('HMGET', K_JOBS, unpack(fs))
-        for k, id in ipairs(fids) do
-            if got[k] then
-                local at, dl, p = fu_parse(got[k])
-                at = capped(at, dl)
-                if at < now then at = now end
-                out[id] = { at, p, fmt_meta(0, ended_tok(toks[k]),
-                                             with_deadline(exts[k], dl)) }
-            end
-        end
-        return out
-    end
-
-    return { push = debounce_push, followups = db_followups }
+    return { push = debounce_push }
 end
