@@ -194,6 +194,26 @@ START_TEST(dead_and_cancel) {
     ck_assert_int_eq(dq_cancel(c, Q, "h1", DQ_CANCEL_INFLIGHT),
                      DQ_CANCELED_INFLIGHT);
     ck_stats(c, Q, 0, 0, 0, 0);
+    /* a dead run keeps its follow-up: requeued, it runs, then the
+     * follow-up */
+    ck_assert_int_eq(dpush(c, Q, "h2", "w1", 0, 0), DQ_DEBOUNCE_CREATED);
+    take1(c, Q, tok, pl, sizeof(pl));
+    ck_assert_int_eq(dpush(c, Q, "h2", "w2", 0, 0), DQ_DEBOUNCE_FOLLOWUP);
+    ck_assert_int_eq(dq_nack(c, Q, "h2", tok, 0, DQ_NACK_DEAD), 1);
+    ck_assert_int_eq(dq_dead_requeue(c, Q, "h2", 0), 1);
+    take1(c, Q, tok, pl, sizeof(pl));
+    ck_assert_str_eq(pl, "w1");
+    ck_assert_int_eq(dq_ack(c, Q, "h2", tok), 0);
+    take1(c, Q, tok, pl, sizeof(pl));
+    ck_assert_str_eq(pl, "w2");
+    ck_assert_int_eq(dq_ack(c, Q, "h2", tok), 0);
+    /* a purge drops a dead run's follow-up with it */
+    ck_assert_int_eq(dpush(c, Q, "h3", "u1", 0, 0), DQ_DEBOUNCE_CREATED);
+    take1(c, Q, tok, pl, sizeof(pl));
+    ck_assert_int_eq(dpush(c, Q, "h3", "u2", 0, 0), DQ_DEBOUNCE_FOLLOWUP);
+    ck_assert_int_eq(dq_nack(c, Q, "h3", tok, 0, DQ_NACK_DEAD), 1);
+    ck_assert_int_eq(dq_dead_purge(c, Q, "h3"), 1);
+    ck_stats(c, Q, 0, 0, 0, 0);
     redisContext *r = rconn();
     ck_assert_int_eq(tu_job_fields(r, "dq", Q), 0);
     redisFree(r);
