@@ -8,6 +8,9 @@
  * DQ_DONE only for the incarnation that was acked: one binds from the ack
  * until a push creates the id again or a cancel; after that it still tells
  * a retried ack of that delivery that it landed (0), but refuses no push.
+ * Debounced pushes (DQ_PUSH_DEBOUNCE, delay 0) take part: created, moved
+ * while pending and never delivered, else one follow-up that the ack of
+ * the running delivery starts as a new incarnation.
  * Random sequences of every operation on one id are applied to the client
  * and to the model, step by step; each answer and each poll's job must be
  * the model's.  Bounded: a fixed number of sequences and steps, and a time
@@ -51,6 +54,8 @@ typedef struct im_model {
     char rec_tok[DQ_TOKEN_BUF]; /* the token the record holds */
     char cur[DQ_TOKEN_BUF];     /* the token of the delivery in flight */
     char pl[32];                /* payload of the current incarnation */
+    char fu[32];  /* a debounced job's follow-up payload ("" none) */
+    int att;      /* delivered since it was created or requeued */
     char toks[IM_TOKS][DQ_TOKEN_BUF]; /* every token handed out */
     int ntoks;
     unsigned seed;
@@ -99,11 +104,40 @@ static const char *im_pick_tok(im_model *m) {
     return m->toks[im_rnd() % (uint64_t)m->ntoks];
 }
 
+/* A debounced push (DQ_PUSH_DEBOUNCE, delay 0, no max wait). */
+static void im_debounce(im_model *m, const im_ops *o, void *cx,
+                        const char *q, const char *id, const char *pl) {
+    int oc = 0;
+    int rc = o->push(cx, q, id, pl, DQ_PUSH_DEBOUNCE, &oc);
+    im_note(m, "debounce", oc);
+    IM_CK(m, rc == 0, "debounced push: %d", rc);
+    int want = m->state == IM_NONE || m->state == IM_DEAD ? DQ_DEBOUNCE_CREATED
+               : m->state == IM_PENDING && !m->att        ? DQ_DEBOUNCE_MOVED
+                                                   : DQ_DEBOUNCE_FOLLOWUP;
+    IM_CK(m, oc == want, "debounced push (state %d, delivered %d): outcome "
+          "%d, want %d", m->state, m->att, oc, want);
+    if (want == DQ_DEBOUNCE_FOLLOWUP) {
+        snprintf(m->fu, sizeof(m->fu), "%s", pl);
+        return;
+    }
+    if (want == DQ_DEBOUNCE_CREATED) {
+        m->att = 0;
+        im_retire(m);
+    }
+    m->state = IM_PENDING;
+    snprintf(m->pl, sizeof(m->pl), "%s", pl);
+    m->fu[0] = '\0';
+}
+
 static void im_push(im_model *m, const im_ops *o, void *cx, const char *q,
                     const char *id) {
-    int replace = im_rnd() % 100 < 35;
     char pl[32];
     snprintf(pl, sizeof(pl), "p%d", m->step);
+    if (im_rnd() % 100 < 35) {
+        im_debounce(m, o, cx, q, id, pl);
+        return;
+    }
+    int replace = im_rnd() % 100 < 35;
     int oc = 0;
     int rc = o->push(cx, q, id, pl, replace ? DQ_PUSH_REPLACE : DQ_PUSH_KEEP,
                      &oc);
@@ -120,6 +154,8 @@ static void im_push(im_model *m, const im_ops *o, void *cx, const char *q,
     if (want == DQ_PUSHED || want == DQ_REPLACED) {
         m->state = IM_PENDING;
         snprintf(m->pl, sizeof(m->pl), "%s", pl);
+        m->fu[0] = '\0';
+        m->att = 0;
         im_retire(m);
     }
 }
@@ -135,6 +171,7 @@ static void im_poll(im_model *m, const im_ops *o, void *cx, const char *q) {
     IM_CK(m, strcmp(pl, m->pl) == 0, "polled payload %s, want %s", pl,
           m->pl);
     m->state = IM_FLIGHT;
+    m->att = 1;
     snprintf(m->cur, sizeof(m->cur), "%s", tok);
     if (m->ntoks < IM_TOKS)
         snprintf(m->toks[m->ntoks++], DQ_TOKEN_BUF, "%s", tok);
@@ -161,6 +198,13 @@ static void im_ack(im_model *m, const im_ops *o, void *cx, const char *q,
         m->rec = IM_REC_BINDS;
         snprintf(m->rec_tok, sizeof(m->rec_tok), "%s", tok);
         m->cur[0] = '\0';
+        if (m->fu[0]) { /* the follow-up starts: a new incarnation */
+            m->state = IM_PENDING;
+            m->rec = IM_REC_RETIRED;
+            m->att = 0;
+            snprintf(m->pl, sizeof(m->pl), "%s", m->fu);
+            m->fu[0] = '\0';
+        }
     }
 }
 
@@ -197,6 +241,7 @@ static void im_cancel(im_model *m, const im_ops *o, void *cx, const char *q,
     if (want != 0) {
         m->state = IM_NONE;
         m->cur[0] = '\0';
+        m->fu[0] = '\0';
     }
 }
 
@@ -207,8 +252,12 @@ static void im_dead_op(im_model *m, const im_ops *o, void *cx, const char *q,
     int want = m->state == IM_DEAD;
     IM_CK(m, rc == want, "%s (state %d): %d, want %d",
           requeue ? "requeue" : "purge", m->state, rc, want);
-    if (want)
+    if (want) {
         m->state = requeue ? IM_PENDING : IM_NONE;
+        m->att = 0;
+        if (!requeue)
+            m->fu[0] = '\0';
+    }
 }
 
 /* One random step. */

@@ -203,9 +203,12 @@ if #reset > 0 then
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
     redis.call('HDEL', K_JOBS, unpack(efs(reset)))
-    -- the old rule goes; a repeating push writes its own below
+    -- the old rule goes (a repeating push writes its own below), and a
+    -- debounced job's follow-up (include/debounce.lua): the replace is
+    -- the job now
     local rfs = {}
     for k, id in ipairs(reset) do rfs[k] = rf(id) end
+    for _, id in ipairs(reset) do rfs[#rfs + 1] = id .. '\0n' end
     redis.call('HDEL', K_JOBS, unpack(rfs))
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
