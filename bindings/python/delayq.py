@@ -820,10 +820,14 @@ class Client:
             _lib.dq_push_opts_free(po)
 
     def push_batch(self, queue, payloads, delays_ms=None, ids=None,
-                   replace=False):
+                   replace=False, debounce=False):
         """Pushes many jobs in one round trip.  payloads: a sequence of
         bytes/str; delays_ms: None or one delay per job; ids: None or one id
-        (or None) per job.  Returns a list of (id, outcome)."""
+        (or None) per job.  debounce=True: each a debounced push as push()
+        says (every id given; no max wait), an id twice applied in order.
+        Returns a list of (id, outcome)."""
+        if replace and debounce:
+            raise TypeError("give replace or debounce, not both")
         q = _enc(queue, "queue", "EQUEUE")
         data = [_payload(p) for p in payloads]
         n = len(data)
@@ -849,6 +853,7 @@ class Client:
         with self._lock:
             self._check(_lib.dq_push_batch(
                 self._handle(), q, n, c_payloads, c_lens, c_delays, c_ids,
+                _PUSH_DEBOUNCE if debounce else
                 _PUSH_REPLACE if replace else _PUSH_KEEP, ids_out, outcomes))
         raw = ids_out.raw
         res = []

@@ -252,6 +252,10 @@ class TestPushPoll(Base):
             self.c.push(q, b"x", id="d3", max_wait_ms=5)
         with self.assertRaises(delayq.InvalidArgument):
             self.c.push(q, b"x", debounce=True)
+        self.assertEqual(
+            self.c.push_batch(q, [b"y1", b"y2"], delays_ms=[60000, 60000],
+                              ids=["d4", "d4"], debounce=True),
+            [("d4", delayq.DEBOUNCE_CREATED), ("d4", delayq.DEBOUNCE_MOVED)])
 
     def test_delay_and_at(self):
         self.c.push(self.q, b"later", 3600000)
