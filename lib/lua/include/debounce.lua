@@ -25,14 +25,14 @@
 -- A debounced push never answers done; one that creates the id retires
 -- its done record (include/tokens.lua), as every creating push does.
 
--- "<at>:<deadline>:<payload>" -> at, deadline, payload
--- db_lib(): the functions below, made only by the calls that debounce
--- (a script body makes each of its functions anew on every call: plain
--- pushes and acks should not pay for them).
+-- db_lib(): the debounced push's functions, as one table (debounce.lua
+-- calls it; kept out of push.lua and ack.lua, whose plain calls would pay
+-- for making them: a script makes its functions anew on every call).
 local function db_lib()
     -- The field of a debounced job's follow-up (see above).
     local function nf(id) return id .. '\0n' end
 
+    -- "<at>:<deadline>:<payload>" -> at, deadline, payload
     local function fu_parse(v)
         local a = string.find(v, ':', 1, true)
         local b = string.find(v, ':', a + 1, true)
@@ -154,8 +154,9 @@ local function db_lib()
         if #w.retire > 0 then redis.call('ZADD', K_DONE, unpack(w.retire)) end
     end
 
-    -- push.lua's mode 2: ARGV as push.lua documents (times are delays); the
-    -- options ext carry "|b[<max wait ms>]".  Returns the outcomes.
+    -- The debounced push (debounce.lua): ARGV as push.lua documents them
+    -- (times are delays); the options ext carry "|b[<max wait ms>]".
+    -- Returns the outcomes.
     local function debounce_push(now, now_us, ext, cflag, C, fresh)
         local wait = meta_opt(ext, 'b')
         if wait == nil then ext = ext .. '|b' end
