@@ -596,9 +596,9 @@ DQ_EXTERN const char *dq_push_opts_errmsg(const dq_push_opts *o);
  *    step, due at the later of the ack and min(last push + delay, first
  *    such push + max wait), attempts 0.  A nack for a retry keeps the job
  *    and its follow-up; a delivery dead-lettered keeps its follow-up with
- *    it (a dq_dead_requeue runs the dead one, then the follow-up; a
- *    dq_dead_purge, a dq_cancel or a DQ_PUSH_REPLACE push drops both).
- *    DQ_DEBOUNCE_FOLLOWUP.
+ *    it (a dq_dead_requeue runs the dead one, then the follow-up;
+ *    dq_dead_purge and dq_cancel drop both; a DQ_PUSH_REPLACE push
+ *    replaces the job and drops its follow-up).  DQ_DEBOUNCE_FOLLOWUP.
  * A debounced push never answers DQ_DONE.  Batches (each outcome as above,
  * an id twice in a call applied in order) and partitions (one id, one
  * partition: atomic) work alike; dq_push_batch counts all three outcomes.
