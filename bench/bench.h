@@ -314,6 +314,8 @@ void dqb_scen_promote_run(const dqb_cfg *c, int run);
 void dqb_scen_promote_rows(const dqb_cfg *c);
 void dqb_scen_durable_run(const dqb_cfg *c, int run);
 void dqb_scen_durable_rows(const dqb_cfg *c);
+void dqb_scen_debounce_run(const dqb_cfg *c, int run);
+void dqb_scen_debounce_rows(const dqb_cfg *c);
 void dqb_scen_cost_rows(const dqb_cfg *c);
 void dqb_scen_backlog_rows(const dqb_cfg *c);
 

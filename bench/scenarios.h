@@ -41,6 +41,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "lateness of promoted jobs vs jobs pushed due now, 1 waiting consumer"},
     {"durable", dqb_scen_durable_run, dqb_scen_durable_rows,
      "durable mode vs default: push, poll+ack, drain with 1 and 2 replicas"},
+    {"debounce", dqb_scen_debounce_run, dqb_scen_debounce_rows,
+     "debounced pushes of one id at 10,000/s: pending instances, runs"},
     {"memory", NULL, dqb_scen_memory_rows,
      "used_memory per pending job and per acked job (1 run)"},
     {"layout", dqb_scen_layout_run, dqb_scen_layout_rows,

@@ -391,7 +391,13 @@ DQ_EXTERN void dq_job_free(dq_job *job);
 #define DQ_DONE 4     /* DQ_PUSH_KEEP: a job with this id was acked within
                          the acker's DQ_OPT_DONE_TTL_MS; taken for a retry of
                          a push that landed and already ran: nothing written
-                         (use DQ_PUSH_REPLACE to run the id again) */
+                         (use DQ_PUSH_REPLACE to run the id again).  The
+                         record answers only for the job that was acked:
+                         once a push created the id again (a replace, or
+                         a keep push after the record's window) or a
+                         dq_cancel named it, no later push is refused by
+                         it (a retried ack of that delivery still
+                         answers 0) */
 
 /*
  * Pushes one job to run delay_ms from now (server clock).
@@ -638,6 +644,47 @@ DQ_EXTERN const char *dq_push_opts_errmsg(const dq_push_opts *o);
  * dq_push_batch_ex: the times are absolute epoch ms (server clock, as
  * dq_push_at), not delays. */
 #define DQ_PUSH_AT 2
+
+/*
+ * Debounce with a max wait: DQ_PUSH_DEBOUNCE in flags (instead of
+ * DQ_PUSH_KEEP or DQ_PUSH_REPLACE; times are delays, never DQ_PUSH_AT; the
+ * caller's ids; no repeat or expiry option: DQ_EINVAL, nothing sent), and
+ * the max wait as the push option DQ_PUSHOPT_DEBOUNCE_MAX_MS (unset: no
+ * cap).  Each push of an id, on the server clock, in one atomic step:
+ *  - unknown id (or a dead job with that id, dropped): a new job, due
+ *    after the delay; its deadline is this push + max wait.
+ *    DQ_DEBOUNCE_CREATED.
+ *  - pending, never delivered: the payload is replaced (latest wins) and
+ *    the job is due at now + delay, but never after its deadline (a job
+ *    pushed without the flag gets now + max wait as deadline).
+ *    DQ_DEBOUNCE_MOVED.
+ *  - delivered (in flight, or waiting for a retry after a nack): the
+ *    running job is left alone; the id keeps exactly one follow-up with
+ *    the latest payload, however many pushes come.  When the running
+ *    delivery is acked, the follow-up becomes the pending job in the same
+ *    step, due at the later of the ack and min(last push + delay, first
+ *    such push + max wait), attempts 0.  A nack for a retry keeps the job
+ *    and its follow-up; a delivery dead-lettered keeps its follow-up with
+ *    it (a dq_dead_requeue runs the dead one, then the follow-up;
+ *    dq_dead_purge and dq_cancel drop both; a DQ_PUSH_REPLACE push
+ *    replaces the job and drops its follow-up).  DQ_DEBOUNCE_FOLLOWUP.
+ * A debounced push never answers DQ_DONE.  Batches (each outcome as above,
+ * an id twice in a call applied in order) and partitions (one id, one
+ * partition: atomic) work alike; dq_push_batch counts all three outcomes.
+ * The other options (DQ_PUSHOPT_MAX_ATTEMPTS) and the max wait are the
+ * latest push's while the job is pending (its deadline stays the first
+ * push's); a follow-up keeps the running job's.
+ */
+#define DQ_PUSH_DEBOUNCE 4
+#define DQ_DEBOUNCE_CREATED 5  /* outcome: a new debounced job */
+#define DQ_DEBOUNCE_MOVED 6    /* outcome: the pending job took the payload
+                                  and its due time moved */
+#define DQ_DEBOUNCE_FOLLOWUP 7 /* outcome: the job runs; its follow-up was
+                                  made or took the payload */
+#define DQ_PUSHOPT_DEBOUNCE_MAX_MS 7 /* 0..DQ_DELAY_MAX: with
+                                        DQ_PUSH_DEBOUNCE, the longest a job
+                                        waits after the first push that
+                                        made it (0: no cap) */
 
 /*
  * As dq_push (or dq_push_at with DQ_PUSH_AT in flags), with options (NULL:

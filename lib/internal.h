@@ -116,6 +116,7 @@ struct dq_push_opts {
     int tz_min;           /* the cron's offset from UTC, minutes */
     dq__cron cron;        /* the parsed cron */
     char cron_text[201];  /* its text (at most DQ_CRON_TEXT_MAX bytes) */
+    int64_t debounce_max; /* DQ_PUSH_DEBOUNCE's max wait, ms (0: none) */
     char errmsg[512];     /* why the last set failed ("" none) */
 };
 

@@ -376,7 +376,8 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
     else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG)
         nk = DQ_NKEYS - 2; /* + idle, conf */
     else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
-             script == DQ_SCRIPT_ACK || script == DQ_SCRIPT_RESCHEDULE)
+             script == DQ_SCRIPT_ACK || script == DQ_SCRIPT_RESCHEDULE ||
+             script == DQ_SCRIPT_DEBOUNCE)
         nk = DQ_NKEYS - 3; /* + idle: they wake consumers */
     else
         nk = DQ_NKEYS - 4;
@@ -750,9 +751,11 @@ static int check_push_args(dq__core *core, size_t n,
     if (payloads == NULL || lens == NULL)
         return dq__err_set(err, DQ_ENULL, "%s is NULL",
                           payloads == NULL ? "payloads" : "lens");
-    if (flags != DQ_PUSH_KEEP && flags != DQ_PUSH_REPLACE)
+    if (flags != DQ_PUSH_KEEP && flags != DQ_PUSH_REPLACE &&
+        flags != DQ_PUSH_DEBOUNCE)
         return dq__err_set(err, DQ_EINVAL,
-                          "flags is %d; use DQ_PUSH_KEEP or DQ_PUSH_REPLACE",
+                          "flags is %d; use DQ_PUSH_KEEP, DQ_PUSH_REPLACE "
+                          "or DQ_PUSH_DEBOUNCE (with DQ_PUSH_AT or not)",
                           flags);
     int rc;
     for (size_t i = 0; i < n; i++) {
@@ -800,6 +803,8 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
                              flags, err);
     if (rc == DQ_OK)
         rc = dq__check_push_opts(po, n, times, absolute, ids, err);
+    if (rc == DQ_OK)
+        rc = dq__check_debounce(po, flags, n, absolute, ids, err);
     if (rc != DQ_OK)
         return rc;
     char ext[DQ_PUSH_OPTS_STR], rule[DQ_PUSH_RULE_STR];
@@ -869,10 +874,14 @@ int dq__push_plan_make(dq__push_plan *p, dq__core *core, const char *queue,
         size_t lo = p->first[ch], hi = p->first[ch + 1];
         dq__cmd *c = &p->cmds[ch];
         dq__core_keys_part(core, queue, part ? part[JOB(lo)] : -1);
-        if (dq__cmd_begin(c, DQ_SCRIPT_PUSH, &core->keys,
+        if (dq__cmd_begin(c, flags == DQ_PUSH_DEBOUNCE ? DQ_SCRIPT_DEBOUNCE
+                                                      : DQ_SCRIPT_PUSH,
+                          &core->keys,
                          6 + 3 * (int)(hi - lo)) != DQ_OK)
             goto oom_part;
-        cmd_cstr(c, flags == DQ_PUSH_REPLACE ? "1" : "0");
+        cmd_cstr(c, flags == DQ_PUSH_REPLACE    ? "1"
+                    : flags == DQ_PUSH_DEBOUNCE ? "2"
+                                                : "0");
         cmd_cstr(c, absolute ? "1" : "0");
         cmd_int(c, core->opts.done_ttl_ms);
         cmd_str(c, ext, extlen);
@@ -908,7 +917,7 @@ int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
     for (size_t j = 0; j < cnt; j++) {
         const dq__reply *e = dq__reply_at(r, j);
         if (dq__reply_type(e) != DQ_R_INTEGER || dq__reply_int(e) < DQ_PUSHED ||
-            dq__reply_int(e) > DQ_DONE)
+            dq__reply_int(e) > DQ_DEBOUNCE_FOLLOWUP)
             return dq__err_set(err, DQ_EPROTO, "push: unexpected reply");
         size_t pos = lo + j;
         p->outcomes[p->order ? p->order[pos] : pos] = (int)dq__reply_int(e);
@@ -919,7 +928,8 @@ int dq__push_plan_decode(dq__push_plan *p, size_t i, const dq__reply *r,
 int dq__push_plan_count(const dq__push_plan *p) {
     int n = 0;
     for (size_t i = 0; i < p->n; i++)
-        n += p->outcomes[i] == DQ_PUSHED || p->outcomes[i] == DQ_REPLACED;
+        n += p->outcomes[i] == DQ_PUSHED || p->outcomes[i] == DQ_REPLACED ||
+             p->outcomes[i] >= DQ_DEBOUNCE_CREATED;
     return n;
 }
 

@@ -62,6 +62,12 @@ int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value) {
     case DQ_PUSHOPT_CRON:
         return opt_bad(o, "DQ_PUSHOPT_CRON is text: use "
                           "dq_push_opts_set_str");
+    case DQ_PUSHOPT_DEBOUNCE_MAX_MS:
+        if (value < 0 || value > DQ_DELAY_MAX)
+            return opt_bad(o, "debounce max ms must be 0 (none) or "
+                              "1..DQ_DELAY_MAX");
+        o->debounce_max = value;
+        return DQ_OK;
     default:
         return opt_bad(o, "unknown option");
     }
@@ -143,7 +149,34 @@ size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size) {
                                 o->expire_rel ? 'X' : 'x', o->expire);
     if (repeats(o))
         len += (size_t)snprintf(buf + len, size - len, "|r");
+    if (o->debounce_max > 0)
+        len += (size_t)snprintf(buf + len, size - len, "|b%" PRId64,
+                                o->debounce_max);
     return len;
+}
+
+int dq__check_debounce(const dq_push_opts *o, int flags, size_t n,
+                       int absolute, const char *const *ids, dq__err *err) {
+    if (flags != DQ_PUSH_DEBOUNCE) {
+        if (o != NULL && o->debounce_max > 0)
+            return dq__err_set(err, DQ_EINVAL,
+                               "DQ_PUSHOPT_DEBOUNCE_MAX_MS needs the flag "
+                               "DQ_PUSH_DEBOUNCE");
+        return DQ_OK;
+    }
+    if (absolute)
+        return dq__err_set(err, DQ_EINVAL,
+                           "DQ_PUSH_DEBOUNCE counts delays from each push: "
+                           "it takes no DQ_PUSH_AT");
+    if (repeats(o) || (o != NULL && o->expire > 0))
+        return dq__err_set(err, DQ_EINVAL,
+                           "a debounced push takes no repeat and no expiry");
+    for (size_t i = 0; i < n; i++)
+        if (ids == NULL || ids[i] == NULL)
+            return dq__err_set(err, DQ_EINVAL,
+                               "job %zu is debounced but has no id: "
+                               "DQ_PUSH_DEBOUNCE needs the caller's id", i);
+    return DQ_OK;
 }
 
 size_t dq__push_rule_str(const dq_push_opts *o, char *buf, size_t size) {

@@ -142,7 +142,8 @@ START_TEST(push_id) {
 END_TEST
 
 START_TEST(push_flags) {
-    const int flags[] = {2, -1, 4, INT_MIN};
+    /* 4 is DQ_PUSH_DEBOUNCE; with DQ_PUSH_REPLACE (5) it is not */
+    const int flags[] = {2, -1, 5, 8, INT_MIN};
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         BAD(dq_push(C, "q", "x", 1, 0, "id", flags[i], NULL, 0, NULL),
             DQ_EINVAL, "flags");

@@ -487,7 +487,8 @@ static const sj *snap_find(const snap *s, const char *id) {
 typedef struct mj {
     char id[DQ_ID_BUF];
     int state;   /* 0 never pushed, 1 pending, 2 in flight, 3 gone */
-    int done;    /* acked once: a keep push answers DQ_DONE */
+    int done;    /* acked, and not created or cancelled since: a keep push
+                    answers DQ_DONE */
     int meta;    /* pushed with options: has a meta, must stay native */
     int64_t due;
     size_t plen;
@@ -657,6 +658,7 @@ static int m_push(model *m, mj *j, int replace, int64_t due, const char *pl,
     }
     if (!replace && j->done)
         return DQ_DONE;
+    j->done = 0; /* a new incarnation: the record no longer answers */
     j->state = 1;
     j->due = due;
     memcpy(j->pl, pl, plen);
@@ -1043,6 +1045,8 @@ static void op_cancel(model *m, dq_client *c) {
                                : 0;
     MCK(m, rc == want, "dq_cancel(%s) of a job in state %d: %d, want %d (%s)",
         j->id, j->state, rc, want, rc < 0 ? dq_errmsg(c) : "");
+    if (j->state != 2)
+        j->done = 0; /* a cancel retires the id's done record */
     if (j->state == 1)
         j->state = 3;
 }

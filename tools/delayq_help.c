@@ -62,6 +62,7 @@ const char dqt_help_push[] =
     "                   [--replace | --keep] [--json]\n"
     "                   [--every MS | --cron EXPR [--tz +HH:MM]]\n"
     "                   [--max-attempts N] [--expire-in MS | --expire-at TIME]\n"
+    "                   [--debounce DUR --id ID [--max-wait DUR]]\n"
     "\n"
     "Pushes one job.  The payload is PAYLOAD, or standard input when PAYLOAD\n"
     "is missing or \"-\" (binary-safe).  Prints the outcome and the job id:\n"
@@ -70,6 +71,11 @@ const char dqt_help_push[] =
     "  replaced ID    a job with that id existed and was replaced (--replace)\n"
     "  done ID        a job with that id was acked a short while ago (--keep;\n"
     "                 a retried push that already ran): nothing was written\n"
+    "  created ID     --debounce: a new job (the id was unknown or dead)\n"
+    "  moved ID       --debounce: the pending job took this payload and its\n"
+    "                 due time moved\n"
+    "  followup ID    --debounce: the job runs; this payload waits as its one\n"
+    "                 follow-up, started when the run is acked\n"
     "\n"
     "Options:\n"
     "  --in DUR       run after DUR (default 0: due now)\n"
@@ -90,7 +96,14 @@ const char dqt_help_push[] =
     "A repeating job (--every, --cron) is registered once per id: pushing it\n"
     "again with --keep changes nothing.  Runs missed while no consumer ran\n"
     "are not made up: one late run, then the next slot after its ack.  It\n"
-    "cannot expire; \"delayq cancel ID\" stops it.\n";
+    "cannot expire; \"delayq cancel ID\" stops it.\n"
+    "--debounce DUR (with --id; not with --in, --at, --replace, a repeat or\n"
+    "an expiry): every push restarts the timer.  A pending job takes the\n"
+    "latest payload and is due DUR after this push (server clock), but never\n"
+    "later than --max-wait DUR after the push that created it (default: no\n"
+    "cap).  Pushes while it runs keep one follow-up with the latest payload,\n"
+    "due at the later of the ack and its last push + DUR (capped at its first\n"
+    "push + --max-wait).  Never answers done.\n";
 
 const char dqt_help_cancel[] =
     "Usage: delayq cancel ID... [--inflight]\n"

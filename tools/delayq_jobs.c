@@ -66,6 +66,8 @@ const dqt_optspec dqt_push_opts[] = {{"in", 0, 1, DQT_O_IN},
                                      {"max-attempts", 0, 1, DQT_O_MAXATT},
                                      {"expire-in", 0, 1, DQT_O_EXPIN},
                                      {"expire-at", 0, 1, DQT_O_EXPAT},
+                                     {"debounce", 0, 1, DQT_O_DEBOUNCE},
+                                     {"max-wait", 0, 1, DQT_O_MAXWAIT},
                                      {NULL, 0, 0, 0}};
 
 /* A duration option that may also be plain milliseconds ("1500"). */
@@ -115,6 +117,7 @@ int dqt_cmd_push(dqt_cli *g) {
     int64_t delay = 0, at = -1, v = 0;
     const char *id = NULL;
     int flags = DQ_PUSH_KEEP, json = 0, rc, have_in = 0, every = 0, cron = 0;
+    int debounce = 0;
     dq_push_opts *po = dq_push_opts_new();
     if (po == NULL) {
         fprintf(stderr, "delayq push: out of memory\n");
@@ -164,7 +167,17 @@ int dqt_cmd_push(dqt_cli *g) {
             break;
         case DQT_O_IN:
             rc = dqt_opt_duration(g, o, &delay);
-            have_in = 1;
+            have_in++;
+            break;
+        case DQT_O_DEBOUNCE: /* debounced: its delay is this one */
+            rc = opt_ms(g, o, &delay);
+            have_in++;
+            flags = DQ_PUSH_DEBOUNCE;
+            debounce = 1;
+            break;
+        case DQT_O_MAXWAIT:
+            if ((rc = opt_ms(g, o, &v)) == 0)
+                rc = set_opt(g, po, o, DQ_PUSHOPT_DEBOUNCE_MAX_MS, v, NULL);
             break;
         case DQT_O_AT:
             if (dqt_parse_time(o->val, &at) != 0) {
@@ -189,8 +202,11 @@ int dqt_cmd_push(dqt_cli *g) {
             break;
         }
     }
-    if (rc == 0 && have_in && at >= 0)
-        rc = dqt_usage_error(g, "use either --in or --at, not both%s", "");
+    if (rc == 0 && (have_in > 1 || (have_in && at >= 0)))
+        rc = dqt_usage_error(g, "use one of --in, --debounce and --at%s", "");
+    if (rc == 0 && debounce && flags != DQ_PUSH_DEBOUNCE)
+        rc = dqt_usage_error(g, "use either --debounce or --replace/--keep%s",
+                             "");
     if (rc == 0 && every && cron)
         rc = dqt_usage_error(g, "use either --every or --cron, not both%s",
                              "");
@@ -236,6 +252,9 @@ int dqt_cmd_push(dqt_cli *g) {
                        : outcome == DQ_KEPT     ? "kept"
                        : outcome == DQ_REPLACED ? "replaced"
                        : outcome == DQ_DONE     ? "done"
+                       : outcome == DQ_DEBOUNCE_CREATED  ? "created"
+                       : outcome == DQ_DEBOUNCE_MOVED    ? "moved"
+                       : outcome == DQ_DEBOUNCE_FOLLOWUP ? "followup"
                                                 : "unknown";
     if (json) {
         fputs("{\"id\":", stdout);

@@ -39,6 +39,7 @@ __all__ = [
     "Consumer", "JOB_OK", "JOB_RETRY", "JOB_FAIL", "JobInfo", "REASON_MAX",
     "SCHEDULED", "DUE", "INFLIGHT", "DEAD", "QueueList", "QUEUES_MAX",
     "MOVED", "REVIVED", "UNKNOWN",
+    "DEBOUNCE_CREATED", "DEBOUNCE_MOVED", "DEBOUNCE_FOLLOWUP",
 ]
 
 # ---- Constants of delayq.h (macros are not in the ABI) -------------------
@@ -71,6 +72,14 @@ EVERY_MIN = 10
 TZ_OFFSET_MAX = 840
 PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
 _OUTCOMES = {1: PUSHED, 2: KEPT, 3: REPLACED, 4: DONE}
+# Debounced pushes (DQ_PUSH_DEBOUNCE, DQ_PUSHOPT_DEBOUNCE_MAX_MS) and their
+# outcomes.
+_PUSH_DEBOUNCE = 4
+_PO_DEBOUNCE_MAX_MS = 7
+DEBOUNCE_CREATED, DEBOUNCE_MOVED, DEBOUNCE_FOLLOWUP = (
+    "debounce_created", "debounce_moved", "debounce_followup")
+_OUTCOMES.update({5: DEBOUNCE_CREATED, 6: DEBOUNCE_MOVED,
+                  7: DEBOUNCE_FOLLOWUP})
 _CANCEL_INFLIGHT = 1
 CANCELED_PENDING, CANCEL_BUSY, CANCELED_INFLIGHT = 1, 2, 3
 # reschedule/promote (DQ_RESCHED_*): flags, and each job's outcome by name
@@ -732,7 +741,8 @@ class Client:
 
     def push(self, queue, payload, delay_ms=0, *, at_ms=None, id=None,
              replace=False, every_ms=None, cron=None, tz_offset_min=0,
-             max_attempts=None, expire_in_ms=None, expire_at_ms=None):
+             max_attempts=None, expire_in_ms=None, expire_at_ms=None,
+             debounce=False, max_wait_ms=None):
         """Pushes one job due delay_ms from now, or at at_ms (server epoch
         ms).  id None lets the library generate one.  replace: what to do
         when the id exists (False: keep it).  Returns (id, outcome) with
@@ -744,11 +754,24 @@ class Client:
         needs an id, cannot expire, and is registered once per id: each ack
         schedules its next run (missed runs run once).  max_attempts: the
         job's own; expire_in_ms / expire_at_ms: no delivery starts after
-        then.  A bad option raises InvalidArgument and sends nothing."""
+        then.  A bad option raises InvalidArgument and sends nothing.
+
+        debounce=True (with an id, a delay, no replace, repeat or expiry):
+        an unknown id is created (DEBOUNCE_CREATED); a pending one takes
+        this payload and is due delay_ms from now, but never later than
+        max_wait_ms after the push that created it (DEBOUNCE_MOVED); one
+        that runs keeps one follow-up with the latest payload, started when
+        the run is acked (DEBOUNCE_FOLLOWUP).  Never DONE."""
         q = _enc(queue, "queue", "EQUEUE")
         data = _payload(payload)
         jid = None if id is None else _enc(id, "id", "EID")
         flags = _PUSH_REPLACE if replace else _PUSH_KEEP
+        if debounce:
+            if replace:
+                raise TypeError("give replace or debounce, not both")
+            flags = _PUSH_DEBOUNCE
+        elif max_wait_ms is not None:
+            raise TypeError("max_wait_ms needs debounce=True")
         out = ctypes.create_string_buffer(ID_BUF)
         outcome = _c_int(0)
         if at_ms is not None and delay_ms:
@@ -760,7 +783,8 @@ class Client:
         opts = [(o, v) for o, v in ((_PO_EVERY_MS, every_ms),
                                     (_PO_MAX_ATTEMPTS, max_attempts),
                                     (_PO_EXPIRE_IN_MS, expire_in_ms),
-                                    (_PO_EXPIRE_AT, expire_at_ms))
+                                    (_PO_EXPIRE_AT, expire_at_ms),
+                                    (_PO_DEBOUNCE_MAX_MS, max_wait_ms))
                 if v is not None]
         if cron is not None or opts or tz_offset_min:
             return self._push_ex(q, data, jid, flags, delay_ms, at_ms, opts,
@@ -813,10 +837,14 @@ class Client:
             _lib.dq_push_opts_free(po)
 
     def push_batch(self, queue, payloads, delays_ms=None, ids=None,
-                   replace=False):
+                   replace=False, debounce=False):
         """Pushes many jobs in one round trip.  payloads: a sequence of
         bytes/str; delays_ms: None or one delay per job; ids: None or one id
-        (or None) per job.  Returns a list of (id, outcome)."""
+        (or None) per job.  debounce=True: each a debounced push as push()
+        says (every id given; no max wait), an id twice applied in order.
+        Returns a list of (id, outcome)."""
+        if replace and debounce:
+            raise TypeError("give replace or debounce, not both")
         q = _enc(queue, "queue", "EQUEUE")
         data = [_payload(p) for p in payloads]
         n = len(data)
@@ -842,6 +870,7 @@ class Client:
         with self._lock:
             self._check(_lib.dq_push_batch(
                 self._handle(), q, n, c_payloads, c_lens, c_delays, c_ids,
+                _PUSH_DEBOUNCE if debounce else
                 _PUSH_REPLACE if replace else _PUSH_KEEP, ids_out, outcomes))
         raw = ids_out.raw
         res = []

@@ -219,6 +219,44 @@ class TestPushPoll(Base):
         [j] = self.c.poll(self.q)
         self.assertEqual((j.id, j.payload), ("o1", b"v3"))
 
+    def test_debounce(self):
+        q = self.q
+        self.assertEqual(
+            self.c.push(q, b"a", 60000, id="d1", debounce=True,
+                        max_wait_ms=1000),
+            ("d1", delayq.DEBOUNCE_CREATED))
+        self.assertEqual(
+            self.c.push(q, b"b", 60000, id="d1", debounce=True,
+                        max_wait_ms=1000),
+            ("d1", delayq.DEBOUNCE_MOVED))
+        info = self.c.get(q, "d1")
+        self.assertEqual(info.payload, b"b")
+        self.assertLessEqual(info.due_ms, info.now_ms + 1000)
+        self.c.cancel(q, "d1")
+        self.c.push(q, b"r1", id="d2", debounce=True)
+        [j] = self.c.poll(q)
+        self.assertEqual(self.c.push(q, b"r2", id="d2", debounce=True),
+                         ("d2", delayq.DEBOUNCE_FOLLOWUP))
+        self.assertEqual(self.c.push(q, b"r3", id="d2", debounce=True),
+                         ("d2", delayq.DEBOUNCE_FOLLOWUP))
+        j.ack()
+        [j2] = self.c.poll(q)
+        self.assertEqual((j2.id, j2.payload, j2.attempt), ("d2", b"r3", 1))
+        j2.ack()
+        # never DONE: the acked id is created again
+        self.assertEqual(self.c.push(q, b"r4", id="d2", debounce=True),
+                         ("d2", delayq.DEBOUNCE_CREATED))
+        with self.assertRaises(TypeError):
+            self.c.push(q, b"x", id="d3", debounce=True, replace=True)
+        with self.assertRaises(TypeError):
+            self.c.push(q, b"x", id="d3", max_wait_ms=5)
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.push(q, b"x", debounce=True)
+        self.assertEqual(
+            self.c.push_batch(q, [b"y1", b"y2"], delays_ms=[60000, 60000],
+                              ids=["d4", "d4"], debounce=True),
+            [("d4", delayq.DEBOUNCE_CREATED), ("d4", delayq.DEBOUNCE_MOVED)])
+
     def test_delay_and_at(self):
         self.c.push(self.q, b"later", 3600000)
         self.c.push(self.q, b"past", at_ms=1000)

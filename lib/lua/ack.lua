@@ -12,7 +12,11 @@
 -- consumer ran are not made up), attempts 0, the token ended (the next
 -- delivery's is above it), the last failure reason deleted (the run
 -- succeeded); its done record is written as for any ack, so a retried ack
--- still answers 0.
+-- still answers 0.  A job pushed with DQ_PUSH_DEBOUNCE that has a
+-- follow-up (pushes made while it ran, include/debounce.lua) is replaced
+-- by it in the same step: payload, due at the later of now and its time,
+-- attempts 0; this ack's done record is written retired (it answers a
+-- retried ack, but no push: the follow-up is a new job).
 -- ARGV[2] done window ms (0 = leave no done record), ARGV[3..] pairs: id,
 -- token.
 -- Returns one result per job:
@@ -38,6 +42,8 @@ end
 local res, dead, dup, exts = check_tokens(ids, toks) -- reads jobs
 local ok, zadd, in_dead, out, failed = {}, {}, {}, {}, {}
 local rep = {} -- positions in ok of jobs that say they repeat
+local dbs -- jobs pushed with DQ_PUSH_DEBOUNCE, if any: { id, token,
+          -- options, position of their done record's score in zadd }
 local repeats = {} -- their ids
 for i, id in ipairs(ids) do
     if res[i] >= 0 then
@@ -51,6 +57,10 @@ for i, id in ipairs(ids) do
             zadd[#zadd + 1] = toks[i] -- the done record: id -> token
             zadd[#zadd + 1] = id
         end
+        if exts[i] ~= '' and meta_opt(exts[i], 'b') then
+            dbs = dbs or {}
+            dbs[#dbs + 1] = { id, toks[i], exts[i], window > 0 and #zadd - 1 }
+        end
         if dead[i] then in_dead[#in_dead + 1] = id end
     else
         out[i] = res[i]
@@ -58,7 +68,7 @@ for i, id in ipairs(ids) do
     end
 end
 local now, now_us
-if #failed > 0 or (window > 0 and #ok > 0) or #rep > 0 then
+if #failed > 0 or (window > 0 and #ok > 0) or #rep > 0 or dbs then
     now, now_us = dq_now()
 end
 if #failed > 0 then
@@ -69,7 +79,9 @@ if #failed > 0 then
     local sc = redis.call('ZMSCORE', K_DONE, unpack(fids))
     for k, i in ipairs(failed) do
         if done_live(sc[k], now, window) then
-            out[i] = tonumber(sc[k]) == tonumber(toks[i]) and 0 or -16
+            -- the token, retired or not (include/tokens.lua)
+            out[i] = math.floor(tonumber(sc[k])) == tonumber(toks[i]) and 0
+                or -16
         end
     end
 end
@@ -110,6 +122,56 @@ if #rep > 0 then
         if not keep[k] then gone[#gone + 1] = id end
     end
 end
+-- Debounced jobs with a follow-up ("<at>:<deadline>:<payload>",
+-- include/debounce.lua): it becomes the pending job in this step (reads:
+-- the follow-ups).  Inline, not a function: a script makes its functions
+-- anew on every call, and plain acks should not pay for one.
+local fu -- { HDEL fields, HSET pairs, ZADD pairs } when one is started
+if dbs then
+    local fs, ds = {}, {}
+    for _, d in ipairs(dbs) do
+        if not repeats[d[1]] then -- a series goes on as its rule says
+            ds[#ds + 1] = d
+            fs[#fs + 1] = d[1] .. '\0n'
+        end
+    end
+    local got = #fs > 0 and redis.call('HMGET', K_JOBS, unpack(fs)) or {}
+    local started = {}
+    for k, d in ipairs(ds) do
+        local v, id = got[k], d[1]
+        if v then
+            local a = string.find(v, ':', 1, true)
+            local b = string.find(v, ':', a + 1, true)
+            local at = tonumber(string.sub(v, 1, a - 1))
+            local dl = tonumber(string.sub(v, a + 1, b - 1))
+            if dl > 0 and dl < at then at = dl end
+            if at < now then at = now end
+            local ext = string.gsub(d[3], '|w[^|]*', '')
+            if dl > 0 then ext = ext .. string.format('|w%d', dl) end
+            fu = fu or { {}, {}, {} }
+            local del, set, due = fu[1], fu[2], fu[3]
+            del[#del + 1] = id .. '\0n'
+            del[#del + 1] = ef(id)
+            set[#set + 1] = id
+            set[#set + 1] = string.sub(v, b + 1)
+            set[#set + 1] = mf(id)
+            set[#set + 1] = fmt_meta(0, ended_tok(d[2]), ext)
+            due[#due + 1] = string.format('%d', at)
+            due[#due + 1] = id
+            started[id] = true
+            -- the record of this ack retires: the follow-up is a new job
+            if d[4] then zadd[d[4]] = d[2] .. '.5' end
+            if not earliest or at < earliest then earliest = at end
+        end
+    end
+    if fu then
+        local left = {}
+        for _, id in ipairs(gone) do
+            if not started[id] then left[#left + 1] = id end
+        end
+        gone = left
+    end
+end
 local cands = wake_prep(earliest, earliest and first_due(), now)
 
 counts_read()
@@ -125,6 +187,11 @@ if #again > 0 then
     redis.call('HDEL', K_JOBS, unpack(efl))
     redis.call('HSET', K_JOBS, unpack(meta))
     redis.call('ZADD', K_DUE, unpack(again))
+end
+if fu then
+    redis.call('HDEL', K_JOBS, unpack(fu[1]))
+    redis.call('HSET', K_JOBS, unpack(fu[2]))
+    redis.call('ZADD', K_DUE, unpack(fu[3]))
 end
 if window > 0 then
     if trim > 0 then redis.call('ZREMRANGEBYRANK', K_DONE, 0, trim - 1) end

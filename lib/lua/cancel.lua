@@ -13,6 +13,15 @@
 -- The index is read first; the jobs hash is the first key written (for a
 -- compact job: its bucket, after the reads that found it).
 local id = ARGV[2]
+-- A cancel retires the id's done record (include/tokens.lua): whatever was
+-- acked before, no later push of the id is taken for its retry.  The
+-- record is read first (and its type with it), written last.
+local rec = redis.call('ZSCORE', K_DONE, id)
+local function retire()
+    if rec and tonumber(rec) % 1 == 0 then
+        redis.call('ZADD', K_DONE, string.format('%d.5', rec), id)
+    end
+end
 -- forget deletes every field of the job, a repeating job's rule too: a
 -- cancel stops the series.
 local function forget()
@@ -21,12 +30,14 @@ end
 if redis.call('ZSCORE', K_DUE, id) then
     forget()
     redis.call('ZREM', K_DUE, id)
+    retire()
     return 1
 end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
     forget()
     redis.call('ZREM', K_LEASE, id)
+    retire()
     return 3
 end
 -- a compact job (include/compact/keys.lua) has no other field
@@ -35,7 +46,9 @@ if c_flagged() then
     local due, _, b, score = C.find(id)
     if due then
         C.remove({ { id, due, b, score } })
+        retire()
         return 1
     end
 end
+retire()
 return 0

@@ -10,6 +10,7 @@
 --- @include "include/repeat"
 -- push.lua: adds or replaces jobs.
 -- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it
+--         (2 = debounce goes to debounce.lua instead)
 -- ARGV[3] time: 0 = values are delays (ms from now), 1 = absolute epoch ms
 -- ARGV[4] done window ms (0: a done record counts as long as it is kept)
 -- ARGV[5] the jobs' options ('' none): "|m<n>" max attempts, "|x<ms>"
@@ -36,8 +37,11 @@
 -- mode: the id was acked within its done window, so this push is taken for
 -- a retry of one that landed; nothing is written).
 -- A job that exists answers kept before a done record answers done.  Done
--- records are facts about earlier acks: a replace leaves them alone, so a
--- holder whose ack landed before the replace still hears so on a retry.
+-- records are facts about earlier acks, and answer a keep push only for the
+-- incarnation that was acked: a push that creates or replaces the job
+-- retires its id's record (include/tokens.lua), which then refuses no push
+-- but still tells a holder whose ack landed before the replace so on a
+-- retry.
 -- Reads (done, jobs, due, the compact index and shards, and lease/dead
 -- before a reset) all come before the first write.
 --
@@ -82,13 +86,20 @@ if #ARGV == 10 and not replace and ext == '' then
     if not absolute then at = now + at end
     local before, cany = first_due(cflag)
     local held = cany and not fresh and C.has(id)
-    if done_live(redis.call('ZSCORE', K_DONE, id), now, window) then
+    local rec = redis.call('ZSCORE', K_DONE, id)
+    -- a binding record: live and whole (include/tokens.lua)
+    if done_live(rec, now, window) and tonumber(rec) % 1 == 0 then
         return { (held or redis.call('HMGET', K_JOBS, id)[1]) and 2 or 4 }
     end
     if held then return { 2 } end
     local cands = wake_prep(at, before, now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
+    -- a record that no longer applied (out of this client's window) must
+    -- not refuse a later push with a longer one: this job is not its
+    if rec and tonumber(rec) % 1 == 0 then
+        redis.call('ZADD', K_DONE, string.format('%d.5', rec), id)
+    end
     if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
@@ -99,8 +110,9 @@ local n = #ids
 -- Replace reads the metas too: a reset job keeps its last token (ended).
 local exists = replace and get_with_meta(ids) or
     redis.call('HMGET', K_JOBS, unpack(ids))
-local recs = (replace or rule ~= '') and {} or
-    redis.call('ZMSCORE', K_DONE, unpack(ids))
+-- Done records: a keep push answers done for a binding one; every push
+-- that creates or replaces a job retires its id's (include/tokens.lua).
+local recs = redis.call('ZMSCORE', K_DONE, unpack(ids))
 local before, cany = first_due(cflag)
 -- An id not in jobs may be a compact job: its shard says (due time).
 local cdue = {}
@@ -113,6 +125,7 @@ if cany and not fresh then
     end
 end
 local out, hset, zadd, reset, seen, ended = {}, {}, {}, {}, {}, {}
+local retire = {} -- ZADD arguments that retire done records
 -- the mover moves as many jobs as the call pushed that could be compact:
 -- a batch of big payloads (or with options) does not pay for its reads
 local fit = 0
@@ -139,8 +152,14 @@ for j, id in ipairs(ids) do
                 ended[#ended + 1] = fmt_meta(0, ended_tok(last), ext)
             end
         end
-    elseif not replace and done_live(recs[j], now, window) then
+    elseif not replace and rule == '' and done_live(recs[j], now, window)
+        and tonumber(recs[j]) % 1 == 0 then
         outcome = 4
+    end
+    if recs[j] and tonumber(recs[j]) % 1 == 0 and not seen[id] and
+        (outcome == 1 or outcome == 3) then
+        retire[#retire + 1] = string.format('%d.5', recs[j])
+        retire[#retire + 1] = id
     end
     seen[id] = seen[id] or outcome
     if outcome == 1 or outcome == 3 then
@@ -184,13 +203,17 @@ if #reset > 0 then
     redis.call('ZREM', K_LEASE, unpack(reset))
     redis.call('ZREM', K_DEAD, unpack(reset))
     redis.call('HDEL', K_JOBS, unpack(efs(reset)))
-    -- the old rule goes; a repeating push writes its own below
+    -- the old rule goes (a repeating push writes its own below), and a
+    -- debounced job's follow-up (include/debounce.lua): the replace is
+    -- the job now
     local rfs = {}
     for k, id in ipairs(reset) do rfs[k] = rf(id) end
+    for _, id in ipairs(reset) do rfs[#rfs + 1] = id .. '\0n' end
     redis.call('HDEL', K_JOBS, unpack(rfs))
     if #ended > 0 then redis.call('HSET', K_JOBS, unpack(ended)) end
 end
 if #unc > 0 then C.remove(unc) end
+if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
 if earliest then
     add_many('HSET', K_JOBS, hset)
     add_many('ZADD', K_DUE, zadd)

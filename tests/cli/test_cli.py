@@ -264,6 +264,24 @@ class TestPush(CliCase):
         j = self.poll_one(q)     # replaced without a delay: due now
         self.assertEqual((j["id"], j["payload"]), ("o1", "v3"))
 
+    def test_debounce(self):
+        q = new_queue("debounce")
+        self.assertEqual(self.ok(["push", "a", "--id", "d1", "--debounce",
+                                  "1h", "--max-wait", "50"], q),
+                         "created d1\n")
+        self.assertEqual(self.ok(["push", "b", "--id", "d1", "--debounce",
+                                  "1h", "--max-wait", "50"], q),
+                         "moved d1\n")
+        time.sleep(0.1)          # the max wait is over: due
+        j = self.poll_one(q)
+        self.assertEqual((j["id"], j["payload"]), ("d1", "b"))
+        self.assertEqual(self.ok(["push", "c", "--id", "d1", "--debounce",
+                                  "0"], q), "followup d1\n")
+        self.ok(["push", "x", "--id", "d1", "--debounce", "1s", "--in",
+                 "1s"], q, code=2)
+        self.ok(["push", "x", "--id", "d1", "--debounce", "1s",
+                 "--replace"], q, code=2)
+
     def test_generated_id_and_json(self):
         q = new_queue("pushjson")
         out = json.loads(self.ok(["push", "x", "--json"], q))

@@ -20,7 +20,10 @@
 --                        ms it was set at; deleted with the job's other
 --                        fields (ack, cancel, purge) and by a replacing push;
 --                        and id.."\0r" -> the repeat rule of a repeating job
---                        (see push.lua and ack.lua)
+--                        (see push.lua and ack.lua), and id.."\0n" -> the
+--                        follow-up of a debounced job that runs
+--                        ("<at>:<deadline>:<payload>", include/debounce.lua;
+--                        ack.lua starts it)
 --   KEYS[4] dead   ZSET  id -> time it was dead-lettered (ms)
 --   KEYS[6] idle   ZSET  consumer id -> server ms at which that waiting
 --                        consumer polls on its own next (see "Wake-ups",

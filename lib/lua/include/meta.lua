@@ -39,17 +39,19 @@ end
 -- The field of a repeating job's rule (see push.lua).
 local function rf(id) return id .. '\0r' end
 
--- Every field of the jobs ids (payload, meta, reason, repeat rule): one
--- HDEL of them deletes all their data.  A caller that read the jobs' metas
--- passes repeats, the set of those ids that repeat ("|r"): only those get
--- their rule's field named, since each name that misses still costs a
--- lookup in what is usually a very big hash.
-local function job_fields(ids, repeats)
+-- Every field of the jobs ids (payload, meta, reason, repeat rule,
+-- follow-up): one HDEL of them deletes all their data.  A caller that read
+-- the jobs' metas passes repeats, the set of those ids that repeat ("|r"),
+-- and debounced, of those pushed with DQ_PUSH_DEBOUNCE ("|b"): only those
+-- get their rule's or follow-up's field named, since each name that misses
+-- still costs a lookup in what is usually a very big hash.
+local function job_fields(ids, repeats, debounced)
     local n, out = #ids, {}
     if not repeats then
         for i, id in ipairs(ids) do
             out[i], out[n + i], out[2 * n + i], out[3 * n + i] =
                 id, mf(id), ef(id), rf(id)
+            out[4 * n + i] = id .. '\0n' -- a follow-up (include/debounce)
         end
         return out
     end
@@ -58,6 +60,7 @@ local function job_fields(ids, repeats)
     end
     for _, id in ipairs(ids) do
         if repeats[id] then out[#out + 1] = rf(id) end
+        if debounced and debounced[id] then out[#out + 1] = id .. '\0n' end
     end
     return out
 end
@@ -65,7 +68,10 @@ end
 -- A job's meta: "[d]attempts:token" then its push options, if any, as
 -- "|<tag><value>" items (push.lua): "|m<n>" its own max attempts, "|x<ms>"
 -- the server time after which it is not delivered (expiry), "|r" it
--- repeats (its rule in rf(id)).  A job pushed with options has a meta from
+-- repeats (its rule in rf(id)), "|b[<ms>]" it was pushed with
+-- DQ_PUSH_DEBOUNCE (and that max wait), "|w<ms>" the server time by which
+-- such a pending job runs however often it is pushed again
+-- (include/debounce.lua).  A job pushed with options has a meta from
 -- its push on ("0:0|.."); others get one at their first delivery.
 -- parse_meta: "[d]attempts:token[|..]" (or false) -> attempts (number),
 -- token (string), true when a poll dead-lettered the job under a still

@@ -13,6 +13,15 @@ local function done_live(score, now_ms, window_ms)
         math.floor(tonumber(score) / 1000) + window_ms > now_ms
 end
 
+-- A done record answers for the incarnation of its id that was acked, and
+-- for no later one: a push that creates the id again (a replace, or a keep
+-- push once the record no longer applies) and a cancel mark it "retired"
+-- by adding a half to its score (tokens are whole numbers, and a half is
+-- exact below 2^52).  A retired record still tells a retried ack that it
+-- landed (its token: the score rounded down), and still orders and
+-- expires by its time, but never refuses a push (a binding record: live
+-- and whole).  Inlined where used: each function of a script is made
+-- anew on every call.
 -- Checks the lease tokens of ids (a list) against toks.  Returns the
 -- attempts of each id (a number when the token is the current one) or an
 -- error code: -16 stale token, -17 no such job; the set of positions
