@@ -9,12 +9,21 @@ B, each in its own namespace).  Under steady load it injects one fault,
 heals it, waits for the old primary to rejoin as a replica, stops the load,
 drains the queue from side B and hands the histories to check.py.
 
-  run.py --dqload PATH [--mode default|wait|durable] [--scenario NAME]...
-         [--long] [--repeat N] [--json FILE] [--expect-safe]
+  run.py --dqload PATH --clockshift PATH [--mode default|wait|durable]
+         [--scenario TOPOLOGY:FAULT]... [--long] [--repeat N] [--json FILE]
+         [--keep] [--expect-safe]
 
+Faults: none, jepsen (primary + side A cut from the rest), client (side
+A's consumers cut from the primary for longer than a lease), asym (the
+primary's packets to its peers dropped), pause (SIGSTOP past the failover
+timeout), clock (a failover, then the promoted primary's clock 2 leases
+ahead).  Modes: default; wait (pushes WAIT for 1 replica); durable (the
+library's durable mode, servers with min-replicas-to-write 1).
 Prints one line per run and a table; exits 1 when a run failed to complete
-(setup, drain), or with --expect-safe when a run lost an acknowledged push,
-had overlapping leases or re-ran an acked job; exits 77 when not root.
+(setup, drain), a history was malformed, a run without a fault lost an
+acked push, had overlapping leases or re-ran an acked job (with
+--expect-safe: any run did); exits 77 when not root.  bash run.sh wraps
+this with a build of its own.
 """
 import argparse
 import json
@@ -31,6 +40,7 @@ import net as netmod  # noqa: E402
 
 QUEUE = 'jq'
 LEASE_MS = 3000
+WORK_MS = 250       # each poll's jobs are held this long, then acked
 SIDES = ('A', 'B')
 
 
@@ -152,6 +162,9 @@ class Sentinel:
     def victim(self, net):
         return self.master_of(net)
 
+    def failover(self, net, old):
+        cli(net, 's1', 'SENTINEL', 'FAILOVER', 'm', port=26379)
+
     def peers(self, victim):
         return [n for n in self.nodes() if n != victim]
 
@@ -207,6 +220,16 @@ class Cluster:
     def peers(self, victim):
         return [n for n in self.data if n != victim]
 
+    def failover(self, net, old):
+        oid = cli(net, old, 'CLUSTER', 'MYID')
+        for line in cli(net, old, 'CLUSTER', 'NODES').splitlines():
+            f = line.split()
+            if f[3] == oid:
+                ip = f[1].split(':')[0]
+                node = next(n for n in self.data if net.ip(n) == ip)
+                cli(net, node, 'CLUSTER', 'FAILOVER')
+                return
+
     def converged(self, net):
         roles = [role(net, n) for n in self.data]
         return roles.count('master') == 3 and all(
@@ -242,7 +265,7 @@ def start_clients(net, topo, args, hist, run_ms):
         procs.append((name, net.start(node, [
             args.dqload, role_, topo.uri(net), QUEUE,
             os.path.join(hist, name + '.hist'), name, str(run_ms),
-            str(wait_replicas(args.mode)), str(LEASE_MS), '100'], name)))
+            str(wait_replicas(args.mode)), str(LEASE_MS), str(WORK_MS)], name)))
     return procs
 
 
@@ -307,14 +330,50 @@ def fault_pause(net, topo, t, ev):
     ev('SIGCONT')
 
 
+def clock_file(net, node):
+    return os.path.join(net.workdir, node + '.clock')
+
+
+def fault_clock(net, topo, t, ev):
+    """A failover (SENTINEL FAILOVER, or CLUSTER FAILOVER on the replica),
+    then the promoted primary's wall clock jumps ahead by two leases."""
+    old = topo.victim(net)
+    ev('failover from %s' % old)
+    topo.failover(net, old)
+    wait_for('promotion', lambda: topo.victim(net) not in (old, None), 20)
+    new = topo.victim(net)
+    time.sleep(1.0)
+    ev('clock of %s +%d ms' % (new, 2 * LEASE_MS))
+    with open(clock_file(net, new), 'w') as f:
+        f.write('%d\n' % (2 * LEASE_MS))
+    time.sleep(t.hold)
+
+
+def clock_env(net, args, fault):
+    """Data nodes run with the clock shim for the clock fault."""
+    if fault != 'clock':
+        return lambda node: None
+
+    def env(node):
+        with open(clock_file(net, node), 'w') as f:
+            f.write('0\n')
+        return {'LD_PRELOAD': args.clockshift,
+                'DQJ_CLOCK_FILE': clock_file(net, node)}
+    return env
+
+
 def fault_none(net, topo, t, ev):
     time.sleep(t.hold)
 
 
 FAULTS = {'none': fault_none, 'jepsen': fault_jepsen, 'client': fault_client,
-          'asym': fault_asym, 'pause': fault_pause}
+          'asym': fault_asym, 'pause': fault_pause, 'clock': fault_clock}
 SCENARIOS = ['sentinel:none', 'sentinel:jepsen', 'sentinel:client',
-             'sentinel:asym', 'sentinel:pause', 'cluster:jepsen']
+             'sentinel:asym', 'sentinel:pause', 'sentinel:clock',
+             'cluster:jepsen']
+# --long: the cluster under every fault too
+LONG_EXTRA = ['cluster:none', 'cluster:client', 'cluster:asym',
+              'cluster:pause', 'cluster:clock']
 
 
 # ---- one run ---------------------------------------------------------------
@@ -338,7 +397,7 @@ def run_one(args, scenario, timing):
         for node in list(topo.nodes()) + \
                 [client_node(s, r) for s, r in CLIENTS] + ['bd']:
             net.add_node(node)
-        topo.start(net, args.mode, lambda n: None)
+        topo.start(net, args.mode, clock_env(net, args, fault))
         run_ms = int((timing.warm + timing.hold + timing.post + 25) * 1000)
         clients = start_clients(net, topo, args, hist, run_ms)
         time.sleep(timing.warm)
@@ -369,9 +428,18 @@ def unsafe(res):
     return res['lost'] or res['overlap'] or res['acked_rerun']
 
 
+def failed(args, res):
+    """A run that did not complete, a malformed history, any violation
+    without a fault, or any with --expect-safe."""
+    return (not res['completed']) or res['malformed'] > 0 or \
+        bool(unsafe(res)) and (args.expect_safe or
+                               res['scenario'].endswith(':none'))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--dqload', required=True)
+    ap.add_argument('--clockshift', help='the clock shim (clockshift.c)')
     ap.add_argument('--mode', default='default',
                     choices=['default', 'wait', 'durable'])
     ap.add_argument('--scenario', action='append')
@@ -390,14 +458,14 @@ def main():
     timing = Timing(args.long)
     results, bad = [], 0
     for _ in range(args.repeat):
-        for sc in args.scenario or SCENARIOS:
+        for sc in args.scenario or SCENARIOS + (LONG_EXTRA if args.long
+                                                 else []):
             t0 = time.monotonic()
             res = run_one(args, sc, timing)
             res['seconds'] = round(time.monotonic() - t0, 1)
             print(check.summary_line(res), flush=True)
             results.append(res)
-            bad += (not res['completed']) or \
-                (args.expect_safe and bool(unsafe(res)))
+            bad += failed(args, res)
     print(check.table(results))
     if args.json:
         with open(args.json, 'w') as f:
