@@ -20,6 +20,7 @@
  *
  * Usage: dqload ROLE URI QUEUE HISTORY PROC RUN_MS [WAIT_REPLICAS [LEASE_MS
  *        [WORK_MS]]]
+ * WAIT: N for DQ_OPT_WAIT_REPLICAS = N, dN for the durable mode with N.
  * ROLE: producer | sync | event | drain.  SIGTERM ends the run early.
  * A drain polls until the queue is empty (or RUN_MS passed) and acks all.
  */
@@ -41,7 +42,7 @@ struct load {
     const char *role, *uri, *queue, *proc;
     FILE *hist;
     int64_t end_ns, lease_ms, work_ms;
-    int wait_replicas;
+    int wait_replicas, durable;
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -91,6 +92,19 @@ static void logf_line(const struct load *l, const char *fmt, const char *a,
     fflush(l->hist);
 }
 
+/* The durable mode, when the library has it (meson defines
+ * DQJ_HAVE_DURABLE then). */
+static int set_durable(dq_options *o)
+{
+#ifdef DQJ_HAVE_DURABLE
+    return dq_options_set_int(o, DQ_OPT_DURABLE, 1);
+#else
+    (void)o;
+    fprintf(stderr, "dqload: this libdelayq has no durable mode\n");
+    return -1;
+#endif
+}
+
 static dq_options *load_options(const struct load *l)
 {
     dq_options *o = dq_options_new();
@@ -103,6 +117,10 @@ static dq_options *load_options(const struct load *l)
     if (l->wait_replicas > 0) {
         dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS, l->wait_replicas);
         dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, 500);
+    }
+    if (l->durable && set_durable(o) != 0) {
+        dq_options_free(o);
+        return NULL;
     }
     return o;
 }
@@ -368,7 +386,8 @@ static int parse(struct load *l, int argc, char **argv)
     l->queue = argv[3];
     l->proc = argv[5];
     l->end_ns = now_ns() + strtoll(argv[6], NULL, 10) * 1000000;
-    l->wait_replicas = argc > 7 ? atoi(argv[7]) : 0;
+    l->durable = argc > 7 && argv[7][0] == 'd';
+    l->wait_replicas = argc > 7 ? atoi(argv[7] + l->durable) : 0;
     l->lease_ms = argc > 8 ? strtoll(argv[8], NULL, 10) : 3000;
     l->work_ms = argc > 9 ? strtoll(argv[9], NULL, 10) : 100;
     l->hist = fopen(argv[4], "a");
@@ -388,6 +407,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     fprintf(l.hist, "# %s role %s\n", l.proc, l.role);
     dq_options *o = load_options(&l);
+    if (!o)
+        return 2;
     int rc = !strcmp(l.role, "event") ? run_event(&l, o)
                                        : run_sync_role(&l, o);
     dq_options_free(o);

@@ -253,8 +253,11 @@ def client_node(side, role):
     return '%s%s' % (side.lower(), role[0])
 
 
-def wait_replicas(mode):
-    return {'default': 0, 'wait': 1, 'durable': 2}[mode]
+def wait_replicas(mode, topo):
+    """dqload's WAIT argument: the durable mode waits for every replica
+    of the primary (Sentinel may promote either of its two)."""
+    n = len(topo.data) - 1 if topo.kind == 'sentinel' else 1
+    return {'default': '0', 'wait': '1', 'durable': 'd%d' % n}[mode]
 
 
 def start_clients(net, topo, args, hist, run_ms):
@@ -265,7 +268,7 @@ def start_clients(net, topo, args, hist, run_ms):
         procs.append((name, net.start(node, [
             args.dqload, role_, topo.uri(net), QUEUE,
             os.path.join(hist, name + '.hist'), name, str(run_ms),
-            str(wait_replicas(args.mode)), str(LEASE_MS), str(WORK_MS)], name)))
+            wait_replicas(args.mode, topo), str(LEASE_MS), str(WORK_MS)], name)))
     return procs
 
 
