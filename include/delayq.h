@@ -187,6 +187,19 @@ enum dq_option {
                                       setting, for this client's pushes
                                       and polls (the URI's ?layout=compact
                                       or compact-push sets it too) */
+    DQ_OPT_DURABLE = 13,           /* int, 0 or 1, default 0: the durable
+                                      mode.  Every call that writes waits
+                                      (WAIT) for DQ_OPT_WAIT_REPLICAS
+                                      replicas (1 or more: dq_open fails
+                                      with DQ_EINVAL without them) within
+                                      DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS: a
+                                      poll hands out jobs only once their
+                                      leases reached the replicas, and
+                                      pushes, acks, nacks, extends,
+                                      cancels, dead requeues / purges and
+                                      setting changes answer DQ_EREPLICAS
+                                      when their write is not confirmed.
+                                      See "Durable mode" below. */
     DQ_OPT_NAMESPACE = 100,        /* str, default "dq": key prefix, 1..64 of
                                       [A-Za-z0-9._:-] */
     DQ_OPT_USERNAME = 101,         /* str: ACL user (overrides the URI's) */
@@ -210,6 +223,54 @@ DQ_EXTERN int dq_options_set_int(dq_options *opts, int option, int64_t value);
  * DQ_ENOMEM or DQ_EINVAL. */
 DQ_EXTERN int dq_options_set_str(dq_options *opts, int option,
                                  const char *value);
+
+/*
+ * Durable mode (DQ_OPT_DURABLE = 1, with DQ_OPT_WAIT_REPLICAS = N >= 1 and
+ * DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS = T): after every call that writes, on
+ * each connection the call wrote through, the client sends WAIT N T and
+ * reports success only when N replicas acknowledged the writes.
+ *
+ *  - dq_poll, dq_poll_wait(_multi), dq_async_poll and the consumers: a
+ *    poll that claimed jobs hands them out only once their leases reached
+ *    N replicas.  When the WAIT falls short (or times out, or the link
+ *    breaks) the call returns DQ_EREPLICAS and no jobs: they stay leased
+ *    on the primary and are due again when that lease runs out (attempt
+ *    + 1), so no lease is held on the strength of a write a failover can
+ *    undo.  A poll that claimed nothing sends no WAIT.
+ *  - Pushes, dq_ack / dq_ack_batch, dq_nack(_reason), dq_extend,
+ *    dq_cancel, dq_dead_requeue / dq_dead_purge and dq_config_set (and
+ *    their async twins): the write is made; DQ_EREPLICAS says it is not
+ *    confirmed (it may or may not survive a failover).  dq_ack_batch and
+ *    the push calls still fill in their results / ids / outcomes (as the
+ *    primary answered); dq_extend leaves *deadline_ms alone (count on the
+ *    old deadline).  A call that fails before or in its script (bad
+ *    input, DQ_ESTALE, DQ_ENOTFOUND of a single job, ...) sends no WAIT
+ *    and returns what it returns in the default mode.
+ *  - N: every replica that Sentinel (or a Redis Cluster failover) may
+ *    promote.  WAIT counts the replicas that have the write; a failover
+ *    promotes one of them only if the write reached all of them (Sentinel
+ *    picks by replica-priority, then replication offset, among the
+ *    replicas it can reach: the one with a confirmed write may be cut
+ *    off), and a primary cut off with a minority of its replicas could
+ *    still confirm to fewer.  Losing one replica therefore makes durable
+ *    writes fail with DQ_EREPLICAS until it is back: the mode trades
+ *    availability for not losing confirmed work.
+ *  - Server settings (dq_warnings names a missing or weak one at dq_open):
+ *    min-replicas-to-write N and min-replicas-max-lag L (seconds) on the
+ *    primary, with L below the Sentinels' down-after-milliseconds: a
+ *    primary that lost a replica then refuses writes (NOREPLICAS, which
+ *    is DQ_EREPLICAS with nothing written: a poll leases nothing) instead
+ *    of making writes it cannot confirm, and an old primary cut off from
+ *    the others stops taking writes before a replica is promoted.
+ *  - Limits: WAIT confirms the replicas' memory, not their disks
+ *    (WAITAOF needs Redis 7.2 and is not used); a primary restarted
+ *    without persistence before a failover wipes its replicas.  Leases
+ *    are server times: a clock jump on a promoted replica shortens or
+ *    lengthens them.  A WAIT counts this connection's writes only: a
+ *    call retried on a new connection that writes nothing (a DQ_KEPT or
+ *    DQ_DONE push, an ack answered from the done record) confirms
+ *    nothing about the first try's write.
+ */
 
 /* ---- Client ----------------------------------------------------------- */
 

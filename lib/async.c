@@ -359,7 +359,7 @@ static void op_finish(dq_async *a, aop *op) {
             op->cb.list(a, jobs, st >= 0 ? o->now_ms : 0, st, op->ud);
             break;
         case CB_RESULTS:
-            op->cb.res(a, o->n, st >= 0 ? o->results : NULL, st, op->ud);
+            op->cb.res(a, o->n, ok ? o->results : NULL, st, op->ud);
             break;
         case CB_EXTEND:
             op->cb.ext(a, st >= 0 ? o->v : 0, st, op->ud);
@@ -630,8 +630,12 @@ static void op_advance(dq_async *a, aop *op) {
             for (int k = 0; k < op->nused; k++) {
                 used *u = &op->usedv[k];
                 dq__err e;
-                if (u->l->state != DQ_AL_UP || u->l->conn != u->conn)
-                    continue; /* replaced after a failure: nothing to wait on */
+                if (u->l->state != DQ_AL_UP || u->l->conn != u->conn) {
+                    /* Replaced after a failure: a WAIT on the new link
+                     * would not count these writes. */
+                    dq__op_wait_lost(&op->op);
+                    break;
+                }
                 int rc = dq__alink_send(u->l, wait, wlen, on_reply, op,
                                         op->op.ncmds + (size_t)k, &e);
                 if (rc != DQ_OK) {
@@ -982,7 +986,7 @@ int dq_async_open(struct event_base *base, const char *uri,
         rc = dq__err_set(&a->err, DQ_ENOMEM, "out of memory");
     else if (base == NULL)
         rc = dq__err_set(&a->err, DQ_ENULL, "base is NULL");
-    else
+    else if ((rc = dq__options_check(&a->core.opts, &a->err)) == DQ_OK)
         rc = dq__uri_parse(uri, &a->uri, &a->err);
     if (rc != DQ_OK)
         goto fail;

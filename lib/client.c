@@ -23,7 +23,7 @@ struct dq_client {
     dq__conn *conn;         /* link of the last command (owned by links) */
     dq__wake wake;          /* poll_wait's wake-up subscribers */
     dq__err err;            /* last error */
-    char warnings[512];     /* findings at connect time */
+    char warnings[1024];    /* findings at connect time */
 };
 
 int dq_version_number(void) { return DQ_VERSION_NUMBER; }
@@ -122,6 +122,80 @@ static int check_server(dq_client *c) {
     return rc;
 }
 
+/* The replicas the primary has now ("connected_slaves:" of INFO
+ * replication), or -1 when it does not say. */
+static long long replicas_now(dq_client *c) {
+    const char *argv[2] = {"INFO", "replication"};
+    dq__reply *r = NULL;
+    dq__err e;
+    long long n = -1;
+    if (dq__conn_call(c->conn, 2, argv, NULL, &r, &e) != DQ_OK)
+        return -1;
+    size_t len;
+    const char *s = dq__reply_type(r) == DQ_R_STRING ? dq__reply_str(r, &len)
+                                                    : NULL;
+    const char *at = s ? strstr(s, "connected_slaves:") : NULL;
+    if (at != NULL)
+        n = strtoll(at + 17, NULL, 10);
+    dq__reply_free(r);
+    return n;
+}
+
+/* One durable-mode finding about a min-replicas-* setting (value v). */
+static void warn_min_replicas(dq_client *c, const dq__reply *name,
+                              long long v) {
+    long long want = c->core.opts.wait_replicas;
+    char text[300];
+    if (dq__reply_is(name, "min-replicas-max-lag") && v == 0) {
+        warn(c, "durable mode: min-replicas-max-lag is 0, which turns "
+                "min-replicas-to-write off");
+        return;
+    }
+    if (!dq__reply_is(name, "min-replicas-to-write") || v >= want)
+        return;
+    snprintf(text, sizeof(text),
+             "durable mode: min-replicas-to-write is %lld, below the %lld "
+             "replicas its writes wait for: a primary cut off from them "
+             "%s", v, want,
+             v == 0 ? "keeps taking writes (those of non-durable clients "
+                      "are lost in a failover)"
+                    : "still takes writes it cannot confirm");
+    warn(c, text);
+}
+
+/* The durable mode's findings (DQ_OPT_DURABLE): the primary's
+ * min-replicas-to-write / -max-lag, and its replicas against the number
+ * DQ_OPT_WAIT_REPLICAS waits for.  Best effort, as check_server. */
+static void check_durable(dq_client *c) {
+    const char *argv[4] = {"CONFIG", "GET", "min-replicas-to-write",
+                           "min-replicas-max-lag"};
+    dq__reply *r = NULL;
+    dq__err e;
+    if (dq__conn_call(c->conn, 4, argv, NULL, &r, &e) == DQ_OK &&
+        dq__reply_type(r) == DQ_R_ARRAY)
+        for (size_t i = 0; i + 1 < dq__reply_len(r); i += 2) {
+            long long v;
+            if (dq__reply_ll(dq__reply_at(r, i + 1), &v))
+                warn_min_replicas(c, dq__reply_at(r, i), v);
+        }
+    dq__reply_free(r);
+    long long have = replicas_now(c), want = c->core.opts.wait_replicas;
+    char text[300];
+    if (have > want)
+        snprintf(text, sizeof(text),
+                 "durable mode: the primary has %lld replicas but writes "
+                 "wait for %lld (DQ_OPT_WAIT_REPLICAS): a failover may "
+                 "promote one that lacks confirmed writes; wait for all",
+                 have, want);
+    else if (have >= 0 && have < want)
+        snprintf(text, sizeof(text),
+                 "durable mode: the primary has %lld of the %lld replicas "
+                 "writes wait for: they fail with DQ_EREPLICAS until the "
+                 "others are back", have, want);
+    if (have >= 0 && have != want)
+        warn(c, text);
+}
+
 int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
     if (out == NULL)
         return DQ_ENULL;
@@ -131,7 +205,9 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
         return DQ_ENOMEM;
     if (dq__core_init(&c->core, opts) != DQ_OK)
         return dq__err_set(&c->err, DQ_ENOMEM, "out of memory");
-    int rc = dq__uri_parse(uri, &c->uri, &c->err);
+    int rc = dq__options_check(&c->core.opts, &c->err);
+    if (rc == DQ_OK)
+        rc = dq__uri_parse(uri, &c->uri, &c->err);
     if (rc != DQ_OK)
         return rc;
     c->core.db = c->uri.db;
@@ -149,6 +225,8 @@ int dq_open(const char *uri, const dq_options *opts, dq_client **out) {
     rc = ensure_conn(c, 0);
     if (rc == DQ_OK)
         rc = check_server(c);
+    if (rc == DQ_OK && c->core.opts.durable)
+        check_durable(c);
     dq__sigpipe_restore(&g);
     return rc;
 }
@@ -417,8 +495,12 @@ static int run_op_io(dq_client *c, dq__op *op) {
     size_t wlen;
     if (rc == DQ_OK && dq__op_wait_cmd(op, &wait, &wlen))
         for (int i = 0; rc == DQ_OK && i < used.n; i++) {
-            if (!dq__links_owns(c->links, used.conn[i]))
-                continue; /* replaced after a failure: nothing to wait on */
+            if (!dq__links_owns(c->links, used.conn[i])) {
+                /* Replaced after a failure: a WAIT on the new link would
+                 * not count these writes. */
+                dq__op_wait_lost(op);
+                break;
+            }
             c->conn = used.conn[i];
             rc = call_one(c, op, op->ncmds, wait, wlen);
         }
@@ -748,7 +830,7 @@ static int ack_common(dq_client *c, int batch, const char *queue, size_t n,
     int rc = run_op(c, &op,
                     dq__op_ack(&op, &c->core, batch, queue, n, ids, tokens,
                               &c->err));
-    if (rc >= 0 && results != NULL)
+    if ((rc >= 0 || rc == DQ_EREPLICAS) && results != NULL)
         memcpy(results, op.results, n * sizeof(int));
     dq__op_clear(&op);
     return rc;

@@ -38,6 +38,8 @@ struct dq_options {
                                          a queue without that setting */
     int64_t wait_replicas;            /* WAIT after push when > 0 */
     int64_t wait_replicas_timeout_ms; /* WAIT timeout */
+    int64_t durable;                  /* every write WAITs (poll: no
+                                         delivery unconfirmed) */
     int64_t done_ttl_ms;              /* how long acks are remembered */
     int64_t partitions;               /* 0 = as the URI says (else 1) */
     int64_t counters;                 /* scripts keep the queue counters */
@@ -56,6 +58,9 @@ struct dq_options {
 void dq__options_defaults(dq_options *o);
 /* Deep-copies src (NULL = defaults) into dst; DQ_OK or DQ_ENOMEM. */
 int dq__options_copy(dq_options *dst, const dq_options *src);
+/* DQ_OPT_DURABLE needs DQ_OPT_WAIT_REPLICAS >= 1: DQ_OK, or DQ_EINVAL
+ * with err set (for dq_open and dq_async_open). */
+int dq__options_check(const dq_options *o, dq__err *err);
 /* Frees the strings of an option set held by value. */
 void dq__options_clear(dq_options *o);
 

@@ -27,6 +27,9 @@ static int op_error(dq__op *op, int code, const dq__err *e) {
                    ((op->kind == DQ_OPK_DEAD_REQUEUE ||
                      op->kind == DQ_OPK_DEAD_PURGE) &&
                     op->part >= 0 && op->v > 0));
+    /* Once its WAIT is out, an op's writes are all made: any failure is
+     * the call's (a durable poll hands out nothing unconfirmed). */
+    partial = partial && !op->wait_sent;
     if (partial) {
         op->visited = op->nparts;  /* poll: no further partition */
         op->part = op->nparts;     /* requeue/purge: the same */
@@ -96,6 +99,15 @@ static int with_check(dq__op *op, dq__err *err) {
     return DQ_OK;
 }
 
+/* A write that, in the durable mode (DQ_OPT_DURABLE), WAITs for the
+ * replicas before it reports success. */
+static void durable(dq__op *op, const dq__core *core) {
+    if (!core->opts.durable)
+        return;
+    op->wait_n = core->opts.wait_replicas;
+    op->wait_ms = core->opts.wait_replicas_timeout_ms;
+}
+
 /* The keys of the partition that holds job id (or of the plain queue). */
 static void keys_of(dq__op *op, dq__core *core, const char *queue,
                     const char *id) {
@@ -150,6 +162,7 @@ int dq__op_push(dq__op *op, dq__core *core, int batch, const char *queue,
     op->ncmds = op->plan.nchunks;
     op->wait_n = core->opts.wait_replicas;
     op->wait_ms = core->opts.wait_replicas_timeout_ms;
+    durable(op, core);
     parted(op, core, queue);
     return with_check(op, err);
 }
@@ -161,6 +174,7 @@ int dq__op_cancel(dq__op *op, dq__core *core, const char *queue, const char *id,
     if (rc != DQ_OK)
         return built(op, rc, err);
     on_job(op, core, queue, id);
+    durable(op, core);
     return sealed(op, dq__build_cancel(&op->one, core, id, flags), err);
 }
 
@@ -198,6 +212,7 @@ static int poll_common(dq__op *op, dq__core *core, const char *queue,
     op->lease_ms = lease_ms;
     op->max = max;
     op->known = known;
+    durable(op, core);
     op->part = -1;
     op->next_us = -1;
     single(op, core, queue);
@@ -240,6 +255,7 @@ int dq__op_ack(dq__op *op, dq__core *core, int batch, const char *queue,
     if (rc != DQ_OK)
         return built(op, rc, err);
     parted(op, core, queue);
+    durable(op, core);
     op->n = n;
     op->results = calloc(n, sizeof(int));
     op->first = malloc((n + 1) * sizeof(size_t));
@@ -315,6 +331,7 @@ int dq__op_nack(dq__op *op, dq__core *core, const char *queue, const char *id,
     if (rc != DQ_OK)
         return built(op, rc, err);
     on_job(op, core, queue, id);
+    durable(op, core);
     if (with_reason && reason == NULL)
         reason = ""; /* an empty reason is recorded too */
     return sealed(op,
@@ -340,6 +357,7 @@ int dq__op_extend(dq__op *op, dq__core *core, const char *queue, const char *id,
     if (rc != DQ_OK)
         return built(op, rc, err);
     on_job(op, core, queue, id);
+    durable(op, core);
     return sealed(op, dq__build_extend(&op->one, core, id, token, lease_ms),
                   err);
 }
@@ -396,6 +414,7 @@ int dq__op_dead(dq__op *op, dq__core *core, int purge, const char *queue,
     if (rc != DQ_OK)
         return built(op, rc, err);
     single(op, core, queue);
+    durable(op, core);
     op->part = -1;
     if (parted(op, core, queue) && id == NULL) {
         /* Partition after partition, until the batch is full. */
@@ -442,6 +461,8 @@ int dq__op_config(dq__op *op, dq__core *core, const char *queue, size_t n,
     if (rc != DQ_OK)
         return built(op, rc, err);
     op->conf_n = n;
+    if (values != NULL)
+        durable(op, core);
     if (parted(op, core, queue)) {
         if (values == NULL) { /* every partition holds the totals */
             single(op, core, queue);
@@ -498,7 +519,16 @@ int dq__op_count_due(dq__op *op, dq__core *core, const char *queue,
 
 /* ---- Replies ---- */
 
-/* The WAIT reply of a push. */
+/* What a write that the replicas did not confirm did: a poll's jobs stay
+ * leased on the primary, not handed out. */
+static const char *unconfirmed(const dq__op *op) {
+    return op->kind == DQ_OPK_POLL
+               ? "; the jobs were not handed out (due again when their "
+                 "lease runs out)"
+               : "";
+}
+
+/* The WAIT reply of a push, or of any write in the durable mode. */
 static void feed_wait(dq__op *op, const dq__reply *r) {
     dq__err e;
     if (dq__reply_type(r) == DQ_R_ERROR) {
@@ -506,12 +536,22 @@ static void feed_wait(dq__op *op, const dq__reply *r) {
     } else if (dq__reply_type(r) != DQ_R_INTEGER ||
                dq__reply_int(r) < op->wait_n) {
         dq__err_set(&e, DQ_EREPLICAS,
-                   "push: written, but only %lld of %" PRId64
-                   " replicas acknowledged it within %" PRId64 " ms",
+                   "%s: written, but only %lld of %" PRId64
+                   " replicas acknowledged it within %" PRId64 " ms%s",
+                   op->what,
                    dq__reply_type(r) == DQ_R_INTEGER ? dq__reply_int(r) : 0,
-                   op->wait_n, op->wait_ms);
+                   op->wait_n, op->wait_ms, unconfirmed(op));
         op_error(op, DQ_EREPLICAS, &e);
     }
+}
+
+void dq__op_wait_lost(dq__op *op) {
+    dq__err e;
+    dq__err_set(&e, DQ_EREPLICAS,
+               "%s: written, but the connection it went through was lost "
+               "before the WAIT for replicas: not confirmed%s",
+               op->what, unconfirmed(op));
+    op_error(op, DQ_EREPLICAS, &e);
 }
 
 /* An integer result of a single-job script: v >= 0, or -16 / -17. */
@@ -851,6 +891,8 @@ int dq__op_next(dq__op *op) {
 int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len) {
     if (op->failed || op->wait_sent || op->wait_n <= 0)
         return 0;
+    if (op->kind == DQ_OPK_POLL && op->status <= 0)
+        return 0; /* nothing handed out: nothing to confirm */
     op->wait_sent = 1;
     char n[24], t[24];
     snprintf(n, sizeof(n), "%" PRId64, op->wait_n);

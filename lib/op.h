@@ -31,6 +31,11 @@
  *                                    at 0 again: send them the same way
  *   dq__op_wait_cmd(&op, ...)        once all replies are in: a WAIT for
  *                                    replicas to send (tag op->ncmds), or 0
+ *                                    (pushes with DQ_OPT_WAIT_REPLICAS;
+ *                                    every write with DQ_OPT_DURABLE);
+ *                                    on every connection the op wrote
+ *                                    through (dq__op_wait_lost when one
+ *                                    is gone)
  *   dq__op_status(&op)                exactly what the sync call returns;
  *                                    op->err holds its message
  *   dq__op_clear(&op)
@@ -203,6 +208,10 @@ int dq__op_next(dq__op *op);
 /* After the last script reply: 1 and the WAIT command's RESP bytes (they
  * live in op) when one is due, else 0. */
 int dq__op_wait_cmd(dq__op *op, const char **resp, size_t *len);
+/* A driver could not send a WAIT that was due (the connection the writes
+ * went through was replaced meanwhile): the op fails with DQ_EREPLICAS,
+ * its writes made but not confirmed (a poll hands out nothing). */
+void dq__op_wait_lost(dq__op *op);
 /* The call's result: what the sync function returns. */
 int dq__op_status(const dq__op *op);
 void dq__op_clear(dq__op *op);

@@ -88,12 +88,23 @@ int dq_options_set_int(dq_options *o, int option, int64_t v) {
     case DQ_OPT_LAYOUT:
         slot = &o->layout, hi = DQ_LAYOUT_COMPACT_PUSH;
         break;
+    case DQ_OPT_DURABLE:
+        slot = &o->durable, hi = 1;
+        break;
     default:
         return DQ_EINVAL;
     }
     if (v < lo || v > hi)
         return DQ_EINVAL;
     *slot = v;
+    return DQ_OK;
+}
+
+int dq__options_check(const dq_options *o, dq__err *err) {
+    if (o->durable && o->wait_replicas < 1)
+        return dq__err_set(err, DQ_EINVAL,
+                          "DQ_OPT_DURABLE needs DQ_OPT_WAIT_REPLICAS of 1 "
+                          "or more (every replica Sentinel may promote)");
     return DQ_OK;
 }
 

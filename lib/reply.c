@@ -33,6 +33,8 @@ int dq__reply_error(const dq__reply *r, const char *what, dq__err *err) {
              dq__reply_is_error(r, "ERR invalid username-password") ||
              dq__reply_is_error(r, "ERR AUTH"))
         code = DQ_EAUTH;
+    else if (dq__reply_is_error(r, "NOREPLICAS"))
+        code = DQ_EREPLICAS; /* min-replicas-to-write: not run */
     return dq__err_set(err, code, "%s: Redis error: %.*s", what,
                       (int)(rr->len > 400 ? 400 : rr->len), rr->str);
 }

@@ -487,7 +487,7 @@ START_TEST(options_set_int) {
     dq_options *o = dq_options_new();
     ck_assert_ptr_nonnull(o);
     /* unknown and string keys */
-    const int keys[] = {0, 13, 99, -1, DQ_OPT_NAMESPACE, DQ_OPT_PASSWORD,
+    const int keys[] = {0, DQ_OPT_DURABLE + 1, 99, -1, DQ_OPT_NAMESPACE, DQ_OPT_PASSWORD,
                         DQ_OPT_TLS_SERVER_NAME, 107};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         ck_assert_msg(dq_options_set_int(o, keys[i], 1) == DQ_EINVAL, "key %d",
@@ -506,6 +506,7 @@ START_TEST(options_set_int) {
         {DQ_OPT_DONE_TTL_MS, 0, INT64_C(604800000)},
         {DQ_OPT_PARTITIONS, 0, 1024},
         {DQ_OPT_COUNTERS, 0, 1},
+        {DQ_OPT_DURABLE, 0, 1},
     };
     for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
         int k = ranges[i].key;

@@ -104,7 +104,7 @@ _OPT_INT = {
 }
 # Options that are on or off: True/False (or 1/0), given to the library as
 # int 1/0.
-_OPT_BOOL = {"counters": 10}
+_OPT_BOOL = {"counters": 10, "durable": 13}
 _OPT_STR = {
     "namespace": 100, "username": 101, "password": 102, "tls_ca_file": 103,
     "tls_cert_file": 104, "tls_key_file": 105, "tls_server_name": 106,
@@ -616,7 +616,7 @@ class Client:
            command_timeout_ms=None, max_payload=None, wait_cap_ms=None,
            wait_replicas=None, wait_replicas_timeout_ms=None,
            done_ttl_ms=None, partitions=None, counters=None, lease_ms=None,
-           layout=None, username=None,
+           layout=None, durable=None, username=None,
            password=None, tls_ca_file=None,
            tls_cert_file=None, tls_key_file=None, tls_server_name=None)
 
@@ -626,7 +626,11 @@ class Client:
     for counters(); give it to every producer and consumer of a queue.
     layout=LAYOUT_COMPACT or LAYOUT_COMPACT_PUSH (DQ_OPT_LAYOUT) is the
     layout of queues without a "layout" setting for this client's pushes
-    and polls."""
+    and polls.
+    durable=True (DQ_OPT_DURABLE, with wait_replicas=N >= 1) makes every
+    write wait for N replicas: a poll hands out jobs only once their
+    leases reached them, and an unconfirmed write raises
+    NotEnoughReplicas."""
 
     def __init__(self, uri="redis://127.0.0.1:6379", **options):
         self._c = None
