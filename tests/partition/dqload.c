@@ -92,19 +92,6 @@ static void logf_line(const struct load *l, const char *fmt, const char *a,
     fflush(l->hist);
 }
 
-/* The durable mode, when the library has it (meson defines
- * DQJ_HAVE_DURABLE then). */
-static int set_durable(dq_options *o)
-{
-#ifdef DQJ_HAVE_DURABLE
-    return dq_options_set_int(o, DQ_OPT_DURABLE, 1);
-#else
-    (void)o;
-    fprintf(stderr, "dqload: this libdelayq has no durable mode\n");
-    return -1;
-#endif
-}
-
 static dq_options *load_options(const struct load *l)
 {
     dq_options *o = dq_options_new();
@@ -118,7 +105,7 @@ static dq_options *load_options(const struct load *l)
         dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS, l->wait_replicas);
         dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, 500);
     }
-    if (l->durable && set_durable(o) != 0) {
+    if (l->durable && dq_options_set_int(o, DQ_OPT_DURABLE, 1) != 0) {
         dq_options_free(o);
         return NULL;
     }

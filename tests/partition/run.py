@@ -45,10 +45,11 @@ SIDES = ('A', 'B')
 
 
 class Timing:
-    def __init__(self, long):
+    def __init__(self, long, mode):
         k = 4 if long else 1
         self.warm, self.post = 2.0 * k, 2.0 * k
-        self.hold = 6.0 if not long else 15.0
+        self.hold = (6.0 if not long else 15.0) + \
+            (detect_ms(mode) - 1000) / 1000
         self.drain_ms = LEASE_MS + 15000
 
 
@@ -108,11 +109,12 @@ class Sentinel:
     def start(self, net, mode, env_of):
         for node in self.data:
             extra = [] if node == 'n1' else ['replicaof %s 6379' % net.ip('n1')]
-            extra += mode_conf(mode)
+            extra += mode_conf(mode, len(self.data) - 1)
             net.start(node, ['redis-server', redis_conf(net, node, extra)],
                       node, env=env_of(node))
         for node in self.sentinels:
-            net.start(node, ['redis-server', self.sentinel_conf(net, node),
+            net.start(node, ['redis-server',
+                             self.sentinel_conf(net, node, mode),
                              '--sentinel'], node)
         wait_for('replicas', lambda: 'connected_slaves:2' in
                  cli(net, 'n1', 'INFO', 'replication'), 20)
@@ -127,7 +129,7 @@ class Sentinel:
         out = cli(net, s, 'SENTINEL', 'master', 'm', port=26379)
         return 'num-other-sentinels\n2' in out and 'num-slaves\n2' in out
 
-    def sentinel_conf(self, net, node):
+    def sentinel_conf(self, net, node, mode):
         d = os.path.join(net.workdir, node)
         os.makedirs(d, exist_ok=True)
         conf = os.path.join(d, 'sentinel.conf')
@@ -136,7 +138,8 @@ class Sentinel:
                           'logfile ' + os.path.join(d, 'sentinel.log'),
                           'sentinel resolve-hostnames no',
                           'sentinel monitor m %s 6379 2' % net.ip('n1'),
-                          'sentinel down-after-milliseconds m 1000',
+                          'sentinel down-after-milliseconds m %d'
+                          % detect_ms(mode),
                           'sentinel failover-timeout m 3000'])
         return conf
 
@@ -178,9 +181,10 @@ class Cluster:
 
     def start(self, net, mode, env_of):
         for node in self.data:
-            extra = ['cluster-enabled yes', 'cluster-node-timeout 1000',
+            extra = ['cluster-enabled yes',
+                     'cluster-node-timeout %d' % detect_ms(mode),
                      'cluster-config-file nodes.conf',
-                     'cluster-allow-replica-migration no'] + mode_conf(mode)
+                     'cluster-allow-replica-migration no'] + mode_conf(mode, 1)
             net.start(node, ['redis-server', redis_conf(net, node, extra)],
                       node, env=env_of(node))
         for node in self.data:
@@ -237,9 +241,19 @@ class Cluster:
             self.synced(net, n) for n in self.data)
 
 
-def mode_conf(mode):
+def detect_ms(mode):
+    """How long a primary may be silent before the Sentinels (down-after-
+    milliseconds) or the other primaries (cluster-node-timeout) fail it
+    over: above the durable mode's min-replicas-max-lag, which must be
+    shorter (in whole seconds)."""
+    return 3000 if mode == 'durable' else 1000
+
+
+def mode_conf(mode, replicas):
+    """The durable mode's server settings: a primary that cannot reach its
+    replicas stops taking writes before one of them is promoted."""
     if mode == 'durable':
-        return ['min-replicas-to-write 1', 'min-replicas-max-lag 2']
+        return ['min-replicas-to-write %d' % replicas, 'min-replicas-max-lag 2']
     return []
 
 
@@ -458,7 +472,7 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, f: sys.exit(128 + s))
     netmod.reap_stale()
-    timing = Timing(args.long)
+    timing = Timing(args.long, args.mode)
     results, bad = [], 0
     for _ in range(args.repeat):
         for sc in args.scenario or SCENARIOS + (LONG_EXTRA if args.long
