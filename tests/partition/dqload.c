@@ -15,11 +15,12 @@
  * holds a job from its poll's ok to its ack's invoke (or lapse): the
  * checker (check.py) compares those intervals across processes.
  *
- * A producer pushes a job every 20 ms (ids PROC-1, PROC-2, ...), due 0, 1,
- * 2 or 3 s later in turn.
+ * A producer pushes a job every EVERY_MS ms (20 unless given; ids PROC-1,
+ * PROC-2, ...), due 0, 1, ... DELAYS - 1 s later in turn (DELAYS 4 unless
+ * given).
  *
- * Usage: dqload ROLE URI QUEUE HISTORY PROC RUN_MS [WAIT_REPLICAS [LEASE_MS
- *        [WORK_MS]]]
+ * Usage: dqload ROLE URI QUEUE HISTORY PROC RUN_MS [WAIT [LEASE_MS
+ *        [WORK_MS [DELAYS [EVERY_MS]]]]]
  * WAIT: N for DQ_OPT_WAIT_REPLICAS = N, dN for the durable mode with N.
  * ROLE: producer | sync | event | drain.  SIGTERM ends the run early.
  * A drain polls until the queue is empty (or RUN_MS passed) and acks all.
@@ -41,7 +42,7 @@
 struct load {
     const char *role, *uri, *queue, *proc;
     FILE *hist;
-    int64_t end_ns, lease_ms, work_ms;
+    int64_t end_ns, lease_ms, work_ms, delays, every_ms;
     int wait_replicas, durable;
 };
 
@@ -119,9 +120,9 @@ static void produce_one(struct load *l, dq_client *c, long seq)
     char id[64];
     snprintf(id, sizeof id, "%s-%ld", l->proc, seq);
     logf_line(l, "invoke push %s%s", id, NULL, 0);
-    /* delays of 0..3 s: a delayed job pushed on a primary that loses its
-     * data is lost; one due at once may have run on that side first */
-    int64_t delay_ms = (seq % 4) * 1000;
+    /* a delayed job pushed on a primary that loses its data is lost; one
+     * due at once may have run on that side first */
+    int64_t delay_ms = (seq % l->delays) * 1000;
     int rc = dq_push(c, l->queue, "x", 1, delay_ms, id, DQ_PUSH_KEEP, NULL, 0,
                      NULL);
     logf_line(l, "%s push %s %d", outcome(rc), id, rc);
@@ -131,7 +132,7 @@ static int run_producer(struct load *l, dq_client *c)
 {
     for (long seq = 1; running(l); seq++) {
         produce_one(l, c, seq);
-        sleep_ms(20);
+        sleep_ms(l->every_ms);
     }
     return 0;
 }
@@ -377,6 +378,10 @@ static int parse(struct load *l, int argc, char **argv)
     l->wait_replicas = argc > 7 ? atoi(argv[7] + l->durable) : 0;
     l->lease_ms = argc > 8 ? strtoll(argv[8], NULL, 10) : 3000;
     l->work_ms = argc > 9 ? strtoll(argv[9], NULL, 10) : 100;
+    l->delays = argc > 10 ? strtoll(argv[10], NULL, 10) : 4;
+    l->every_ms = argc > 11 ? strtoll(argv[11], NULL, 10) : 20;
+    if (l->delays < 1 || l->every_ms < 1)
+        return -1;
     l->hist = fopen(argv[4], "a");
     return l->hist ? 0 : -1;
 }
@@ -386,7 +391,8 @@ int main(int argc, char **argv)
     struct load l;
     if (parse(&l, argc, argv) != 0) {
         fprintf(stderr, "usage: dqload producer|sync|event|drain URI QUEUE "
-                        "HISTORY PROC RUN_MS [WAIT [LEASE_MS [WORK_MS]]]\n");
+                        "HISTORY PROC RUN_MS [WAIT [LEASE_MS [WORK_MS [DELAYS "
+                        "[EVERY_MS]]]]]\n");
         return 2;
     }
     signal(SIGTERM, on_term);

@@ -274,7 +274,19 @@ def wait_replicas(mode, topo):
     return {'default': '0', 'wait': '1', 'durable': 'd%d' % n}[mode]
 
 
-def start_clients(net, topo, args, hist, run_ms):
+def pace(fault):
+    """dqload's DELAYS and EVERY_MS: jobs due 0..3 s later, one every 20 ms
+    per producer (more than the consumers take: a backlog builds up), but
+    for the clock jump jobs due at once, one every 100 ms, which the
+    consumers keep up with.  Expired leases are due again at their
+    deadline, behind every job due before it: only with no backlog are the
+    jobs whose leases the jump ended the next ones polled, while their
+    holders still run them.  (With a backlog the holders have acked by
+    then, and the jump costs nothing.)"""
+    return ['1', '100'] if fault == 'clock' else ['4', '20']
+
+
+def start_clients(net, topo, args, hist, run_ms, fault):
     procs = []
     for side, role_ in CLIENTS:
         node = client_node(side, role_)
@@ -282,7 +294,8 @@ def start_clients(net, topo, args, hist, run_ms):
         procs.append((name, net.start(node, [
             args.dqload, role_, topo.uri(net), QUEUE,
             os.path.join(hist, name + '.hist'), name, str(run_ms),
-            wait_replicas(args.mode, topo), str(LEASE_MS), str(WORK_MS)], name)))
+            wait_replicas(args.mode, topo), str(LEASE_MS), str(WORK_MS)] +
+            pace(fault), name)))
     return procs
 
 
@@ -416,7 +429,7 @@ def run_one(args, scenario, timing):
             net.add_node(node)
         topo.start(net, args.mode, clock_env(net, args, fault))
         run_ms = int((timing.warm + timing.hold + timing.post + 25) * 1000)
-        clients = start_clients(net, topo, args, hist, run_ms)
+        clients = start_clients(net, topo, args, hist, run_ms, fault)
         time.sleep(timing.warm)
         ev('fault ' + fault)
         FAULTS[fault](net, topo, timing, ev)
