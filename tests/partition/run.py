@@ -22,7 +22,8 @@ library's durable mode, servers with min-replicas-to-write 1).
 Prints one line per run and a table; exits 1 when a run failed to complete
 (setup, drain), a history was malformed, a run without a fault lost an
 acked push, had overlapping leases or re-ran an acked job (with
---expect-safe: any run did); exits 77 when not root.  bash run.sh wraps
+--expect-safe: any run did, overlapping leases under a clock jump
+excepted); exits 77 when not root.  bash run.sh wraps
 this with a build of its own.
 """
 import argparse
@@ -455,7 +456,12 @@ def run_one(args, scenario, timing):
 
 
 def unsafe(res):
-    return res['lost'] or res['overlap'] or res['acked_rerun']
+    """A lost acked push, an acked job run again, or overlapping leases
+    (but under a clock jump, which shortens the leases the jumping server
+    granted: no mode can hold those, and the checker counts them)."""
+    clock = res['scenario'].endswith(':clock')
+    return res['lost'] or res['acked_rerun'] or \
+        (res['overlap'] and not clock)
 
 
 def failed(args, res):
