@@ -11,6 +11,7 @@ PACKAGES=(
     redis-server redis-tools
     python3 gnuplot-nox clang valgrind cmake
     ca-certificates openssl libssl-dev
+    iproute2 nftables
 )
 
 die() { printf 'deps: error: %s\n' "$*" >&2; exit 1; }

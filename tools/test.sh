@@ -308,6 +308,9 @@ meson compile -C build-asan
 # C (fan-out over partitions, merged replies) runs here in the cluster
 # suite's runs on partitioned queues (cluster, async_cluster).
 RERUNS=(--no-suite compact --no-suite compact_fault --no-suite partitioned)
+# The partition suite (network namespaces, tests/partition/run.py) runs
+# once, under build: its faults are in the network, not in the C.
+RERUNS+=(--no-suite partition)
 banner "build-asan: test (without suites bench, browser, compact, compact_fault, partitioned)"
 MAIN_ARGS=(--timeout-multiplier 3 --no-suite bench --no-suite browser
            "${RERUNS[@]}" --no-suite cluster)
