@@ -397,6 +397,12 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
  * every partition (dq_config_set writes each partition in turn: an error
  * half-way leaves the earlier ones changed; set again), rate_max and
  * dead_max split evenly over the partitions.
+ * The limit on jobs in flight (DQ_SET_MAX_INFLIGHT) counts the leases
+ * whose deadline has not passed, inside Redis at each poll: a poll leases
+ * at most the free slots, and one that finds none says (next_due_ms) when
+ * the first lease ends; an ack, nack or cancel that frees a slot wakes one
+ * waiting consumer (dq_poll_wait).  A partitioned queue splits it evenly
+ * (each partition limits its own share).
  */
 #define DQ_SET_MAX_ATTEMPTS 1    /* 0..DQ_ATTEMPTS_MAX (0 = unlimited):
                                     deliveries before a job is dead-lettered
@@ -430,7 +436,14 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
 #define DQ_SET_LAYOUT 12         /* DQ_LAYOUT_*: how pending jobs are
                                     stored (unset: the calling client's
                                     DQ_OPT_LAYOUT) */
-#define DQ_SET__COUNT 12         /* number of settings */
+#define DQ_SET_MAX_INFLIGHT 13   /* 1..DQ_INFLIGHT_MAX: at most this many
+                                    jobs of the queue leased at once, over
+                                    all consumers (a partitioned queue: at
+                                    least one per partition, split evenly);
+                                    a lease frees its slot when the job is
+                                    acked, nacked, cancelled or
+                                    dead-lettered, or when it runs out */
+#define DQ_SET__COUNT 13         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
  * pending job in a sorted set and a hash: about 180 bytes of Redis memory
@@ -463,6 +476,7 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
 #define DQ_EXPIRED_DROP 1
 #define DQ_RATE_MAX 100000
 #define DQ_RATE_WINDOW_MAX INT64_C(86400000) /* 1 day */
+#define DQ_INFLIGHT_MAX 1000000
 #define DQ_UNSET (-1)            /* a value that unsets a setting (set), or
                                     says it is not set (get) */
 

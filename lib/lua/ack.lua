@@ -6,6 +6,7 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/repeat"
+--- @include "include/fair"
 -- ack.lua: finishes jobs and deletes all their data, or, for a repeating
 -- job (include/repeat.lua), schedules its next run instead: due
 -- at the first slot of its rule strictly after now (runs missed while no
@@ -111,6 +112,8 @@ if #rep > 0 then
     end
 end
 local cands = wake_prep(earliest, earliest and first_due(), now)
+-- a slot of the limit on jobs in flight frees (include/fair.lua)
+local waiters = #in_dead < n and slot_waiters(now, now_us)
 
 counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
@@ -133,4 +136,5 @@ if window > 0 then
 end
 count('acked', n)
 if earliest then wake(earliest, cands, now, now_us) end
+if waiters then slot_freed(waiters) end
 return out

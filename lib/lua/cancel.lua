@@ -3,6 +3,7 @@
 --- @include "include/meta"
 --- @include "include/compact/keys"
 --- @include "include/compact/lib"
+--- @include "include/fair"
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV[2] id, ARGV[3] flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
@@ -25,8 +26,10 @@ if redis.call('ZSCORE', K_DUE, id) then
 end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
+    local waiters = slot_waiters() -- include/fair.lua
     forget()
     redis.call('ZREM', K_LEASE, id)
+    slot_freed(waiters)
     return 3
 end
 -- a compact job (include/compact/keys.lua) has no other field

@@ -6,8 +6,8 @@
 --   set: pairs name, value ('' = unset) -> 0 (the client sends rate_max
 --        and rate_window_ms together, both set or both unset)
 --   get: names -> their values (false when unset)
--- The client checks names and ranges.  rate_max and dead_max hold for the
--- whole queue: a partition keeps its share (rate_part, dead_part: the
+-- The client checks names and ranges.  rate_max, dead_max and
+-- inflight_max (include/fair.lua) hold for the whole queue: a partition keeps its share (rate_part, dead_part: the
 -- total split evenly, at least 1) beside the total, and poll and nack
 -- read the share.  A changed rate limit counts the deliveries already
 -- logged (restarting workers that set the same limit do not reset it).
@@ -36,7 +36,8 @@ end
 for i = 5, #ARGV, 2 do
     local name, v = ARGV[i], ARGV[i + 1]
     local derived = (name == 'rate_max' and 'rate_part') or
-        (name == 'dead_max' and 'dead_part') or nil
+        (name == 'dead_max' and 'dead_part') or
+        (name == 'inflight_max' and 'inflight_part') or nil
     if v == '' then
         dels[#dels + 1] = name
         if derived then dels[#dels + 1] = derived end

@@ -7,6 +7,7 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/retry"
+--- @include "include/fair"
 -- nack.lua: releases a leased job for a retry, or dead-letters it.
 -- ARGV[2] id, ARGV[3] token, ARGV[4] delay ms, ARGV[5] flags (1 = give
 -- up now, 2 = the queue's backoff setting, when it has one, decides the
@@ -45,6 +46,8 @@ if to_dead then
 else
     cands = wake_prep(at, first_due(conf.compact ~= nil), now)
 end
+-- a slot of the limit on jobs in flight frees (include/fair.lua)
+local waiters = where == 'lease' and slot_waiters(now, now_us)
 counts_read()
 if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),
@@ -59,9 +62,11 @@ if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
     dead_trim(trim)
     count('failed', 1)
+    slot_freed(waiters)
     return 1
 end
 redis.call('ZADD', K_DUE, at, id)
 count('retried', 1)
 wake(at, cands, now, now_us)
+slot_freed(waiters)
 return 0
