@@ -113,7 +113,7 @@ if #rep > 0 then
 end
 local cands = wake_prep(earliest, earliest and first_due(), now)
 -- a slot of the limit on jobs in flight frees (include/fair.lua)
-local waiters = #in_dead < n and slot_waiters(now, now_us)
+local waiters = #in_dead < n and slot_waiters(slot_wanted, now, now_us)
 
 counts_read()
 -- Writes: lease is the one key not read above, so it comes first.

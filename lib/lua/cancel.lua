@@ -26,7 +26,8 @@ if redis.call('ZSCORE', K_DUE, id) then
 end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
-    local waiters = slot_waiters() -- include/fair.lua
+    local waiters = slot_waiters( -- include/fair.lua
+        redis.call('HEXISTS', K_JOBS, F_FULL) == 1)
     forget()
     redis.call('ZREM', K_LEASE, id)
     slot_freed(waiters)

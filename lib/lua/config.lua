@@ -1,5 +1,6 @@
 #!lua
 --- @include "include/keys"
+--- @include "include/meta"
 -- config.lua: reads or changes the queue's settings (the conf hash).
 -- ARGV[2] 'set' | 'get', ARGV[3] this partition (0..P-1; 0 for a plain
 -- queue), ARGV[4] partitions P, then
@@ -14,7 +15,7 @@
 -- Settings outlive the queue's jobs: the hash stays until every setting
 -- is unset.  One field is not a setting: "compact", the flag that the
 -- queue has compact jobs (include/compact/keys.lua), kept by the
--- scripts that move jobs in and out of that layout.  The one key written needs no read first: a wrong type fails
+-- scripts that move jobs in and out of that layout.  Each key written needs no read first: a wrong type fails
 -- its first write, before anything changed.
 local action = ARGV[2]
 if action == 'get' then
@@ -49,6 +50,11 @@ for i = 5, #ARGV, 2 do
             sets[#sets + 1] = share(tonumber(v))
         end
     end
+end
+-- no limit on jobs in flight: no poll waits for a slot (include/fair.lua;
+-- written first: a wrong type fails it before anything changed)
+for _, name in ipairs(dels) do
+    if name == 'inflight_max' then redis.call('HDEL', K_JOBS, F_FULL) end
 end
 if #dels > 0 then redis.call('HDEL', K_CONF, unpack(dels)) end
 if #sets > 0 then redis.call('HSET', K_CONF, unpack(sets)) end

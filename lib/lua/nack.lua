@@ -47,7 +47,7 @@ else
     cands = wake_prep(at, first_due(conf.compact ~= nil), now)
 end
 -- a slot of the limit on jobs in flight frees (include/fair.lua)
-local waiters = where == 'lease' and slot_waiters(now, now_us)
+local waiters = where == 'lease' and slot_waiters(slot_wanted, now, now_us)
 counts_read()
 if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),

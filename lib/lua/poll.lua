@@ -88,6 +88,7 @@ end
 -- slot frees on its own once this poll has filled every slot.
 local room, held_until = inflight_room(conf.inflight_part, max, now, lease_ms)
 if room and room < max then max = room end
+local held = false
 
 -- Reads: the oldest expired leases, due jobs and compact due jobs, merged
 -- by time (most polls find no expired lease and no compact job and skip
@@ -291,7 +292,7 @@ if n < max or cands or limited_until or held_until then
     -- script that frees a slot wakes a waiter
     if first and held_until and first < held_until then
         first = held_until
-        inflight_held(lease_ms)
+        held = true
     end
     if not first then
         out[2] = -1
@@ -333,4 +334,5 @@ if n < max or cands or limited_until or held_until then
         out[2] = MOVE_PACE_US
     end
 end
+if room then inflight_mark(held) end
 return out

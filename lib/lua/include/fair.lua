@@ -1,12 +1,12 @@
 -- include/fair.lua: fair claiming: the queue-wide limit on jobs in flight
 -- (built), and the design of tenant groups and priorities beside it.
 --- @include "include/keys"
---- @include "include/compact/keys"
+--- @include "include/meta"
 --- @include "include/wake"
 
 -- A queue that uses none of this pays one more field in the HMGET of conf
--- that poll does anyway, and one EXISTS per ack, nack or cancel call (not
--- per job) of a key that is absent (bench/srvcost.sh: within 3%).
+-- that poll does anyway, and one more field in the HMGET of the metas that
+-- ack and nack do anyway (bench/srvcost.sh: within 3%).
 --
 -- Limit on jobs in flight (DQ_SET_MAX_INFLIGHT).  Settings in conf:
 --   inflight_max   the total over all partitions, as set
@@ -23,14 +23,17 @@
 -- A poll takes at most inflight_part - in flight jobs.  A poll that finds
 -- every slot taken while due work waits answers, like the rate limit, the
 -- time until the first lease in flight ends (next_us), a consumer being
--- registered in idle until then (include/wake.lua), and it sets
---   <prefix>full   STRING  "1", expiring with the lease: a poll was held
---                          back by the limit
--- A script that takes jobs out of lease (ack, nack, cancel of a job in
--- flight) reads full (EXISTS, once per call); when set it deletes it and
--- tells one waiting consumer to poll now (idle_tell), or broadcasts when
--- none is registered.  A lost wake-up (full expired, consumer gone) costs
--- at most the waiter's registration time: the first lease deadline.
+-- registered in idle until then (include/wake.lua), and it sets the field
+-- F_FULL ("\0full", no job's: include/meta.lua) of the jobs hash.  A
+-- script that takes jobs out of lease (ack, nack, cancel of a job in
+-- flight) reads that field in the HMGET of the metas it does anyway
+-- (check_tokens; cancel: one HEXISTS on that rare path); when set it
+-- deletes it and tells one waiting consumer to poll now (idle_tell), or
+-- broadcasts when none is registered.  A poll of a limited queue that is
+-- not held back deletes it, and so does unsetting the limit (config.lua):
+-- a queue whose jobs are gone keeps no hash for it.  A lost wake-up
+-- (consumer gone) costs at most the waiter's registration time: the first
+-- lease deadline.
 --
 -- Groups (DQ_PUSHOPT_GROUP) and priorities (DQ_PUSHOPT_PRIORITY): design,
 -- not built yet.  A job with neither stays in due, as today; the others go
@@ -56,8 +59,6 @@
 -- lease deadline, counted the same way: an expired entry is a free slot);
 -- ack and nack know a job's group from the meta they read ("|g<name>").
 
-local K_FULL = K_PFX .. 'full'
-
 -- The limit on jobs in flight of this partition (conf.inflight_part, or
 -- nil) for a poll of max jobs: how many more it may lease now (nil: no
 -- limit), and, when that is at most max (the poll fills every slot), when
@@ -76,23 +77,22 @@ local function inflight_room(limit, max, now, lease_ms)
     return room, ends
 end
 
--- full is named, not declared (like conf in push.lua): a declared key
--- that is usually absent would cost every call a TRYAGAIN while the
--- queue's slot migrates.  Named, it may raise "non local key" on the
--- source of a migrating slot; the calls below then do without it (a lost
--- wake-up only waits for the first lease to end).
-
--- After a poll held back by the limit: remember it for a lease, so the
--- script that frees a slot wakes a waiter.
-local function inflight_held(lease_ms)
-    redis.pcall('SET', K_FULL, '1', 'PX', lease_ms)
+-- After the writes of a poll of a limited queue: whether it was held back
+-- (so the script that frees a slot wakes a waiter) or not.
+local function inflight_mark(held)
+    if held then
+        redis.call('HSET', K_JOBS, F_FULL, '1')
+    else
+        redis.call('HDEL', K_JOBS, F_FULL)
+    end
 end
 
 -- Before a script's first write, when it takes jobs out of lease: false,
--- or, when a poll waits for a slot (one EXISTS), what slot_freed needs:
--- the waiting consumers and the time (the caller's, when it read TIME).
-local function slot_waiters(now, now_us)
-    if redis.pcall('EXISTS', K_FULL) ~= 1 then return false end
+-- or, when a poll waits for a slot (seen: check_tokens read the marker),
+-- what slot_freed needs: the waiting consumers and the time (the
+-- caller's, when it read TIME).
+local function slot_waiters(seen, now, now_us)
+    if not seen then return false end
     if not now then now, now_us = dq_now() end
     return { idle_peek(now) or {}, now, now_us }
 end
@@ -100,7 +100,7 @@ end
 -- After the writes: a slot is free; one waiter polls now.
 local function slot_freed(w)
     if not w then return end
-    redis.pcall('DEL', K_FULL)
+    redis.call('HDEL', K_JOBS, F_FULL)
     if not idle_tell(w[1], w[2], w[3], nil) then
         redis.call(PUBLISH, CHANNEL, string.format('%d', w[2]))
     end

@@ -13,6 +13,9 @@ local function done_live(score, now_ms, window_ms)
         math.floor(tonumber(score) / 1000) + window_ms > now_ms
 end
 
+-- Whether the last check_tokens found a poll waiting for a slot.
+local slot_wanted = false
+
 -- Checks the lease tokens of ids (a list) against toks.  Returns the
 -- attempts of each id (a number when the token is the current one) or an
 -- error code: -16 stale token, -17 no such job; the set of positions
@@ -26,7 +29,12 @@ local function check_tokens(ids, toks)
     -- payloads of 1 MiB took 2.2 s in Redis 7.0), so an ack of big jobs
     -- reads none; only the payloads of jobs whose token does not match are
     -- read, to tell "stale token" (the job exists) from "no such job".
-    local metas = redis.call('HMGET', K_JOBS, unpack(mfs(ids)))
+    -- (and the marker of a poll waiting for a slot, include/fair.lua: one
+    -- more field of the same HMGET)
+    local fields = mfs(ids)
+    fields[n + 1] = F_FULL
+    local metas = redis.call('HMGET', K_JOBS, unpack(fields))
+    slot_wanted = metas[n + 1] ~= false
     local res, dead, dup, exts = {}, {}, {}, {}
     local seen = n > 1 and {} or nil
     local look = {}
