@@ -546,6 +546,15 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
 #define DQ_PUSHOPT_CRON 6          /* text, dq_push_opts_set_str: the job
                                        repeats on a cron schedule; setting
                                        it unsets DQ_PUSHOPT_EVERY_MS */
+#define DQ_PUSHOPT_GROUP 7         /* text, dq_push_opts_set_str: the
+                                       job's group (a tenant, say): 1..
+                                       DQ_GROUP_MAX bytes of letters,
+                                       digits and "_-.:@"; due jobs are
+                                       handed out round-robin over the
+                                       groups that have some (jobs without
+                                       a group forming one group), oldest
+                                       first within a group */
+#define DQ_GROUP_MAX 64             /* longest group name, bytes */
 #define DQ_EVERY_MIN 10             /* shortest repeat interval, ms */
 #define DQ_TZ_OFFSET_MAX 840        /* largest offset from UTC, minutes */
 
@@ -555,8 +564,8 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
 DQ_EXTERN int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value);
 
 /*
- * Sets the text option opt (DQ_PUSHOPT_CRON) to value, a copy is kept;
- * NULL or "" unsets it.  A cron expression has 5 fields separated by
+ * Sets the text option opt (DQ_PUSHOPT_CRON or DQ_PUSHOPT_GROUP) to value,
+ * a copy is kept; NULL or "" unsets it.  A cron expression has 5 fields separated by
  * blanks: minute (0-59) hour (0-23) day-of-month (1-31) month (1-12)
  * day-of-week (0-7, 0 and 7 are Sunday).  A field is '*', a number, a
  * range a-b, a step * /n or a-b/n (n at most the field's span), or a

@@ -111,6 +111,7 @@ struct dq_push_opts {
     int tz_min;           /* the cron's offset from UTC, minutes */
     dq__cron cron;        /* the parsed cron */
     char cron_text[201];  /* its text (at most DQ_CRON_TEXT_MAX bytes) */
+    char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
     char errmsg[512];     /* why the last set failed ("" none) */
 };
 

@@ -3,9 +3,12 @@
  * flight (DQ_SET_MAX_INFLIGHT, lib/lua/include/fair.lua).  Every way out of
  * flight frees a slot (ack, nack, cancel, a lease that runs out, a consumer
  * killed while holding every slot), a held-back poll says when to come
- * back, a freed slot wakes a waiter, and a randomized run of claims,
- * acks, nacks, cancels and expiries never has more leased than the limit
- * (sampled from Redis) and agrees with a reference model of the holds.
+ * back, a freed slot wakes a waiter; tenant groups (DQ_PUSHOPT_GROUP) are
+ * served round-robin, a lone job of a small group beside a burst of a big
+ * one in the first poll; and a randomized run of claims of grouped and
+ * plain jobs, acks, nacks, cancels and expiries never has more leased
+ * than the limit (sampled from Redis), agrees with a reference model of
+ * the holds, finishes every job once and leaves no group index behind.
  *
  * The count in flight is read from Redis (leases whose deadline is after
  * the server's now), never trusted from the clients.
@@ -294,6 +297,93 @@ START_TEST(limit_killed_holders) {
 }
 END_TEST
 
+/* ---- groups -------------------------------------------------------------- */
+
+/* Pushes n jobs of group g (NULL: none) due at the absolute server time
+ * at, with ids "<prefix><k>". */
+static void push_group(dq_client *c, const char *q, const char *g,
+                       const char *prefix, int n, int64_t at) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    if (g != NULL)
+        ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    enum { B = 500 };
+    static char idb[B][40];
+    const char *ids[B];
+    const void *pls[B];
+    size_t lens[B];
+    int64_t times[B];
+    for (int done = 0; done < n;) {
+        int k = n - done < B ? n - done : B;
+        for (int i = 0; i < k; i++) {
+            snprintf(idb[i], sizeof(idb[i]), "%s%d", prefix, done + i);
+            ids[i] = idb[i], pls[i] = "x", lens[i] = 1, times[i] = at;
+        }
+        int rc = dq_push_batch_ex(c, q, (size_t)k, pls, lens, times, ids,
+                                  DQ_PUSH_AT, o, NULL, NULL);
+        ck_assert_msg(rc == k, "push: %d %s", rc, dq_errmsg(c));
+        done += k;
+    }
+    dq_push_opts_free(o);
+}
+
+/* The promise: many jobs of A and one of B due at the same moment; B's
+ * job is in the first poll with max 2 (a partitioned queue keeps the
+ * promise per partition: in the first poll of B's partition, so within
+ * the first polls that visit every partition). */
+START_TEST(group_burst) {
+    int np = tu_parts();
+    int64_t at = server_ms(R) - 1000;
+    push_group(C, Q, "A", "a", 3000, at);
+    push_group(C, Q, "B", "b", 1, at);
+    int found = -1;
+    for (int k = 0; k < np && found < 0; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, Q, 2, 30000, &j, NULL);
+        ck_assert_int_gt(n, 0);
+        for (int i = 0; i < n; i++)
+            if (strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), "b0") == 0)
+                found = k;
+        dq_jobs_free(j);
+    }
+    ck_assert_msg(found >= 0, "B's job not in the first %d polls", np);
+}
+END_TEST
+
+/* Round-robin: four groups (one of them the jobs without a group) with
+ * due jobs; every poll of max 4 takes one of each, and each group's jobs
+ * come oldest first. */
+START_TEST(group_round_robin) {
+    if (tu_parts() > 1)
+        return; /* fairness is per partition: the ids spread over them */
+    int64_t now = server_ms(R);
+    push_group(C, Q, "x", "x", 5, now - 400);
+    push_group(C, Q, "y", "y", 5, now - 300);
+    push_group(C, Q, "z", "z", 5, now - 200);
+    /* (jobs without a group join the round once the queue has groups) */
+    push_group(C, Q, NULL, "n", 5, now - 500);
+    int last[128];
+    memset(last, -1, sizeof(last));
+    for (int round = 0; round < 5; round++) {
+        dq_jobs *j = NULL;
+        ck_assert_int_eq(poll_n(C, Q, 4, 30000, &j, NULL), 4);
+        int seen[128] = {0};
+        for (int i = 0; i < 4; i++) {
+            const char *id = dq_job_id(dq_jobs_at(j, (size_t)i));
+            unsigned char g = (unsigned char)id[0];
+            int k = atoi(id + 1);
+            ck_assert_msg(!seen[g], "round %d: two jobs of group %c", round,
+                          g);
+            seen[g] = 1;
+            ck_assert_int_eq(k, last[g] + 1); /* oldest first */
+            last[g] = k;
+        }
+        dq_jobs_free(j);
+    }
+    ck_stats(C, Q, 0, 0, 20, 0);
+}
+END_TEST
+
 /* ---- a randomized run against a reference model --------------------------- */
 
 /* The model: the jobs each client holds (id, token, lease deadline on the
@@ -317,6 +407,7 @@ typedef struct model {
     int finished;
 } model;
 
+/* "j<k>" or, pushed with a group, "j<k>_0" (push_group's ids). */
 static int job_no(const char *id) { return atoi(id + 1); }
 
 static int live_holds(const model *m, int64_t now) {
@@ -401,10 +492,18 @@ START_TEST(limit_model) {
         int L = np * (1 + (int)(rand_r(&seed) % 4));
         set_limit(C, q, L);
         model m = {.n = 0};
+        /* a third without a group, the others in one of three */
+        static const char *const gname[4] = {NULL, "g0", "g1", "g2"};
         for (int i = 0; i < MJOBS; i++) {
             char id[16];
-            snprintf(id, sizeof(id), "j%d", i);
-            push_text(C, q, "x", (int64_t)(rand_r(&seed) % 200), id, 0, NULL);
+            const char *g = gname[rand_r(&seed) % 4];
+            snprintf(id, sizeof(id), g ? "j%d_" : "j%d", i);
+            if (g == NULL) {
+                push_text(C, q, "x", (int64_t)(rand_r(&seed) % 200), id, 0,
+                          NULL);
+                continue;
+            }
+            push_group(C, q, g, id, 1, server_ms(R) + rand_r(&seed) % 200);
         }
         int64_t end = th_mono_ms() + 8000;
         int steps = 0;
@@ -429,6 +528,10 @@ START_TEST(limit_model) {
         ck_assert_int_eq(m.finished, MJOBS);
         ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", q, "due"), 0);
         ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", q, "lease"), 0);
+        /* the groups' index: one poll drops what is left of it */
+        dq_jobs *none = NULL;
+        ck_assert_int_eq(poll_n(C, q, 10, 1000, &none, NULL), 0);
+        ck_assert_int_eq(tu_sum(R, "EXISTS", "dq", q, "gq"), 0);
     }
     dq_close(cs[1]);
     dq_close(cs[2]);
@@ -440,4 +543,6 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_lease_expiry", limit_lease_expiry, 30, &fx},
     {"limit_wakes_waiter", limit_wakes_waiter, 30, &fx},
     {"limit_killed_holders", limit_killed_holders, 60, &fx},
+    {"group_burst", group_burst, 60, &fx},
+    {"group_round_robin", group_round_robin, 30, &fx},
     {"limit_model", limit_model, 60, &fx})

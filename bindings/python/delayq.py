@@ -66,6 +66,7 @@ _PUSH_KEEP, _PUSH_REPLACE, _PUSH_AT = 0, 1, 2
 # Push options (DQ_PUSHOPT_*).
 _PO_MAX_ATTEMPTS, _PO_EXPIRE_AT, _PO_EXPIRE_IN_MS = 1, 2, 3
 _PO_EVERY_MS, _PO_TZ_OFFSET_MIN, _PO_CRON = 4, 5, 6
+_PO_GROUP = 7
 EVERY_MIN = 10
 TZ_OFFSET_MAX = 840
 PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
@@ -715,7 +716,8 @@ class Client:
 
     def push(self, queue, payload, delay_ms=0, *, at_ms=None, id=None,
              replace=False, every_ms=None, cron=None, tz_offset_min=0,
-             max_attempts=None, expire_in_ms=None, expire_at_ms=None):
+             max_attempts=None, expire_in_ms=None, expire_at_ms=None,
+             group=None):
         """Pushes one job due delay_ms from now, or at at_ms (server epoch
         ms).  id None lets the library generate one.  replace: what to do
         when the id exists (False: keep it).  Returns (id, outcome) with
@@ -727,7 +729,10 @@ class Client:
         needs an id, cannot expire, and is registered once per id: each ack
         schedules its next run (missed runs run once).  max_attempts: the
         job's own; expire_in_ms / expire_at_ms: no delivery starts after
-        then.  A bad option raises InvalidArgument and sends nothing."""
+        then.  group: the job's group (a tenant, say: letters, digits and
+        "_-.:@", at most 64 bytes); due jobs are handed out round-robin
+        over the groups.  A bad option raises InvalidArgument and sends
+        nothing."""
         q = _enc(queue, "queue", "EQUEUE")
         data = _payload(payload)
         jid = None if id is None else _enc(id, "id", "EID")
@@ -745,9 +750,11 @@ class Client:
                                     (_PO_EXPIRE_IN_MS, expire_in_ms),
                                     (_PO_EXPIRE_AT, expire_at_ms))
                 if v is not None]
-        if cron is not None or opts or tz_offset_min:
+        texts = [(o, t) for o, t in ((_PO_CRON, cron), (_PO_GROUP, group))
+                 if t is not None]
+        if texts or opts or tz_offset_min:
             return self._push_ex(q, data, jid, flags, delay_ms, at_ms, opts,
-                                 cron, tz_offset_min)
+                                 texts, tz_offset_min)
         with self._lock:
             c = self._handle()
             if at_ms is not None:
@@ -760,7 +767,7 @@ class Client:
             self._check(rc)
         return _dec(out.value), _OUTCOMES.get(outcome.value, outcome.value)
 
-    def _push_ex(self, q, data, jid, flags, delay_ms, at_ms, opts, cron,
+    def _push_ex(self, q, data, jid, flags, delay_ms, at_ms, opts, texts,
                  tz_offset_min):
         """push() with options: one dq_push_opts for the call."""
         po = _lib.dq_push_opts_new()
@@ -774,13 +781,14 @@ class Client:
                 if _lib.dq_push_opts_set(po, o, v) < 0:
                     raise _error(ERRORS["EINVAL"],
                                  _dec(_lib.dq_push_opts_errmsg(po)))
-            if cron is not None:
-                text = cron.encode("utf-8") if isinstance(cron, str) else cron
+            for o, text in texts:
+                if isinstance(text, str):
+                    text = text.encode("utf-8")
                 if b"\0" in text or _lib.dq_push_opts_set_str(
-                        po, _PO_CRON, text) < 0:
+                        po, o, text) < 0:
                     raise _error(ERRORS["EINVAL"],
                                  _dec(_lib.dq_push_opts_errmsg(po)) or
-                                 "cron: NUL in the expression")
+                                 "NUL in a text option")
             out = ctypes.create_string_buffer(ID_BUF)
             outcome = _c_int(0)
             when = at_ms if at_ms is not None else delay_ms

@@ -27,7 +27,7 @@ local now, now_us = dq_now()
 local flags = tonumber(ARGV[5])
 local conf = settings('max_attempts', 'backoff', 'backoff_base_ms',
                       'backoff_cap_ms', 'backoff_jitter', 'dead_part',
-                      'dead_ttl_ms', 'compact')
+                      'dead_ttl_ms', 'compact', 'grouped')
 local most = max_attempts_of(ext, conf, tonumber(ARGV[6]))
 local to_dead = flags % 2 == 1 or (most > 0 and attempts >= most)
 local reason = ARGV[7]
@@ -66,6 +66,9 @@ if to_dead then
     return 1
 end
 redis.call('ZADD', K_DUE, at, id)
+if conf.grouped then -- include/fair.lua
+    group_add(job_group(ext) or '', { string.format('%d', at), id })
+end
 count('retried', 1)
 wake(at, cands, now, now_us)
 slot_freed(waiters)

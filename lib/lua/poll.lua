@@ -56,7 +56,7 @@ local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
                       'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact',
-                      'layout', 'inflight_part')
+                      'layout', 'inflight_part', 'grouped')
 -- compact jobs (include/compact/keys.lua) only when flagged
 local cany = conf.compact ~= nil
 local C = cany and c_lib()
@@ -95,11 +95,17 @@ local held = false
 -- the merge).
 -- (compact jobs as columns: ids cid, due times cdt, payloads cpay)
 local exp, due, cid, cdt, cpay, cread, crof, ccnt = {}, {}, {}, {}, {}
+local pick -- a grouped queue's picks
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
-    due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
-                     'LIMIT', 0, max)
+    if conf.grouped then -- round-robin over groups (include/fair.lua)
+        pick = group_pick(now, max)
+        due = group_due(pick, now, max)
+    else
+        due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
+                         'LIMIT', 0, max)
+    end
     if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
 end
 -- The mover of the compact layouts (include/compact/keys.lua): a
@@ -275,6 +281,7 @@ if n > 0 then
     count('delivered', delivered)
     count('failed', #died / 2)
 end
+if pick then group_done(pick, from_due, now) end
 
 -- With the rate limit used up, nothing is delivered before a slot frees.
 local limited_until

@@ -1,7 +1,9 @@
 -- include/fair.lua: fair claiming: the queue-wide limit on jobs in flight
--- (built), and the design of tenant groups and priorities beside it.
+-- and tenant groups (built), priorities and per-group limits (designed).
 --- @include "include/keys"
 --- @include "include/meta"
+--- @include "include/batch"
+--- @include "include/compact/keys"
 --- @include "include/wake"
 
 -- A queue that uses none of this pays one more field in the HMGET of conf
@@ -35,29 +37,146 @@
 -- (consumer gone) costs at most the waiter's registration time: the first
 -- lease deadline.
 --
--- Groups (DQ_PUSHOPT_GROUP) and priorities (DQ_PUSHOPT_PRIORITY): design,
--- not built yet.  A job with neither stays in due, as today; the others go
--- to separate ready structures, so the plain path only reads one more conf
--- field, "fair" (a flag the push of such a job sets, like "compact"):
---   <prefix>g<p>:<group> ZSET id -> due ms: the pending jobs of one group
---                        and priority p (group '' = no group, p 1..9; p 0
---                        of group '' is due itself)
---   <prefix>gq           ZSET group -> turn: the groups with pending jobs;
---                        turn = the earliest due time of its sets, or,
---                        after a poll served the group, the poll's ms + a
---                        fraction (behind every group still waiting)
---   <prefix>gp           HASH group -> the priorities it has jobs of (a
---                        bit mask), so a poll reads only sets that exist
--- A poll of a flagged queue reads the groups whose turn has come (LIMIT
--- max, turn order, due counting as group ''), then takes one job per
--- group per round, round-robin, until max: in each group the head of its
--- highest priority set whose head is due (never a job before its due
--- time), oldest due first within one priority.  With 100,000 jobs of A and
--- one of B due together, B's turn is as early as A's, so a poll with
--- max >= 2 takes B's job.  Per-group in flight (DQ_SET_GROUP_MAX_INFLIGHT)
--- would mirror lease for grouped jobs only (<prefix>gl:<group>, id ->
--- lease deadline, counted the same way: an expired entry is a free slot);
--- ack and nack know a job's group from the meta they read ("|g<name>").
+-- Groups (DQ_PUSHOPT_GROUP).  A grouped job stays in due like any job
+-- (so get, list, stats, cancel, ack and everything else see it as before)
+-- and is also indexed by its group:
+--   <prefix>g:<group>  ZSET id -> due ms: the group's pending jobs (group
+--                      '' = jobs without a group, indexed once the queue
+--                      is flagged)
+--   <prefix>gq         ZSET group -> turn: the groups with indexed jobs;
+--                      a push lowers a group's turn to its job's due time
+--                      (ZADD LT), a poll that served the group sets it to
+--                      now + 1 (behind every group whose turn has come)
+--   conf "grouped"     the flag: set by the first grouped push; a queue
+--                      without it never reads the keys above
+-- A poll of a flagged queue reads the groups whose turn has come (at most
+-- max, turn order), up to ceil(max / groups) due jobs of each, and takes
+-- them round-robin (the first of every group, then the second...) until
+-- max; what room is left it fills from due as always (oldest first: jobs
+-- pushed before the flag, retried and requeued jobs, which are not
+-- indexed).  An index entry is only a hint: each is checked against due
+-- (ZMSCORE) before it is taken, and one whose job left due (acked,
+-- cancelled, taken from due by another path) is dropped then, so no
+-- script but push, nack and poll needs to know about groups.  With 100,000
+-- jobs of A and one of B due together, B's turn is as early as A's, so a
+-- poll with max >= 2 takes B's job.
+-- Priorities (DQ_PUSHOPT_PRIORITY) and a limit per group are not built:
+-- a priority would be one more index level (<prefix>g<p>:<group>, the
+-- group's highest due level first); a limit per group would mirror lease
+-- for grouped jobs (<prefix>gl:<group>, id -> lease deadline, counted like
+-- lease: an expired entry is a free slot).
+
+local K_GQ = K_PFX .. 'gq'
+
+-- The index key of a group.
+local function gkey(g) return K_PFX .. 'g:' .. g end
+
+-- The group of a job's options (its meta's "|g<name>"), or nil.
+local function job_group(ext)
+    if ext == '' then return nil end
+    return string.match(ext, '|g([^|]*)')
+end
+
+-- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for due);
+-- the group's turn comes no later than its earliest one.
+local function group_add(g, zadd)
+    local first
+    for k = 1, #zadd, 2 do
+        local at = tonumber(zadd[k])
+        if not first or at < first then first = at end
+    end
+    add_many('ZADD', gkey(g), zadd)
+    redis.call('ZADD', K_GQ, 'LT', string.format('%d', first), g)
+end
+
+-- The due jobs of the groups whose turn has come, round-robin, at most
+-- max, as { id, due, .. } (due's own scores), and what the poll's writes
+-- need: group of each id, and index entries found stale.
+local function group_pick(now, max)
+    local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1, 'LIMIT',
+                          0, max)
+    local per = math.ceil(max / math.max(#gs, 1))
+    local lists, all = {}, {}
+    for i, g in ipairs(gs) do
+        lists[i] = redis.call('ZRANGEBYSCORE', gkey(g), '-inf', now,
+                              'LIMIT', 0, per)
+        for _, id in ipairs(lists[i]) do all[#all + 1] = id end
+    end
+    local pick = { ids = {}, gof = {}, stale = {}, groups = gs }
+    if #all == 0 then return pick end
+    local sc = redis.call('ZMSCORE', K_DUE, unpack(all))
+    local score, k = {}, 0
+    for _, l in ipairs(lists) do
+        for _, id in ipairs(l) do
+            k = k + 1
+            score[id] = sc[k]
+        end
+    end
+    for r = 1, per do
+        for i, l in ipairs(lists) do
+            local id = l[r]
+            if id and #pick.ids < 2 * max and not pick.gof[id] then
+                local s = score[id]
+                if s and tonumber(s) <= now then
+                    pick.ids[#pick.ids + 1] = id
+                    pick.ids[#pick.ids + 1] = s
+                    pick.gof[id] = gs[i]
+                elseif not s then
+                    pick.stale[#pick.stale + 1] = { gs[i], id }
+                end
+            end
+        end
+    end
+    return pick
+end
+
+-- The due read of a flagged queue: the groups' picks, then due's oldest
+-- (those not picked) up to max.
+local function group_due(pick, now, max)
+    local out = pick.ids
+    if #out >= 2 * max then return out end
+    local seen = pick.gof
+    local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
+                           'LIMIT', 0, max)
+    for i = 1, #due, 2 do
+        if #out >= 2 * max then break end
+        if not seen[due[i]] then
+            out[#out + 1] = due[i]
+            out[#out + 1] = due[i + 1]
+        end
+    end
+    return out
+end
+
+-- After a flagged poll's writes: the taken jobs (those of from_due) leave
+-- their group's index, stale entries too, and every group read gets its
+-- next turn: now + 1 if it was served, its head's due time if not, none
+-- if its index is empty.
+local function group_done(pick, taken, now)
+    local rem = {}
+    for _, id in ipairs(taken) do
+        local g = pick.gof[id]
+        if g then
+            rem[g] = rem[g] or {}
+            rem[g][#rem[g] + 1] = id
+        end
+    end
+    for _, e in ipairs(pick.stale) do
+        rem[e[1]] = rem[e[1]] or {}
+        rem[e[1]][#rem[e[1]] + 1] = e[2]
+    end
+    for _, g in ipairs(pick.groups) do
+        if rem[g] then redis.call('ZREM', gkey(g), unpack(rem[g])) end
+        local h = redis.call('ZRANGE', gkey(g), 0, 0, 'WITHSCORES')
+        if not h[2] then
+            redis.call('ZREM', K_GQ, g)
+        else
+            local turn = tonumber(h[2])
+            if rem[g] and turn < now + 1 then turn = now + 1 end
+            redis.call('ZADD', K_GQ, string.format('%d', turn), g)
+        end
+    end
+end
 
 -- The limit on jobs in flight of this partition (conf.inflight_part, or
 -- nil) for a poll of max jobs: how many more it may lease now (nil: no
