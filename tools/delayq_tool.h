@@ -49,7 +49,8 @@ enum {
     DQT_O_GRACE, DQT_O_MAXJOBS, DQT_O_QUIET, DQT_O_JITTER,
     DQT_O_LISTEN, DQT_O_TOKEN, DQT_O_READONLY, DQT_O_COUNTERS, DQT_O_REASON,
     DQT_O_STRICT,
-    DQT_O_EVERY, DQT_O_CRON, DQT_O_TZ, DQT_O_EXPIN, DQT_O_EXPAT
+    DQT_O_EVERY, DQT_O_CRON, DQT_O_TZ, DQT_O_EXPIN, DQT_O_EXPAT,
+    DQT_O_GROUP
 };
 
 /* One option a command accepts.  arg: 0 none, 1 required, 2 optional

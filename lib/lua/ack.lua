@@ -36,7 +36,7 @@ for i = 3, #ARGV, 2 do
     ids[#ids + 1] = ARGV[i]
     toks[#toks + 1] = ARGV[i + 1]
 end
-local res, dead, dup, exts = check_tokens(ids, toks) -- reads jobs
+local res, dead, dup, exts, full = check_tokens(ids, toks) -- reads jobs
 local ok, zadd, in_dead, out, failed = {}, {}, {}, {}, {}
 local rep = {} -- positions in ok of jobs that say they repeat
 local repeats = {} -- their ids
@@ -113,7 +113,8 @@ if #rep > 0 then
 end
 local cands = wake_prep(earliest, earliest and first_due(), now)
 -- a slot of the limit on jobs in flight frees (include/fair.lua)
-local waiters = #in_dead < n and slot_waiters(slot_wanted, now, now_us)
+local F = full and #in_dead < n and fair_lib()
+local waiters = F and F.waiters(now, now_us, idle_peek, dq_now)
 
 counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
@@ -136,5 +137,5 @@ if window > 0 then
 end
 count('acked', n)
 if earliest then wake(earliest, cands, now, now_us) end
-if waiters then slot_freed(waiters) end
+if F then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return out

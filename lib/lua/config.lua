@@ -1,6 +1,5 @@
 #!lua
 --- @include "include/keys"
---- @include "include/meta"
 -- config.lua: reads or changes the queue's settings (the conf hash).
 -- ARGV[2] 'set' | 'get', ARGV[3] this partition (0..P-1; 0 for a plain
 -- queue), ARGV[4] partitions P, then
@@ -54,7 +53,7 @@ end
 -- no limit on jobs in flight: no poll waits for a slot (include/fair.lua;
 -- written first: a wrong type fails it before anything changed)
 for _, name in ipairs(dels) do
-    if name == 'inflight_max' then redis.call('HDEL', K_JOBS, F_FULL) end
+    if name == 'inflight_max' then redis.call('HDEL', K_JOBS, '\0full') end
 end
 if #dels > 0 then redis.call('HDEL', K_CONF, unpack(dels)) end
 if #sets > 0 then redis.call('HSET', K_CONF, unpack(sets)) end

@@ -21,7 +21,7 @@
 -- Every key is read before the first write (jobs by the token check, conf
 -- by settings(), dead by dead_trim_plan or a ZCARD).
 local id = ARGV[2]
-local attempts, err, ext = check_token(id, ARGV[3])
+local attempts, err, ext, full = check_token(id, ARGV[3])
 if not attempts then return err end
 local now, now_us = dq_now()
 local flags = tonumber(ARGV[5])
@@ -46,8 +46,11 @@ if to_dead then
 else
     cands = wake_prep(at, first_due(conf.compact ~= nil), now)
 end
--- a slot of the limit on jobs in flight frees (include/fair.lua)
-local waiters = where == 'lease' and slot_waiters(slot_wanted, now, now_us)
+-- a slot of the limit on jobs in flight frees, or the job goes back to
+-- its group's index (include/fair.lua)
+local F = ((full and where == 'lease') or conf.grouped) and fair_lib()
+local waiters = full and where == 'lease' and
+    F.waiters(now, now_us, idle_peek, dq_now)
 counts_read()
 if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),
@@ -62,14 +65,15 @@ if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
     dead_trim(trim)
     count('failed', 1)
-    slot_freed(waiters)
+    if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
     return 1
 end
 redis.call('ZADD', K_DUE, at, id)
-if conf.grouped then -- include/fair.lua
-    group_add(job_group(ext) or '', { string.format('%d', at), id })
+if conf.grouped then
+    F.add(ext ~= '' and string.match(ext, '|g([^|]*)') or '',
+          { string.format('%d', at), id })
 end
 count('retried', 1)
 wake(at, cands, now, now_us)
-slot_freed(waiters)
+if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return 0

@@ -86,8 +86,12 @@ end
 
 -- The limit on jobs in flight (include/fair.lua): held_until is when a
 -- slot frees on its own once this poll has filled every slot.
-local room, held_until = inflight_room(conf.inflight_part, max, now, lease_ms)
-if room and room < max then max = room end
+local F = (conf.inflight_part or conf.grouped) and fair_lib()
+local room, held_until
+if conf.inflight_part then
+    room, held_until = F.room(conf.inflight_part, max, now, lease_ms)
+    if room < max then max = room end
+end
 local held = false
 
 -- Reads: the oldest expired leases, due jobs and compact due jobs, merged
@@ -100,8 +104,8 @@ if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     if conf.grouped then -- round-robin over groups (include/fair.lua)
-        pick = group_pick(now, max)
-        due = group_due(pick, now, max)
+        pick = F.pick(now, max)
+        due = F.due(pick, now, max)
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                          'LIMIT', 0, max)
@@ -281,7 +285,7 @@ if n > 0 then
     count('delivered', delivered)
     count('failed', #died / 2)
 end
-if pick then group_done(pick, from_due, now) end
+if pick then F.done(pick, from_due, now) end
 
 -- With the rate limit used up, nothing is delivered before a slot frees.
 local limited_until
@@ -341,5 +345,5 @@ if n < max or cands or limited_until or held_until then
         out[2] = MOVE_PACE_US
     end
 end
-if room then inflight_mark(held) end
+if room then F.mark(held) end
 return out

@@ -36,11 +36,6 @@ local function mfs(ids)
     return out
 end
 
--- The one field of the jobs hash that is no job's (ids are not empty, so
--- no mf/ef/rf names it): set while a poll waits for a slot of the limit on
--- jobs in flight (include/fair.lua).
-local F_FULL = '\0full'
-
 -- The field of a repeating job's rule (see push.lua).
 local function rf(id) return id .. '\0r' end
 
