@@ -48,9 +48,8 @@ else
 end
 -- a slot of the limit on jobs in flight frees, or the job goes back to
 -- its group's index (include/fair.lua)
-local F = ((full and where == 'lease') or conf.grouped) and fair_lib()
 local waiters = full and where == 'lease' and
-    F.waiters(now, now_us, idle_peek, dq_now)
+    fair_waiters(now, now_us, idle_peek, dq_now)
 counts_read()
 if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),
@@ -65,15 +64,14 @@ if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
     dead_trim(trim)
     count('failed', 1)
-    if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
+    if waiters then fair_freed(waiters, idle_tell, PUBLISH, CHANNEL) end
     return 1
 end
 redis.call('ZADD', K_DUE, at, id)
 if conf.grouped then
-    F.add(ext ~= '' and string.match(ext, '|g([^|]*)') or '',
-          { string.format('%d', at), id })
+    fair_index(fair_group(ext) or '', { string.format('%d', at), id })
 end
 count('retried', 1)
 wake(at, cands, now, now_us)
-if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
+if waiters then fair_freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return 0

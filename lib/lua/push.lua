@@ -69,11 +69,11 @@ end
 -- key" on the source of a migrating slot instead, and the push goes on as
 -- in the default layout (README, "The compact layout").
 local lay = redis.pcall('HMGET', K_PFX .. 'conf', 'layout', 'compact',
-                        'grouped')
+                        fair_flag())
 if lay.err then lay = { false, false, false } end
 -- the jobs' group (include/fair.lua): indexed by it, as jobs without one
 -- are once the queue has grouped jobs
-local grp = ext ~= '' and string.match(ext, '|g([^|]*)') or nil
+local grp = fair_group(ext)
 local grouped = lay[3] ~= false
 local eager = (lay[1] or string.sub(ARGV[7], 1, 1)) == '2'
 local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
@@ -95,7 +95,7 @@ if #ARGV == 10 and not replace and ext == '' then
     local cands = wake_prep(at, before, now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
-    if grouped then fair_lib().add('', { string.format('%d', at), id }) end
+    if grouped then fair_index('', { string.format('%d', at), id }) end
     if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
@@ -201,10 +201,7 @@ if #unc > 0 then C.remove(unc) end
 if earliest then
     add_many('HSET', K_JOBS, hset)
     add_many('ZADD', K_DUE, zadd)
-    if grp or grouped then fair_lib().add(grp or '', zadd) end
-    if grp and not grouped then
-        redis.pcall('HSET', K_PFX .. 'conf', 'grouped', '1')
-    end
+    if grp or grouped then fair_index(grp or '', zadd, not grouped) end
     if fit > 0 then C.move(cursor, fit) end
 end
 wake(earliest, cands, now, now_us)
