@@ -113,8 +113,8 @@ if #rep > 0 then
 end
 local cands = wake_prep(earliest, earliest and first_due(), now)
 -- a slot of the limit on jobs in flight frees (include/fair.lua)
-local waiters = full and #in_dead < n and
-    fair_waiters(now, now_us, idle_peek, dq_now)
+local F = full and #in_dead < n and fair_lib()
+local waiters = F and F.waiters(now, now_us, idle_peek, dq_now)
 
 counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
@@ -137,5 +137,5 @@ if window > 0 then
 end
 count('acked', n)
 if earliest then wake(earliest, cands, now, now_us) end
-if waiters then fair_freed(waiters, idle_tell, PUBLISH, CHANNEL) end
+if F then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return out

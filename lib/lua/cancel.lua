@@ -27,11 +27,11 @@ end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
     -- a slot of the limit on jobs in flight frees (include/fair.lua)
-    local waiters = redis.call('HEXISTS', K_JOBS, '\0full') == 1 and
-        fair_waiters(nil, nil, nil, dq_now)
+    local F = redis.call('HEXISTS', K_JOBS, '\0full') == 1 and fair_lib()
+    local waiters = F and F.waiters(nil, nil, nil, dq_now)
     forget()
     redis.call('ZREM', K_LEASE, id)
-    if waiters then fair_freed(waiters, nil, PUBLISH, CHANNEL) end
+    if F then F.freed(waiters, nil, PUBLISH, CHANNEL) end
     return 3
 end
 -- a compact job (include/compact/keys.lua) has no other field

@@ -48,8 +48,9 @@ else
 end
 -- a slot of the limit on jobs in flight frees, or the job goes back to
 -- its group's index (include/fair.lua)
+local F = ((full and where == 'lease') or conf.grouped) and fair_lib()
 local waiters = full and where == 'lease' and
-    fair_waiters(now, now_us, idle_peek, dq_now)
+    F.waiters(now, now_us, idle_peek, dq_now)
 counts_read()
 if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),
@@ -64,14 +65,15 @@ if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
     dead_trim(trim)
     count('failed', 1)
-    if waiters then fair_freed(waiters, idle_tell, PUBLISH, CHANNEL) end
+    if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
     return 1
 end
 redis.call('ZADD', K_DUE, at, id)
 if conf.grouped then
-    fair_index(fair_group(ext) or '', { string.format('%d', at), id })
+    F.add(ext ~= '' and string.match(ext, '|g([^|]*)') or '',
+          { string.format('%d', at), id })
 end
 count('retried', 1)
 wake(at, cands, now, now_us)
-if waiters then fair_freed(waiters, idle_tell, PUBLISH, CHANNEL) end
+if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return 0

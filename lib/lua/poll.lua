@@ -56,7 +56,7 @@ local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
                       'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact',
-                      'layout', fair_fields())
+                      'layout', 'inflight_part', 'grouped')
 -- compact jobs (include/compact/keys.lua) only when flagged
 local cany = conf.compact ~= nil
 local C = cany and c_lib()
@@ -86,11 +86,10 @@ end
 
 -- The limit on jobs in flight (include/fair.lua): held_until is when a
 -- slot frees on its own once this poll has filled every slot.
-local f_limit, f_grouped, f_room, f_pick, f_due, f_done, f_mark =
-    fair_poll(conf)
+local F = (conf.inflight_part or conf.grouped) and fair_lib()
 local room, held_until
-if f_limit then
-    room, held_until = f_room(f_limit, max, now, lease_ms)
+if conf.inflight_part then
+    room, held_until = F.room(conf.inflight_part, max, now, lease_ms)
     if room < max then max = room end
 end
 local held = false
@@ -104,9 +103,9 @@ local pick -- a grouped queue's picks
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
-    if f_grouped then -- round-robin over groups (include/fair.lua)
-        pick = f_pick(now, max)
-        due = f_due(pick, now, max)
+    if conf.grouped then -- round-robin over groups (include/fair.lua)
+        pick = F.pick(now, max)
+        due = F.due(pick, now, max)
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                          'LIMIT', 0, max)
@@ -286,7 +285,7 @@ if n > 0 then
     count('delivered', delivered)
     count('failed', #died / 2)
 end
-if pick then f_done(pick, from_due, now) end
+if pick then F.done(pick, from_due, now) end
 
 -- With the rate limit used up, nothing is delivered before a slot frees.
 local limited_until
@@ -346,5 +345,5 @@ if n < max or cands or limited_until or held_until then
         out[2] = MOVE_PACE_US
     end
 end
-if room then f_mark(held) end
+if room then F.mark(held) end
 return out

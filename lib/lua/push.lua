@@ -69,12 +69,8 @@ end
 -- key" on the source of a migrating slot instead, and the push goes on as
 -- in the default layout (README, "The compact layout").
 local lay = redis.pcall('HMGET', K_PFX .. 'conf', 'layout', 'compact',
-                        fair_flag())
+                        'grouped')
 if lay.err then lay = { false, false, false } end
--- the jobs' group (include/fair.lua): indexed by it, as jobs without one
--- are once the queue has grouped jobs
-local grp = fair_group(ext)
-local grouped = lay[3] ~= false
 local eager = (lay[1] or string.sub(ARGV[7], 1, 1)) == '2'
 local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
 local cflag = lay[2] ~= false
@@ -95,7 +91,8 @@ if #ARGV == 10 and not replace and ext == '' then
     local cands = wake_prep(at, before, now)
     if redis.call('HSETNX', K_JOBS, id, ARGV[10]) == 0 then return { 2 } end
     redis.call('ZADD', K_DUE, string.format('%d', at), id)
-    if grouped then fair_index('', { string.format('%d', at), id }) end
+    -- (a queue with groups indexes jobs without one too: include/fair.lua)
+    if lay[3] then fair_lib().add('', { string.format('%d', at), id }) end
     if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
@@ -201,7 +198,15 @@ if #unc > 0 then C.remove(unc) end
 if earliest then
     add_many('HSET', K_JOBS, hset)
     add_many('ZADD', K_DUE, zadd)
-    if grp or grouped then fair_index(grp or '', zadd, not grouped) end
+    if lay[3] or ext ~= '' then
+        -- the jobs' group (include/fair.lua): indexed by it, as jobs
+        -- without one are once the queue has groups (lay[3], its flag)
+        local grp = string.match(ext, '|g([^|]*)')
+        if grp or lay[3] then fair_lib().add(grp or '', zadd) end
+        if grp and not lay[3] then
+            redis.pcall('HSET', K_PFX .. 'conf', 'grouped', '1')
+        end
+    end
     if fit > 0 then C.move(cursor, fit) end
 end
 wake(earliest, cands, now, now_us)

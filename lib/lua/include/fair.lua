@@ -106,6 +106,23 @@ local function fair_lib()
         end
     end
 
+    -- Before a script's first write, when it takes jobs out of lease and
+    -- a poll waits for a slot: what freed needs (the consumers to tell,
+    -- peek: idle_peek or nil; the time, the caller's when it read TIME).
+    function F.waiters(now, now_us, peek, clock)
+        if not now then now, now_us = clock() end
+        return { peek and peek(now) or {}, now, now_us }
+    end
+
+    -- After the writes: a slot is free; one waiter (tell: idle_tell or
+    -- nil) polls now, or all hear it on the queue's channel.
+    function F.freed(w, tell, publish, channel)
+        redis.call('HDEL', K_JOBS, F_FULL)
+        if not (tell and tell(w[1], w[2], w[3], nil)) then
+            redis.call(publish, channel, string.format('%d', w[2]))
+        end
+    end
+
     -- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for
     -- due); the group's turn comes no later than its earliest one.
     function F.add(g, zadd)
@@ -205,61 +222,4 @@ local function fair_lib()
     end
 
     return F
-end
-
--- The helpers below keep the scripts' own bodies free of new constants
--- (field and method names): Lua names a function's first 256 constants
--- in the instruction itself and loads any later one first, so a handful
--- of new names early in a long script made every plain call dearer
--- (bench/srvcost.sh).  Each captures nothing, or only fair_lib.
-
--- The conf fields a poll reads for fair claiming (after its own).
-local function fair_fields() return 'inflight_part', 'grouped' end
-
--- The conf field that says a queue has groups (push reads it).
-local function fair_flag() return 'grouped' end
-
--- The group of a job's options (its meta's "|g<name>"), or nil.
-local function fair_group(ext)
-    if ext == '' then return nil end
-    return string.match(ext, '|g([^|]*)')
-end
-
--- Indexes jobs of group g (zadd: { due, id, .. }); flag: also sets the
--- queue's flag (the first grouped push).  The conf key is named, not
--- declared (as in push.lua's read of it).
-local function fair_index(g, zadd, flag)
-    fair_lib().add(g, zadd)
-    if flag then
-        redis.pcall('HSET', string.sub(KEYS[1], 1, -4) .. 'conf', 'grouped',
-                    '1')
-    end
-end
-
--- For poll, what it calls on a queue with a limit or with groups (all nil
--- for a queue with neither): the limit (this partition's share), whether
--- it has groups, and the functions room, pick, due, done and mark of
--- fair_lib.
-local function fair_poll(conf)
-    local limit, grouped = conf.inflight_part, conf.grouped
-    if not limit and not grouped then return nil end
-    local F = fair_lib()
-    return limit, grouped, F.room, F.pick, F.due, F.done, F.mark
-end
-
--- Before a script's first write, when it takes jobs out of lease and a
--- poll waits for a slot: what fair_freed needs (the consumers to tell,
--- peek: idle_peek or nil; the time, the caller's when it read TIME).
-local function fair_waiters(now, now_us, peek, clock)
-    if not now then now, now_us = clock() end
-    return { peek and peek(now) or {}, now, now_us }
-end
-
--- After the writes: a slot is free; one waiter (tell: idle_tell or nil)
--- polls now, or all hear it on the queue's channel.
-local function fair_freed(w, tell, publish, channel)
-    redis.call('HDEL', KEYS[3], '\0full')
-    if not (tell and tell(w[1], w[2], w[3], nil)) then
-        redis.call(publish, channel, string.format('%d', w[2]))
-    end
 end
