@@ -987,6 +987,9 @@ DQ_EXTERN int64_t dq_job_info_now_ms(const dq_job_info *info);
  * minutes>"; NULL when the job does not repeat (or info is NULL).  Valid
  * as long as info. */
 DQ_EXTERN const char *dq_job_info_repeat(const dq_job_info *info);
+/* The job's group (DQ_PUSHOPT_GROUP), or NULL when it has none (or info
+ * is NULL).  Valid as long as info. */
+DQ_EXTERN const char *dq_job_info_group(const dq_job_info *info);
 /* A deep copy (for an async callback's borrowed info); free it with
  * dq_job_info_free.  NULL if out of memory or info is NULL. */
 DQ_EXTERN dq_job_info *dq_job_info_dup(const dq_job_info *info);

@@ -87,6 +87,7 @@ struct dq_job_info {
     int state;      /* DQ_JOB_* */
     int64_t now_ms; /* the server's time of the lookup */
     char repeat[256]; /* the repeat rule as people read it ("" none) */
+    char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
 };
 
 /* A parsed cron expression (cron.c): bit v of a field set = value v

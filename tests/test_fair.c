@@ -381,6 +381,14 @@ START_TEST(group_round_robin) {
         dq_jobs_free(j);
     }
     ck_stats(C, Q, 0, 0, 20, 0);
+    /* dq_get tells a job's group; a job without one has none */
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(C, Q, "x1", &in), 1);
+    ck_assert_str_eq(dq_job_info_group(in), "x");
+    dq_job_info_free(in);
+    ck_assert_int_eq(dq_get(C, Q, "n1", &in), 1);
+    ck_assert_ptr_null(dq_job_info_group(in));
+    dq_job_info_free(in);
 }
 END_TEST
 

@@ -618,6 +618,7 @@ class TestRepeatAndPushOptions(Base):
         self.c.push(self.q, b"b", id="b", group="small")
         ids = [j.id for j in self.c.poll(self.q, max=2)]
         self.assertIn("b", ids)
+        self.assertEqual(self.c.get(self.q, "a7").group, "big")
         with self.assertRaises(delayq.InvalidArgument):
             self.c.push(self.q, b"x", group="no spaces")
         # at most inflight_max leased at once
