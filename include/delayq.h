@@ -472,6 +472,12 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
  * every partition (dq_config_set writes each partition in turn: an error
  * half-way leaves the earlier ones changed; set again), rate_max and
  * dead_max split evenly over the partitions.
+ * The limit on jobs in flight (DQ_SET_MAX_INFLIGHT) counts the leases
+ * whose deadline has not passed, inside Redis at each poll: a poll leases
+ * at most the free slots, and one that finds none says (next_due_ms) when
+ * the first lease ends; an ack, nack or cancel that frees a slot wakes one
+ * waiting consumer (dq_poll_wait).  A partitioned queue splits it evenly
+ * (each partition limits its own share).
  */
 #define DQ_SET_MAX_ATTEMPTS 1    /* 0..DQ_ATTEMPTS_MAX (0 = unlimited):
                                     deliveries before a job is dead-lettered
@@ -505,7 +511,14 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
 #define DQ_SET_LAYOUT 12         /* DQ_LAYOUT_*: how pending jobs are
                                     stored (unset: the calling client's
                                     DQ_OPT_LAYOUT) */
-#define DQ_SET__COUNT 12         /* number of settings */
+#define DQ_SET_MAX_INFLIGHT 13   /* 1..DQ_INFLIGHT_MAX: at most this many
+                                    jobs of the queue leased at once, over
+                                    all consumers (a partitioned queue: at
+                                    least one per partition, split evenly);
+                                    a lease frees its slot when the job is
+                                    acked, nacked, cancelled or
+                                    dead-lettered, or when it runs out */
+#define DQ_SET__COUNT 13         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
  * pending job in a sorted set and a hash: about 180 bytes of Redis memory
@@ -538,6 +551,7 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
 #define DQ_EXPIRED_DROP 1
 #define DQ_RATE_MAX 100000
 #define DQ_RATE_WINDOW_MAX INT64_C(86400000) /* 1 day */
+#define DQ_INFLIGHT_MAX 1000000
 #define DQ_UNSET (-1)            /* a value that unsets a setting (set), or
                                     says it is not set (get) */
 
@@ -607,6 +621,15 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
 #define DQ_PUSHOPT_CRON 6          /* text, dq_push_opts_set_str: the job
                                        repeats on a cron schedule; setting
                                        it unsets DQ_PUSHOPT_EVERY_MS */
+#define DQ_PUSHOPT_GROUP 8         /* text, dq_push_opts_set_str: the
+                                       job's group (a tenant, say): 1..
+                                       DQ_GROUP_MAX bytes of letters,
+                                       digits and "_-.:@"; due jobs are
+                                       handed out round-robin over the
+                                       groups that have some (jobs without
+                                       a group forming one group), oldest
+                                       first within a group */
+#define DQ_GROUP_MAX 64             /* longest group name, bytes */
 #define DQ_EVERY_MIN 10             /* shortest repeat interval, ms */
 #define DQ_TZ_OFFSET_MAX 840        /* largest offset from UTC, minutes */
 
@@ -616,8 +639,8 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
 DQ_EXTERN int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value);
 
 /*
- * Sets the text option opt (DQ_PUSHOPT_CRON) to value, a copy is kept;
- * NULL or "" unsets it.  A cron expression has 5 fields separated by
+ * Sets the text option opt (DQ_PUSHOPT_CRON or DQ_PUSHOPT_GROUP) to value,
+ * a copy is kept; NULL or "" unsets it.  A cron expression has 5 fields separated by
  * blanks: minute (0-59) hour (0-23) day-of-month (1-31) month (1-12)
  * day-of-week (0-7, 0 and 7 are Sunday).  A field is '*', a number, a
  * range a-b, a step * /n or a-b/n (n at most the field's span), or a
@@ -1143,6 +1166,9 @@ DQ_EXTERN int64_t dq_job_info_now_ms(const dq_job_info *info);
  * minutes>"; NULL when the job does not repeat (or info is NULL).  Valid
  * as long as info. */
 DQ_EXTERN const char *dq_job_info_repeat(const dq_job_info *info);
+/* The job's group (DQ_PUSHOPT_GROUP), or NULL when it has none (or info
+ * is NULL).  Valid as long as info. */
+DQ_EXTERN const char *dq_job_info_group(const dq_job_info *info);
 /* A deep copy (for an async callback's borrowed info); free it with
  * dq_job_info_free.  NULL if out of memory or info is NULL. */
 DQ_EXTERN dq_job_info *dq_job_info_dup(const dq_job_info *info);

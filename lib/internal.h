@@ -92,6 +92,7 @@ struct dq_job_info {
     int state;      /* DQ_JOB_* */
     int64_t now_ms; /* the server's time of the lookup */
     char repeat[256]; /* the repeat rule as people read it ("" none) */
+    char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
 };
 
 /* A parsed cron expression (cron.c): bit v of a field set = value v
@@ -117,6 +118,7 @@ struct dq_push_opts {
     dq__cron cron;        /* the parsed cron */
     char cron_text[201];  /* its text (at most DQ_CRON_TEXT_MAX bytes) */
     int64_t debounce_max; /* DQ_PUSH_DEBOUNCE's max wait, ms (0: none) */
+    char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
     char errmsg[512];     /* why the last set failed ("" none) */
 };
 

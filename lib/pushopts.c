@@ -4,6 +4,7 @@
  * in each job's meta (lua/include/meta.lua, parse_meta), and a repeating job's
  * rule (every or cron, cron.c parses) as an argument of its own.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,18 +69,40 @@ int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value) {
                               "1..DQ_DELAY_MAX");
         o->debounce_max = value;
         return DQ_OK;
+    case DQ_PUSHOPT_GROUP:
+        return opt_bad(o, "DQ_PUSHOPT_GROUP is text: use "
+                          "dq_push_opts_set_str");
     default:
         return opt_bad(o, "unknown option");
     }
+}
+
+/* A group name: 1..DQ_GROUP_MAX bytes of letters, digits and "_-.:@"
+ * (never the '|' of the option string, nor bytes a key name would need
+ * quoted in the CLI's output). */
+static int set_group(dq_push_opts *o, const char *value) {
+    size_t n = value == NULL ? 0 : strlen(value);
+    if (n > DQ_GROUP_MAX)
+        return opt_bad(o, "a group name is at most DQ_GROUP_MAX (64) bytes");
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)value[i]) &&
+            strchr("_-.:@", value[i]) == NULL)
+            return opt_bad(o, "a group name has letters, digits and "
+                              "\"_-.:@\" only");
+    memcpy(o->group, value == NULL ? "" : value, n);
+    o->group[n] = '\0';
+    return DQ_OK;
 }
 
 int dq_push_opts_set_str(dq_push_opts *o, int opt, const char *value) {
     if (o == NULL)
         return DQ_ENULL;
     o->errmsg[0] = '\0';
+    if (opt == DQ_PUSHOPT_GROUP)
+        return set_group(o, value);
     if (opt != DQ_PUSHOPT_CRON)
         return opt_bad(o, "not a text option: dq_push_opts_set_str takes "
-                          "DQ_PUSHOPT_CRON");
+                          "DQ_PUSHOPT_CRON or DQ_PUSHOPT_GROUP");
     if (value == NULL || value[0] == '\0') {
         o->has_cron = 0;
         o->cron_text[0] = '\0';
@@ -152,6 +175,8 @@ size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size) {
     if (o->debounce_max > 0)
         len += (size_t)snprintf(buf + len, size - len, "|b%" PRId64,
                                 o->debounce_max);
+    if (o->group[0] != '\0')
+        len += (size_t)snprintf(buf + len, size - len, "|g%s", o->group);
     return len;
 }
 

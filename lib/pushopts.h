@@ -11,7 +11,7 @@
 /* The options of a push (NULL: none) checked against its times, and as
  * the string push.lua takes (buf of DQ_PUSH_OPTS_STR bytes); returns its
  * length. */
-#define DQ_PUSH_OPTS_STR 128
+#define DQ_PUSH_OPTS_STR 192
 int dq__check_push_opts(const dq_push_opts *o, size_t n, const int64_t *times,
                         int absolute, const char *const *ids, dq__err *err);
 size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size);

@@ -629,6 +629,54 @@ static int64_t wake_rounds(thc_cluster *cl, const char *uri, int parts,
 
 /* ---- 1. tests ------------------------------------------------------------ */
 
+/* Fair claiming on the cluster: the limit on jobs in flight holds over
+ * the partitions (each its share) and an ack frees its slot; a lone job of
+ * a small group beside a burst of a big one comes within the first polls
+ * (one per partition). */
+static void fair_queue(dq_client *c, const char *q, int parts) {
+    int s = DQ_SET_MAX_INFLIGHT;
+    int64_t v = 2 * parts;
+    CK_RC(dq_config_set(c, q, 1, &s, &v), 0, c, "config inflight_max");
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, "big"), 0);
+    for (int i = 0; i < 40 * parts; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "big%d", i);
+        CK_RC(dq_push_ex(c, q, "x", 1, 0, id, 0, o, NULL, 0, NULL), 0, c,
+              "push big");
+    }
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, "small"), 0);
+    CK_RC(dq_push_ex(c, q, "x", 1, 0, "small", 0, o, NULL, 0, NULL), 0, c,
+          "push small");
+    dq_push_opts_free(o);
+    int got = 0, small = 0;
+    dq_jobs *keep = NULL;
+    for (int k = 0; k < 3 * parts; k++) {
+        dq_jobs *j = NULL;
+        int n = dq_poll(c, q, 2, 30000, &j, NULL);
+        CK_RC(n < 0 ? n : 0, 0, c, "poll");
+        for (int i = 0; i < n; i++)
+            small |= strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), "small") == 0;
+        got += n;
+        if (keep == NULL && n > 0)
+            keep = j;
+        else
+            dq_jobs_free(j);
+    }
+    ck_assert_msg(small, "%s: the small group's job not polled", q);
+    ck_assert_int_eq(got, 2 * parts);
+    const dq_job *a = dq_jobs_at(keep, 0);
+    CK_RC(dq_ack(c, q, dq_job_id(a), dq_job_token(a)), 0, c, "ack");
+    int more = 0;
+    for (int k = 0; k < 2 * parts && more == 0; k++) {
+        dq_jobs *j = NULL;
+        more = dq_poll(c, q, 2, 30000, &j, NULL);
+        dq_jobs_free(j);
+    }
+    ck_assert_int_eq(more, 1);
+    dq_jobs_free(keep);
+}
+
 START_TEST(core_plain) {
     char uri[512];
     thc_cluster *cl = cluster_up(uri, sizeof(uri));
@@ -638,6 +686,7 @@ START_TEST(core_plain) {
     dq_client *c = open_uri(uri, NULL);
     for (int i = 0; i < 12; i++)
         core_queue(c, cl, names[i], 1);
+    fair_queue(c, "cq-fair", 1);
     int64_t push_ms, ack_ms;
     batch_5000(c, cl, "cq-batch", 1, &push_ms, &ack_ms);
     int64_t wake = wake_rounds(cl, uri, 1, c, "cq-wake");
@@ -664,6 +713,7 @@ START_TEST(core_partitioned) {
     dq_client *c = open_uri(puri, NULL);
     for (int i = 0; i < 12; i++)
         core_queue(c, cl, names[i], 8);
+    fair_queue(c, "pq-fair", 8);
     int64_t push_ms, ack_ms;
     batch_5000(c, cl, "pq-batch", 8, &push_ms, &ack_ms);
     int64_t wake = wake_rounds(cl, uri, 8, c, "pq-wake");

@@ -40,6 +40,8 @@ const char dqt_help_config[] =
     "                   compact-push (small jobs of huge backlogs in about\n"
     "                   100 B each, moved there by idle polls, or by\n"
     "                   pushes: slower pushes, compact at once)\n"
+    "  inflight_max     at most this many jobs leased at once, over all\n"
+    "                   consumers (a lease that ends frees its slot)\n"
     "\n"
     "Options:\n"
     "  --unset NAME   remove a setting (repeatable)\n"

@@ -68,6 +68,7 @@ const dqt_optspec dqt_push_opts[] = {{"in", 0, 1, DQT_O_IN},
                                      {"expire-at", 0, 1, DQT_O_EXPAT},
                                      {"debounce", 0, 1, DQT_O_DEBOUNCE},
                                      {"max-wait", 0, 1, DQT_O_MAXWAIT},
+                                     {"group", 0, 1, DQT_O_GROUP},
                                      {NULL, 0, 0, 0}};
 
 /* A duration option that may also be plain milliseconds ("1500"). */
@@ -135,6 +136,9 @@ int dqt_cmd_push(dqt_cli *g) {
         case DQT_O_CRON:
             rc = set_opt(g, po, o, DQ_PUSHOPT_CRON, 0, o->val);
             cron = 1;
+            break;
+        case DQT_O_GROUP:
+            rc = set_opt(g, po, o, DQ_PUSHOPT_GROUP, 0, o->val);
             break;
         case DQT_O_TZ:
             if (parse_tz(o->val, &v) != 0) {

@@ -68,6 +68,7 @@ _PUSH_KEEP, _PUSH_REPLACE, _PUSH_AT = 0, 1, 2
 # Push options (DQ_PUSHOPT_*).
 _PO_MAX_ATTEMPTS, _PO_EXPIRE_AT, _PO_EXPIRE_IN_MS = 1, 2, 3
 _PO_EVERY_MS, _PO_TZ_OFFSET_MIN, _PO_CRON = 4, 5, 6
+_PO_GROUP = 8
 EVERY_MIN = 10
 TZ_OFFSET_MAX = 840
 PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
@@ -107,7 +108,7 @@ _SET_WORDS = {"backoff": _BACKOFF,
               "layout": {"default": LAYOUT_DEFAULT,
                          "compact": LAYOUT_COMPACT,
                          "compact-push": LAYOUT_COMPACT_PUSH}}
-_SET_COUNT = 12
+_SET_COUNT = 13
 # dq_list (only in libraries that define it).
 LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 
@@ -361,6 +362,7 @@ _OPTIONAL_PROTOTYPES = {
     "dq_setting_name": (_c_str, [_c_int]),
     "dq_setting_by_name": (_c_int, [_c_str]),
     "dq_job_info_repeat": (_c_str, [_P_INFO]),
+    "dq_job_info_group": (_c_str, [_P_INFO]),
     # pending jobs per due-time window, without reading them
     "dq_count_due": (_c_int, [_P_CLIENT, _c_str, _P_I64, _c_int, _P_I64,
                               _P_I64]),
@@ -599,11 +601,11 @@ class JobInfo:
     recorded), failed_ms (when it was, 0 if none), now_ms (the server's
     time of the lookup), repeat (a repeating job's rule as text, e.g.
     "every 60000 ms from <start ms>" or "cron 30 9 * * 1-5 tz +330", else
-    None)."""
+    None), group (its group, else None)."""
 
     __slots__ = ("id", "queue", "state", "due_ms", "attempts",
                  "lease_deadline_ms", "payload", "last_error", "failed_ms",
-                 "now_ms", "repeat")
+                 "now_ms", "repeat", "group")
 
     def __init__(self, queue, info):
         self.id = _dec(_lib.dq_job_info_id(info))
@@ -620,6 +622,10 @@ class JobInfo:
         if getattr(_lib, "dq_job_info_repeat", None) is not None:
             rep = _lib.dq_job_info_repeat(info)
         self.repeat = None if rep is None else _dec(rep)
+        grp = None
+        if getattr(_lib, "dq_job_info_group", None) is not None:
+            grp = _lib.dq_job_info_group(info)
+        self.group = None if grp is None else _dec(grp)
 
     def __repr__(self):
         return ("JobInfo(id=%r, state=%r, due_ms=%d, attempts=%d, "
@@ -742,7 +748,7 @@ class Client:
     def push(self, queue, payload, delay_ms=0, *, at_ms=None, id=None,
              replace=False, every_ms=None, cron=None, tz_offset_min=0,
              max_attempts=None, expire_in_ms=None, expire_at_ms=None,
-             debounce=False, max_wait_ms=None):
+             debounce=False, max_wait_ms=None, group=None):
         """Pushes one job due delay_ms from now, or at at_ms (server epoch
         ms).  id None lets the library generate one.  replace: what to do
         when the id exists (False: keep it).  Returns (id, outcome) with
@@ -761,7 +767,11 @@ class Client:
         this payload and is due delay_ms from now, but never later than
         max_wait_ms after the push that created it (DEBOUNCE_MOVED); one
         that runs keeps one follow-up with the latest payload, started when
-        the run is acked (DEBOUNCE_FOLLOWUP).  Never DONE."""
+        the run is acked (DEBOUNCE_FOLLOWUP).  Never DONE.
+
+        group: the job's group (a tenant, say: letters, digits and
+        "_-.:@", at most 64 bytes); due jobs are handed out round-robin
+        over the groups."""
         q = _enc(queue, "queue", "EQUEUE")
         data = _payload(payload)
         jid = None if id is None else _enc(id, "id", "EID")
@@ -786,9 +796,11 @@ class Client:
                                     (_PO_EXPIRE_AT, expire_at_ms),
                                     (_PO_DEBOUNCE_MAX_MS, max_wait_ms))
                 if v is not None]
-        if cron is not None or opts or tz_offset_min:
+        texts = [(o, t) for o, t in ((_PO_CRON, cron), (_PO_GROUP, group))
+                 if t is not None]
+        if texts or opts or tz_offset_min:
             return self._push_ex(q, data, jid, flags, delay_ms, at_ms, opts,
-                                 cron, tz_offset_min)
+                                 texts, tz_offset_min)
         with self._lock:
             c = self._handle()
             if at_ms is not None:
@@ -801,7 +813,7 @@ class Client:
             self._check(rc)
         return _dec(out.value), _OUTCOMES.get(outcome.value, outcome.value)
 
-    def _push_ex(self, q, data, jid, flags, delay_ms, at_ms, opts, cron,
+    def _push_ex(self, q, data, jid, flags, delay_ms, at_ms, opts, texts,
                  tz_offset_min):
         """push() with options: one dq_push_opts for the call."""
         po = _lib.dq_push_opts_new()
@@ -815,13 +827,14 @@ class Client:
                 if _lib.dq_push_opts_set(po, o, v) < 0:
                     raise _error(ERRORS["EINVAL"],
                                  _dec(_lib.dq_push_opts_errmsg(po)))
-            if cron is not None:
-                text = cron.encode("utf-8") if isinstance(cron, str) else cron
+            for o, text in texts:
+                if isinstance(text, str):
+                    text = text.encode("utf-8")
                 if b"\0" in text or _lib.dq_push_opts_set_str(
-                        po, _PO_CRON, text) < 0:
+                        po, o, text) < 0:
                     raise _error(ERRORS["EINVAL"],
                                  _dec(_lib.dq_push_opts_errmsg(po)) or
-                                 "cron: NUL in the expression")
+                                 "NUL in a text option")
             out = ctypes.create_string_buffer(ID_BUF)
             outcome = _c_int(0)
             when = at_ms if at_ms is not None else delay_ms

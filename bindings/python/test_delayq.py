@@ -526,7 +526,8 @@ class TestSettings(Base):
 
     NAMES = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
              "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
-             "expired", "rate_max", "rate_window_ms", "layout"]
+             "expired", "rate_max", "rate_window_ms", "layout",
+             "inflight_max"]
 
     def test_round_trip(self):
         got = self.c.config_get(self.q)
@@ -671,6 +672,22 @@ class TestRepeatAndPushOptions(Base):
         t = time.gmtime(info.due_ms // 1000 + 330 * 60)
         self.assertEqual((t.tm_hour, t.tm_min, t.tm_wday < 5),
                          (9, 30, True))
+
+    def test_group_and_inflight_limit(self):
+        # a burst of one group does not hold a job of another group
+        for i in range(50):
+            self.c.push(self.q, b"a", id="a%d" % i, group="big")
+        self.c.push(self.q, b"b", id="b", group="small")
+        ids = [j.id for j in self.c.poll(self.q, max=2)]
+        self.assertIn("b", ids)
+        self.assertEqual(self.c.get(self.q, "a7").group, "big")
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.push(self.q, b"x", group="no spaces")
+        # at most inflight_max leased at once
+        self.c.config_set(self.q, inflight_max=3)
+        self.assertEqual(self.c.config_get(self.q)["inflight_max"], 3)
+        got = self.c.poll(self.q, max=10)
+        self.assertEqual(len(got), 1)  # 2 of 3 slots were taken above
 
     def test_other_options(self):
         self.c.push(self.q, b"m", id="m", max_attempts=1)

@@ -6,6 +6,7 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/repeat"
+--- @include "include/fair"
 -- ack.lua: finishes jobs and deletes all their data, or, for a repeating
 -- job (include/repeat.lua), schedules its next run instead: due
 -- at the first slot of its rule strictly after now (runs missed while no
@@ -39,7 +40,7 @@ for i = 3, #ARGV, 2 do
     ids[#ids + 1] = ARGV[i]
     toks[#toks + 1] = ARGV[i + 1]
 end
-local res, dead, dup, exts = check_tokens(ids, toks) -- reads jobs
+local res, dead, dup, exts, full = check_tokens(ids, toks) -- reads jobs
 local ok, zadd, in_dead, out, failed = {}, {}, {}, {}, {}
 local rep = {} -- positions in ok of jobs that say they repeat
 local dbs -- jobs pushed with DQ_PUSH_DEBOUNCE, if any: { id, token,
@@ -173,6 +174,9 @@ if dbs then
     end
 end
 local cands = wake_prep(earliest, earliest and first_due(), now)
+-- a slot of the limit on jobs in flight frees (include/fair.lua)
+local F = full and #in_dead < n and fair_lib()
+local waiters = F and F.waiters(now, now_us, idle_peek, dq_now)
 
 counts_read()
 -- Writes: lease is the one key not read above, so it comes first.
@@ -200,4 +204,5 @@ if window > 0 then
 end
 count('acked', n)
 if earliest then wake(earliest, cands, now, now_us) end
+if F then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return out

@@ -3,6 +3,7 @@
 --- @include "include/meta"
 --- @include "include/compact/keys"
 --- @include "include/compact/lib"
+--- @include "include/fair"
 -- cancel.lua: removes a job that has not been delivered.
 -- ARGV[2] id, ARGV[3] flags (1 = also remove a job in flight).
 -- Returns 1 removed pending, 2 in flight and left alone, 3 removed in
@@ -35,9 +36,13 @@ if redis.call('ZSCORE', K_DUE, id) then
 end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
+    -- a slot of the limit on jobs in flight frees (include/fair.lua)
+    local F = redis.call('HEXISTS', K_JOBS, '\0full') == 1 and fair_lib()
+    local waiters = F and F.waiters(nil, nil, nil, dq_now)
     forget()
     redis.call('ZREM', K_LEASE, id)
     retire()
+    if F then F.freed(waiters, nil, PUBLISH, CHANNEL) end
     return 3
 end
 -- a compact job (include/compact/keys.lua) has no other field

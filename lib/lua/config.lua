@@ -6,15 +6,15 @@
 --   set: pairs name, value ('' = unset) -> 0 (the client sends rate_max
 --        and rate_window_ms together, both set or both unset)
 --   get: names -> their values (false when unset)
--- The client checks names and ranges.  rate_max and dead_max hold for the
--- whole queue: a partition keeps its share (rate_part, dead_part: the
+-- The client checks names and ranges.  rate_max, dead_max and
+-- inflight_max (include/fair.lua) hold for the whole queue: a partition keeps its share (rate_part, dead_part: the
 -- total split evenly, at least 1) beside the total, and poll and nack
 -- read the share.  A changed rate limit counts the deliveries already
 -- logged (restarting workers that set the same limit do not reset it).
 -- Settings outlive the queue's jobs: the hash stays until every setting
 -- is unset.  One field is not a setting: "compact", the flag that the
 -- queue has compact jobs (include/compact/keys.lua), kept by the
--- scripts that move jobs in and out of that layout.  The one key written needs no read first: a wrong type fails
+-- scripts that move jobs in and out of that layout.  Each key written needs no read first: a wrong type fails
 -- its first write, before anything changed.
 local action = ARGV[2]
 if action == 'get' then
@@ -36,7 +36,8 @@ end
 for i = 5, #ARGV, 2 do
     local name, v = ARGV[i], ARGV[i + 1]
     local derived = (name == 'rate_max' and 'rate_part') or
-        (name == 'dead_max' and 'dead_part') or nil
+        (name == 'dead_max' and 'dead_part') or
+        (name == 'inflight_max' and 'inflight_part') or nil
     if v == '' then
         dels[#dels + 1] = name
         if derived then dels[#dels + 1] = derived end
@@ -48,6 +49,11 @@ for i = 5, #ARGV, 2 do
             sets[#sets + 1] = share(tonumber(v))
         end
     end
+end
+-- no limit on jobs in flight: no poll waits for a slot (include/fair.lua;
+-- written first: a wrong type fails it before anything changed)
+for _, name in ipairs(dels) do
+    if name == 'inflight_max' then redis.call('HDEL', K_JOBS, '\0full') end
 end
 if #dels > 0 then redis.call('HDEL', K_CONF, unpack(dels)) end
 if #sets > 0 then redis.call('HSET', K_CONF, unpack(sets)) end

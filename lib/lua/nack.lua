@@ -7,6 +7,7 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/retry"
+--- @include "include/fair"
 -- nack.lua: releases a leased job for a retry, or dead-letters it.
 -- ARGV[2] id, ARGV[3] token, ARGV[4] delay ms, ARGV[5] flags (1 = give
 -- up now, 2 = the queue's backoff setting, when it has one, decides the
@@ -20,13 +21,13 @@
 -- Every key is read before the first write (jobs by the token check, conf
 -- by settings(), dead by dead_trim_plan or a ZCARD).
 local id = ARGV[2]
-local attempts, err, ext = check_token(id, ARGV[3])
+local attempts, err, ext, full = check_token(id, ARGV[3])
 if not attempts then return err end
 local now, now_us = dq_now()
 local flags = tonumber(ARGV[5])
 local conf = settings('max_attempts', 'backoff', 'backoff_base_ms',
                       'backoff_cap_ms', 'backoff_jitter', 'dead_part',
-                      'dead_ttl_ms', 'compact')
+                      'dead_ttl_ms', 'compact', 'grouped')
 local most = max_attempts_of(ext, conf, tonumber(ARGV[6]))
 local to_dead = flags % 2 == 1 or (most > 0 and attempts >= most)
 local reason = ARGV[7]
@@ -45,6 +46,11 @@ if to_dead then
 else
     cands = wake_prep(at, first_due(conf.compact ~= nil), now)
 end
+-- a slot of the limit on jobs in flight frees, or the job goes back to
+-- its group's index (include/fair.lua)
+local F = ((full and where == 'lease') or conf.grouped) and fair_lib()
+local waiters = full and where == 'lease' and
+    F.waiters(now, now_us, idle_peek, dq_now)
 counts_read()
 if reason then
     redis.call('HSET', K_JOBS, mf(id), fmt_meta(attempts, '-' .. ARGV[3], ext),
@@ -59,9 +65,15 @@ if to_dead then
     redis.call('ZADD', K_DEAD, now, id)
     dead_trim(trim)
     count('failed', 1)
+    if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
     return 1
 end
 redis.call('ZADD', K_DUE, at, id)
+if conf.grouped then
+    F.add(ext ~= '' and string.match(ext, '|g([^|]*)') or '',
+          { string.format('%d', at), id })
+end
 count('retried', 1)
 wake(at, cands, now, now_us)
+if waiters then F.freed(waiters, idle_tell, PUBLISH, CHANNEL) end
 return 0

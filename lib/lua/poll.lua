@@ -8,6 +8,7 @@
 --- @include "include/pending"
 --- @include "include/wake"
 --- @include "include/retry"
+--- @include "include/fair"
 -- poll.lua: claims due jobs under a lease, oldest due first.
 -- ARGV[2] max jobs (1..1000), ARGV[3] lease ms (0: the queue's lease_ms
 -- setting, else ARGV[7]), ARGV[4] max attempts (0 = unlimited; a job's own
@@ -55,7 +56,7 @@ local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
                       'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact',
-                      'layout')
+                      'layout', 'inflight_part', 'grouped')
 -- compact jobs (include/compact/keys.lua) only when flagged
 local cany = conf.compact ~= nil
 local C = cany and c_lib()
@@ -83,16 +84,32 @@ else
     rate_max = nil
 end
 
+-- The limit on jobs in flight (include/fair.lua): held_until is when a
+-- slot frees on its own once this poll has filled every slot.
+local F = (conf.inflight_part or conf.grouped) and fair_lib()
+local room, held_until
+if conf.inflight_part then
+    room, held_until = F.room(conf.inflight_part, max, now, lease_ms)
+    if room < max then max = room end
+end
+local held = false
+
 -- Reads: the oldest expired leases, due jobs and compact due jobs, merged
 -- by time (most polls find no expired lease and no compact job and skip
 -- the merge).
 -- (compact jobs as columns: ids cid, due times cdt, payloads cpay)
 local exp, due, cid, cdt, cpay, cread, crof, ccnt = {}, {}, {}, {}, {}
+local pick -- a grouped queue's picks
 if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
-    due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
-                     'LIMIT', 0, max)
+    if conf.grouped then -- round-robin over groups (include/fair.lua)
+        pick = F.pick(now, max)
+        due = F.due(pick, now, max)
+    else
+        due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
+                         'LIMIT', 0, max)
+    end
     if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
 end
 -- The mover of the compact layouts (include/compact/keys.lua): a
@@ -268,6 +285,7 @@ if n > 0 then
     count('delivered', delivered)
     count('failed', #died / 2)
 end
+if pick then F.done(pick, from_due, now) end
 
 -- With the rate limit used up, nothing is delivered before a slot frees.
 local limited_until
@@ -275,11 +293,17 @@ if rate_max and rate_oldest and used + delivered >= rate_max then
     limited_until = rate_oldest + window
 end
 
-if n < max or cands or limited_until then
+if n < max or cands or limited_until or held_until then
     -- Say when the next one comes due (0: more is due now).
     local first = next_event(cany)
     if first and limited_until and first < limited_until then
         first = limited_until
+    end
+    -- every slot taken: work due before one frees waits for it, and the
+    -- script that frees a slot wakes a waiter
+    if first and held_until and first < held_until then
+        first = held_until
+        held = true
     end
     if not first then
         out[2] = -1
@@ -321,4 +345,5 @@ if n < max or cands or limited_until then
         out[2] = MOVE_PACE_US
     end
 end
+if room then F.mark(held) end
 return out

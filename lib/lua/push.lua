@@ -8,6 +8,7 @@
 --- @include "include/wake"
 --- @include "include/tokens"
 --- @include "include/repeat"
+--- @include "include/fair"
 -- push.lua: adds or replaces jobs.
 -- ARGV[2] mode: 0 = keep an existing job with the same id, 1 = replace it
 --         (2 = debounce goes to debounce.lua instead)
@@ -71,8 +72,9 @@ end
 -- TRYAGAIN while the queue's slot migrates.  Named, it raises "non local
 -- key" on the source of a migrating slot instead, and the push goes on as
 -- in the default layout (README, "The compact layout").
-local lay = redis.pcall('HMGET', K_PFX .. 'conf', 'layout', 'compact')
-if lay.err then lay = { false, false } end
+local lay = redis.pcall('HMGET', K_PFX .. 'conf', 'layout', 'compact',
+                        'grouped')
+if lay.err then lay = { false, false, false } end
 local eager = (lay[1] or string.sub(ARGV[7], 1, 1)) == '2'
 local fresh = string.byte(ARGV[7], 2) == 103 -- 'g'
 local cflag = lay[2] ~= false
@@ -100,6 +102,8 @@ if #ARGV == 10 and not replace and ext == '' then
     if rec and tonumber(rec) % 1 == 0 then
         redis.call('ZADD', K_DONE, string.format('%d.5', rec), id)
     end
+    -- (a queue with groups indexes jobs without one too: include/fair.lua)
+    if lay[3] then fair_lib().add('', { string.format('%d', at), id }) end
     if eager and C.fits(id, ARGV[10], at) then C.move(cursor, 1) end
     wake(at, cands, now, now_us)
     return { 1 }
@@ -217,6 +221,15 @@ if #retire > 0 then redis.call('ZADD', K_DONE, unpack(retire)) end
 if earliest then
     add_many('HSET', K_JOBS, hset)
     add_many('ZADD', K_DUE, zadd)
+    if lay[3] or ext ~= '' then
+        -- the jobs' group (include/fair.lua): indexed by it, as jobs
+        -- without one are once the queue has groups (lay[3], its flag)
+        local grp = string.match(ext, '|g([^|]*)')
+        if grp or lay[3] then fair_lib().add(grp or '', zadd) end
+        if grp and not lay[3] then
+            redis.pcall('HSET', K_PFX .. 'conf', 'grouped', '1')
+        end
+    end
     if fit > 0 then C.move(cursor, fit) end
 end
 wake(earliest, cands, now, now_us)

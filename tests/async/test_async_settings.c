@@ -177,6 +177,53 @@ START_TEST(async_push_ex) {
 }
 END_TEST
 
+/* The limit on jobs in flight (DQ_SET_MAX_INFLIGHT) holds for async
+ * polls: they lease at most the limit, a poll held back says when the
+ * first lease ends, and an async ack frees its slot at once. */
+static int apoll(dq_async *a, const char *q, res *r) {
+    res_clear(r);
+    ck_assert_int_eq(dq_async_poll(a, q, 100, 30000, jobs_rec, r), 0);
+    ck_assert_msg(RUN_UNTIL(r->calls > 0, 5000), "no callback");
+    ck_assert_msg(r->status == (int)r->n, "poll status %d: %s", r->status,
+                  r->msg);
+    return (int)r->n;
+}
+
+START_TEST(async_inflight_limit) {
+    int L = 2 * tu_parts();
+    dq_client *c = open_client();
+    int s = DQ_SET_MAX_INFLIGHT;
+    int64_t v = L;
+    ck_assert_int_eq(dq_config_set(c, Q, 1, &s, &v), 0);
+    for (int i = 0; i < 20 * tu_parts(); i++)
+        push_text(c, Q, "x", 0, NULL, 0, NULL);
+    dq_async *a = aopen();
+    res r = {0}, first = {0};
+    int got = apoll(a, Q, &first);
+    for (int k = 0; k < 4 * tu_parts() && got < L; k++)
+        got += apoll(a, Q, &r);
+    ck_assert_int_eq(got, L);
+    ck_assert_int_eq(apoll(a, Q, &r), 0);
+    ck_assert_msg(r.v > 25000 && r.v <= 30000, "next %" PRId64, r.v);
+    const dq_job *j = kept(&first, 0);
+    res ack = {0};
+    ck_assert_int_eq(dq_async_ack(a, Q, dq_job_id(j), dq_job_token(j),
+                                  st_rec, &ack),
+                     0);
+    WAIT_CB(ack, 0);
+    got = 0;
+    for (int k = 0; k < 4 * tu_parts() && got < 1; k++)
+        got += apoll(a, Q, &r);
+    ck_assert_int_eq(got, 1);
+    ck_assert_int_eq(apoll(a, Q, &r), 0);
+    res_clear(&r);
+    res_clear(&first);
+    dq_close(c);
+    dq_async_free(a);
+}
+END_TEST
+
 TEST_SUITE("async_settings", TU_SRV_UNIX,
     {"async_config", async_config, 30, &async_fixture},
-    {"async_push_ex", async_push_ex, 30, &async_fixture})
+    {"async_push_ex", async_push_ex, 30, &async_fixture},
+    {"async_inflight_limit", async_inflight_limit, 30, &async_fixture})

@@ -27,7 +27,8 @@ end
 -- error code: -16 stale token, -17 no such job; the set of positions
 -- whose job a poll dead-lettered under that still valid token; the set
 -- of positions that repeat an earlier id (they get -17: an id named twice
--- counts once); and each job's push options (exts[i], see parse_meta).
+-- counts once); each job's push options (exts[i], see parse_meta); and
+-- whether a poll waits for a slot (include/fair.lua).
 -- Codes match delayq.h.
 local function check_tokens(ids, toks)
     local n = #ids
@@ -35,7 +36,11 @@ local function check_tokens(ids, toks)
     -- payloads of 1 MiB took 2.2 s in Redis 7.0), so an ack of big jobs
     -- reads none; only the payloads of jobs whose token does not match are
     -- read, to tell "stale token" (the job exists) from "no such job".
-    local metas = redis.call('HMGET', K_JOBS, unpack(mfs(ids)))
+    -- (and "\0full", set while a poll waits for a slot, include/fair.lua:
+    -- one more field of the same HMGET)
+    local fields = mfs(ids)
+    fields[n + 1] = '\0full'
+    local metas = redis.call('HMGET', K_JOBS, unpack(fields))
     local res, dead, dup, exts = {}, {}, {}, {}
     local seen = n > 1 and {} or nil
     local look = {}
@@ -67,15 +72,15 @@ local function check_tokens(ids, toks)
             end
         end
     end
-    return res, dead, dup, exts
+    return res, dead, dup, exts, metas[n + 1] ~= false
 end
 
--- Holder of a single-id check: attempts, nil and the job's push options;
--- or nil and the error code.
+-- Holder of a single-id check: attempts, nil, the job's push options and
+-- whether a poll waits for a slot; or nil and the error code.
 local function check_token(id, tok)
-    local res, _, _, exts = check_tokens({ id }, { tok })
+    local res, _, _, exts, full = check_tokens({ id }, { tok })
     if res[1] < 0 then return nil, res[1] end
-    return res[1], nil, exts[1]
+    return res[1], nil, exts[1], full
 end
 
 -- Where a job its holder still owns (token valid) is: 'lease', 'dead'

@@ -1,0 +1,225 @@
+-- include/fair.lua: fair claiming: the queue-wide limit on jobs in flight
+-- and tenant groups (built), priorities and per-group limits (designed).
+--- @include "include/keys"
+
+-- A queue that uses none of this pays one more field in the HMGET of conf
+-- that push, poll and nack do anyway, one more field in the HMGET of the
+-- metas that ack and nack do anyway, and the making of one function that
+-- captures nothing (fair_lib, below; bench/srvcost.sh: within 3%).
+--
+-- Limit on jobs in flight (DQ_SET_MAX_INFLIGHT).  Settings in conf:
+--   inflight_max   the total over all partitions, as set
+--   inflight_part  this partition's share (config.lua: the total split
+--                  evenly; the client asks for at least one per partition)
+-- The number in flight is never counted in a key of its own: it is the
+-- number of leases whose deadline has not passed, ZCOUNT lease (now +inf.
+-- Every way out of flight already takes the job out of lease or lets its
+-- deadline pass: ack, nack and cancel ZREM it, a poll that dead-letters a
+-- job whose lease ran out ZREMs it, a lease that expires (the holder
+-- crashed, hung or forgot) stops counting at its deadline even before a
+-- poll claims the job again.  So no slot can leak: a slot is free at the
+-- latest when its lease ends, and extending a lease keeps it.
+-- A poll takes at most inflight_part - in flight jobs.  A poll that finds
+-- every slot taken while due work waits answers, like the rate limit, the
+-- time until the first lease in flight ends (next_us), a consumer being
+-- registered in idle until then (include/wake.lua), and it sets the field
+-- "\0full" (no job's: ids are not empty, so no mf/ef/rf names it) of the
+-- jobs hash.  A
+-- script that takes jobs out of lease (ack, nack, cancel of a job in
+-- flight) reads that field in the HMGET of the metas it does anyway
+-- (check_tokens; cancel: one HEXISTS on that rare path); when set it
+-- deletes it and tells one waiting consumer to poll now (idle_tell), or
+-- broadcasts when none is registered.  A poll of a limited queue that is
+-- not held back deletes it, and so does unsetting the limit (config.lua):
+-- a queue whose jobs are gone keeps no hash for it.  A lost wake-up
+-- (consumer gone) costs at most the waiter's registration time: the first
+-- lease deadline.
+--
+-- Groups (DQ_PUSHOPT_GROUP).  A grouped job stays in due like any job
+-- (so get, list, stats, cancel, ack and everything else see it as before)
+-- and is also indexed by its group:
+--   <prefix>g:<group>  ZSET id -> due ms: the group's pending jobs (group
+--                      '' = jobs without a group, indexed once the queue
+--                      is flagged)
+--   <prefix>gq         ZSET group -> turn: the groups with indexed jobs;
+--                      a push lowers a group's turn to its job's due time
+--                      (ZADD LT), a poll that served the group sets it to
+--                      now + 1 (behind every group whose turn has come)
+--   conf "grouped"     the flag: set by the first grouped push; a queue
+--                      without it never reads the keys above
+-- A poll of a flagged queue reads the groups whose turn has come (at most
+-- max, turn order), up to ceil(max / groups) due jobs of each, and takes
+-- them round-robin (the first of every group, then the second...) until
+-- max; what room is left it fills from due as always (oldest first: jobs
+-- pushed before the flag, retried and requeued jobs, which are not
+-- indexed).  An index entry is only a hint: each is checked against due
+-- (ZMSCORE) before it is taken, and one whose job left due (acked,
+-- cancelled, taken from due by another path) is dropped then, so no
+-- script but push, nack and poll needs to know about groups.  With 100,000
+-- jobs of A and one of B due together, B's turn is as early as A's, so a
+-- poll with max >= 2 takes B's job.
+-- Priorities (DQ_PUSHOPT_PRIORITY) and a limit per group are not built:
+-- a priority would be one more index level (<prefix>g<p>:<group>, the
+-- group's highest due level first); a limit per group would mirror lease
+-- for grouped jobs (<prefix>gl:<group>, id -> lease deadline, counted like
+-- lease: an expired entry is a free slot).
+
+-- The functions of fair claiming, made only when a script needs them (as
+-- c_lib): a script body makes each of its functions anew on every call,
+-- and every capture of one of the script's locals walks its list of open
+-- upvalues (a few thousand instructions a call for a handful of
+-- functions, bench/srvcost.sh).  This one captures nothing: its keys come
+-- from KEYS, the wake-up functions as arguments.
+local function fair_lib()
+    local K_DUE, K_LEASE, K_JOBS = KEYS[1], KEYS[2], KEYS[3]
+    local PFX = string.sub(K_DUE, 1, -4) -- as K_PFX
+    local K_GQ, F_FULL = PFX .. 'gq', '\0full'
+    local F = {}
+
+    -- The index key of a group.
+    local function gkey(g) return PFX .. 'g:' .. g end
+
+    -- The limit on jobs in flight of this partition (conf.inflight_part)
+    -- for a poll of max jobs: how many more it may lease now, and, when
+    -- that is at most max (the poll fills every slot), when a slot frees
+    -- on its own: the first lease in flight ends (server ms; the poll's
+    -- own leases end at now + lease_ms).  Reads only.
+    function F.room(limit, max, now, lease_ms)
+        local open = string.format('(%d', now)
+        local room = limit - redis.call('ZCOUNT', K_LEASE, open, '+inf')
+        if room > max then return room, nil end
+        if room < 0 then room = 0 end
+        local f = redis.call('ZRANGEBYSCORE', K_LEASE, open, '+inf',
+                             'WITHSCORES', 'LIMIT', 0, 1)
+        local ends = now + lease_ms
+        if f[2] and tonumber(f[2]) < ends then ends = tonumber(f[2]) end
+        return room, ends
+    end
+
+    -- After the writes of a poll of a limited queue: whether it was held
+    -- back (so the script that frees a slot wakes a waiter) or not.
+    function F.mark(held)
+        if held then
+            redis.call('HSET', K_JOBS, F_FULL, '1')
+        else
+            redis.call('HDEL', K_JOBS, F_FULL)
+        end
+    end
+
+    -- Before a script's first write, when it takes jobs out of lease and
+    -- a poll waits for a slot: what freed needs (the consumers to tell,
+    -- peek: idle_peek or nil; the time, the caller's when it read TIME).
+    function F.waiters(now, now_us, peek, clock)
+        if not now then now, now_us = clock() end
+        return { peek and peek(now) or {}, now, now_us }
+    end
+
+    -- After the writes: a slot is free; one waiter (tell: idle_tell or
+    -- nil) polls now, or all hear it on the queue's channel.
+    function F.freed(w, tell, publish, channel)
+        redis.call('HDEL', K_JOBS, F_FULL)
+        if not (tell and tell(w[1], w[2], w[3], nil)) then
+            redis.call(publish, channel, string.format('%d', w[2]))
+        end
+    end
+
+    -- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for
+    -- due); the group's turn comes no later than its earliest one.
+    function F.add(g, zadd)
+        local first
+        for k = 1, #zadd, 2 do
+            local at = tonumber(zadd[k])
+            if not first or at < first then first = at end
+        end
+        redis.call('ZADD', gkey(g), unpack(zadd))
+        redis.call('ZADD', K_GQ, 'LT', string.format('%d', first), g)
+    end
+
+    -- The due jobs of the groups whose turn has come, round-robin, at
+    -- most max, as pick.ids = { id, due, .. } (due's own scores), with
+    -- what the poll's writes need: each id's group, and the index entries
+    -- found stale.
+    function F.pick(now, max)
+        local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
+                              'LIMIT', 0, max)
+        local per = math.ceil(max / math.max(#gs, 1))
+        local lists, all = {}, {}
+        for i, g in ipairs(gs) do
+            lists[i] = redis.call('ZRANGEBYSCORE', gkey(g), '-inf', now,
+                                  'LIMIT', 0, per)
+            for _, id in ipairs(lists[i]) do all[#all + 1] = id end
+        end
+        local pick = { ids = {}, gof = {}, stale = {}, groups = gs }
+        if #all == 0 then return pick end
+        local sc = redis.call('ZMSCORE', K_DUE, unpack(all))
+        local score, k = {}, 0
+        for _, l in ipairs(lists) do
+            for _, id in ipairs(l) do
+                k = k + 1
+                score[id] = sc[k]
+            end
+        end
+        for r = 1, per do
+            for i, l in ipairs(lists) do
+                local id = l[r]
+                if id and #pick.ids < 2 * max and not pick.gof[id] then
+                    local s = score[id]
+                    if s and tonumber(s) <= now then
+                        pick.ids[#pick.ids + 1] = id
+                        pick.ids[#pick.ids + 1] = s
+                        pick.gof[id] = gs[i]
+                    elseif not s then
+                        pick.stale[#pick.stale + 1] = { gs[i], id }
+                    end
+                end
+            end
+        end
+        return pick
+    end
+
+    -- The due read of a flagged queue: the groups' picks, then due's
+    -- oldest (those not picked) up to max.
+    function F.due(pick, now, max)
+        local out = pick.ids
+        if #out >= 2 * max then return out end
+        local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
+                               'WITHSCORES', 'LIMIT', 0, max)
+        for i = 1, #due, 2 do
+            if #out >= 2 * max then break end
+            if not pick.gof[due[i]] then
+                out[#out + 1] = due[i]
+                out[#out + 1] = due[i + 1]
+            end
+        end
+        return out
+    end
+
+    -- After a flagged poll's writes: the taken jobs (those of from_due)
+    -- leave their group's index, stale entries too, and every group read
+    -- gets its next turn: now + 1 if it was served, its head's due time
+    -- if not, none if its index is empty.
+    function F.done(pick, taken, now)
+        local rem = {}
+        local function drop(g, id)
+            rem[g] = rem[g] or {}
+            rem[g][#rem[g] + 1] = id
+        end
+        for _, id in ipairs(taken) do
+            if pick.gof[id] then drop(pick.gof[id], id) end
+        end
+        for _, e in ipairs(pick.stale) do drop(e[1], e[2]) end
+        for _, g in ipairs(pick.groups) do
+            if rem[g] then redis.call('ZREM', gkey(g), unpack(rem[g])) end
+            local h = redis.call('ZRANGE', gkey(g), 0, 0, 'WITHSCORES')
+            if not h[2] then
+                redis.call('ZREM', K_GQ, g)
+            else
+                local turn = tonumber(h[2])
+                if rem[g] and turn < now + 1 then turn = now + 1 end
+                redis.call('ZADD', K_GQ, string.format('%d', turn), g)
+            end
+        end
+    end
+
+    return F
+end

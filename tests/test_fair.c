@@ -1,0 +1,556 @@
+/*
+ * tests/test_fair.c - fair claiming: the queue-wide limit on jobs in
+ * flight (DQ_SET_MAX_INFLIGHT, lib/lua/include/fair.lua).  Every way out of
+ * flight frees a slot (ack, nack, cancel, a lease that runs out, a consumer
+ * killed while holding every slot), a held-back poll says when to come
+ * back, a freed slot wakes a waiter; tenant groups (DQ_PUSHOPT_GROUP) are
+ * served round-robin, a lone job of a small group beside a burst of a big
+ * one in the first poll; and a randomized run of claims of grouped and
+ * plain jobs, acks, nacks, cancels and expiries never has more leased
+ * than the limit (sampled from Redis), agrees with a reference model of
+ * the holds, finishes every job once and leaves no group index behind.
+ *
+ * The count in flight is read from Redis (leases whose deadline is after
+ * the server's now), never trusted from the clients.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_suite.h"
+#include "test_utils.h"
+
+static dq_client *C;
+static redisContext *R;
+
+static void setup(void) {
+    C = open_client();
+    R = rconn();
+}
+
+static void teardown(void) {
+    dq_close(C);
+    redisFree(R);
+}
+
+static const tu_fixture fx = {setup, teardown};
+
+static void set_limit(dq_client *c, const char *q, int64_t v) {
+    int s = DQ_SET_MAX_INFLIGHT;
+    int rc = dq_config_set(c, q, 1, &s, &v);
+    ck_assert_msg(rc == 0, "config set inflight_max=%" PRId64 ": %d %s", v,
+                  rc, dq_errmsg(c));
+}
+
+static void push_due(dq_client *c, const char *q, int n) {
+    const void *pls[200];
+    size_t lens[200];
+    int64_t d[200];
+    ck_assert_int_le(n, 200);
+    for (int i = 0; i < n; i++)
+        pls[i] = "x", lens[i] = 1, d[i] = 0;
+    ck_assert_int_eq(dq_push_batch(c, q, (size_t)n, pls, lens, d, NULL, 0,
+                                   NULL, NULL),
+                     n);
+}
+
+/* Jobs in flight, from Redis: leases whose deadline is after the server's
+ * now, over every partition. */
+static long long leased_now(redisContext *r, const char *q) {
+    int np = tu_parts();
+    int64_t now = server_ms(r);
+    long long sum = 0;
+    char key[800];
+    for (int p = np == 1 ? -1 : 0; p < (np == 1 ? 0 : np); p++) {
+        tu_part_key(key, sizeof(key), "dq", q, "lease", p);
+        redisReply *rep = th_cmd(r, "ZCOUNT %s (%lld +inf", key,
+                                 (long long)now);
+        sum += rep->integer;
+        freeReplyObject(rep);
+    }
+    return sum;
+}
+
+/* The lists of jobs a test claimed, read as one. */
+typedef struct bag {
+    dq_jobs *l[64];
+    int n;
+} bag;
+
+static const dq_job *bag_at(const bag *b, int i) {
+    for (int k = 0; k < b->n; k++) {
+        int c = (int)dq_jobs_count(b->l[k]);
+        if (i < c)
+            return dq_jobs_at(b->l[k], (size_t)i);
+        i -= c;
+    }
+    ck_abort_msg("job %d not claimed", i);
+    return NULL;
+}
+
+static void bag_free(bag *b) {
+    for (int k = 0; k < b->n; k++)
+        dq_jobs_free(b->l[k]);
+    b->n = 0;
+}
+
+/* Polls (max 100) until nothing more is claimed; keeps the lists in b;
+ * returns how many were claimed. */
+static int fill(dq_client *c, const char *q, int64_t lease_ms, bag *b,
+                int64_t *next) {
+    int got = 0;
+    for (int k = 0; k < 4 * tu_parts() + 4; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(c, q, 100, lease_ms, &j, next);
+        if (n == 0)
+            break;
+        got += n;
+        ck_assert_int_lt(b->n, 64);
+        b->l[b->n++] = j;
+    }
+    return got;
+}
+
+/* ---- the limit ----------------------------------------------------------- */
+
+/* At most the limit is leased; a poll held back says when to come back
+ * (at the latest when the first lease ends); ack, nack and cancel each
+ * free one slot at once. */
+START_TEST(limit_holds_and_frees) {
+    int np = tu_parts();
+    int L = 4 * np;
+    set_limit(C, Q, L);
+    push_due(C, Q, 100);
+    bag all = {.n = 0}, j = {.n = 0};
+    int64_t next = -9;
+    int got = fill(C, Q, 30000, &all, &next);
+    ck_assert_int_eq(got, L);
+    ck_assert_int_eq(leased_now(R, Q), L);
+    /* held back: nothing claimed, and the time to the first lease's end */
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 100, 30000, &none, &next), 0);
+    ck_assert_msg(next > 25000 && next <= 30000, "next %" PRId64, next);
+    /* each way out frees its slot: one more claim each */
+    const dq_job *a = bag_at(&all, 0), *b = bag_at(&all, 1),
+                 *c = bag_at(&all, 2);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a), dq_job_token(a)), 0);
+    ck_assert_int_eq(fill(C, Q, 30000, &j, &next), 1);
+    ck_assert_int_eq(dq_nack(C, Q, dq_job_id(b), dq_job_token(b), 0, 0), 0);
+    ck_assert_int_eq(fill(C, Q, 30000, &j, &next), 1);
+    ck_assert_int_eq(dq_nack(C, Q, dq_job_id(c), dq_job_token(c), 0,
+                             DQ_NACK_DEAD),
+                     1);
+    ck_assert_int_eq(fill(C, Q, 30000, &j, &next), 1);
+    const dq_job *d = bag_at(&all, 3);
+    ck_assert_int_eq(dq_cancel(C, Q, dq_job_id(d), DQ_CANCEL_INFLIGHT), 3);
+    ck_assert_int_eq(fill(C, Q, 30000, &j, &next), 1);
+    ck_assert_int_eq(leased_now(R, Q), L);
+    bag_free(&j);
+    bag_free(&all);
+    /* unset: no limit */
+    set_limit(C, Q, DQ_UNSET);
+    ck_assert_int_gt(fill(C, Q, 30000, &all, &next), 50);
+    bag_free(&all);
+}
+END_TEST
+
+/* Leases that run out free their slots: nobody acks, and the jobs come
+ * back within a lease. */
+START_TEST(limit_lease_expiry) {
+    int np = tu_parts();
+    int L = 2 * np;
+    set_limit(C, Q, L);
+    push_due(C, Q, 20 * np);
+    bag all = {.n = 0}, again = {.n = 0};
+    int64_t next = -9;
+    ck_assert_int_eq(fill(C, Q, 400, &all, &next), L);
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 100, 400, &none, &next), 0);
+    ck_assert_msg(next > 0 && next <= 400, "next %" PRId64, next);
+    th_sleep_ms(next + 20);
+    ck_assert_int_eq(fill(C, Q, 400, &again, &next), L);
+    ck_assert_int_le(leased_now(R, Q), L);
+    bag_free(&again);
+    bag_free(&all);
+}
+END_TEST
+
+/* A consumer waiting for a slot (dq_poll_wait, cap 60 s, leases of 30 s)
+ * gets one within a second of an ack freeing it: the ack wakes it. */
+typedef struct waiter {
+    dq_client *c;
+    const char *q;
+    int got;
+    int64_t took;
+} waiter;
+
+static void *wait_thread(void *arg) {
+    waiter *w = arg;
+    dq_jobs *j = NULL;
+    int64_t t0 = th_mono_ms();
+    w->got = dq_poll_wait(w->c, w->q, 1, 30000, 10000, &j);
+    w->took = th_mono_ms() - t0;
+    dq_jobs_free(j);
+    return NULL;
+}
+
+START_TEST(limit_wakes_waiter) {
+    set_limit(C, Q, tu_parts());
+    push_due(C, Q, 20);
+    bag all = {.n = 0};
+    int64_t next = -9;
+    int got = fill(C, Q, 30000, &all, &next);
+    ck_assert_int_eq(got, tu_parts());
+    waiter w = {open_client_opt(DQ_OPT_WAIT_CAP_MS, 60000), Q, 0, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
+    th_sleep_ms(300); /* it polled, was held back, and waits */
+    int64_t t0 = th_mono_ms();
+    for (int i = 0; i < got; i++) {
+        const dq_job *a = bag_at(&all, i);
+        ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a), dq_job_token(a)), 0);
+    }
+    pthread_join(th, NULL);
+    int64_t after = th_mono_ms() - t0;
+    fprintf(stderr, "limit_wakes_waiter: got %d, %" PRId64
+            " ms after the acks\n", w.got, after);
+    ck_assert_int_eq(w.got, 1);
+    ck_assert_msg(after < 1500, "woken %" PRId64 " ms after the ack", after);
+    dq_close(w.c);
+    bag_free(&all);
+}
+END_TEST
+
+/* Consumer processes that hold every slot are killed: the slots come back
+ * within a lease, and nothing more than the limit is ever leased. */
+enum { NPROC = 4, CRASH_LEASE = 800 };
+
+static void holder_proc(int fd, const char *q) {
+    dq_client *c = open_client_opt(DQ_OPT_WAIT_CAP_MS, 500);
+    int64_t end = wall_ms() + 20000;
+    while (wall_ms() < end) {
+        dq_jobs *jobs = NULL;
+        int n = dq_poll_wait(c, q, 2, CRASH_LEASE, 500, &jobs);
+        if (n < 0)
+            _exit(3);
+        if (n > 0 && write(fd, "g", 1) != 1)
+            _exit(4);
+        dq_jobs_free(jobs); /* holds them: never acks */
+        if (n > 0)
+            th_sleep_ms(5);
+    }
+    _exit(0);
+}
+
+START_TEST(limit_killed_holders) {
+    int np = tu_parts();
+    int L = 2 * np;
+    set_limit(C, Q, L);
+    push_due(C, Q, 100);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pids[NPROC];
+    for (int i = 0; i < NPROC; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            close(fds[0]);
+            holder_proc(fds[1], Q);
+        }
+    }
+    close(fds[1]);
+    /* every slot taken, sampled from Redis, never above the limit */
+    int64_t end = wall_ms() + 5000;
+    long long most = 0, cur = 0;
+    while ((cur = leased_now(R, Q)) < L && wall_ms() < end) {
+        if (cur > most)
+            most = cur;
+        th_sleep_ms(2);
+    }
+    ck_assert_int_eq(cur, L);
+    for (int i = 0; i < NPROC; i++) {
+        ck_assert_int_eq(kill(pids[i], SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pids[i], NULL, 0), pids[i]);
+    }
+    close(fds[0]);
+    ck_assert_int_le(leased_now(R, Q), L);
+    /* the dead holders' slots free when their leases end */
+    int64_t t0 = th_mono_ms();
+    bag all = {.n = 0};
+    int got = 0;
+    int64_t next;
+    while (got < L && th_mono_ms() - t0 < CRASH_LEASE + 1000) {
+        got += fill(C, Q, 30000, &all, &next);
+        th_sleep_ms(10);
+    }
+    int64_t took = th_mono_ms() - t0;
+    fprintf(stderr, "limit_killed_holders: %d slots back in %" PRId64
+            " ms (lease %d), at most %lld leased while filling\n", got, took,
+            CRASH_LEASE, most);
+    ck_assert_int_eq(got, L);
+    ck_assert_int_le(took, CRASH_LEASE + 500);
+    ck_assert_int_le(most, L);
+    ck_assert_int_le(leased_now(R, Q), L);
+    bag_free(&all);
+}
+END_TEST
+
+/* ---- groups -------------------------------------------------------------- */
+
+/* Pushes n jobs of group g (NULL: none) due at the absolute server time
+ * at, with ids "<prefix><k>". */
+static void push_group(dq_client *c, const char *q, const char *g,
+                       const char *prefix, int n, int64_t at) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    if (g != NULL)
+        ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    enum { B = 500 };
+    static char idb[B][40];
+    const char *ids[B];
+    const void *pls[B];
+    size_t lens[B];
+    int64_t times[B];
+    for (int done = 0; done < n;) {
+        int k = n - done < B ? n - done : B;
+        for (int i = 0; i < k; i++) {
+            snprintf(idb[i], sizeof(idb[i]), "%s%d", prefix, done + i);
+            ids[i] = idb[i], pls[i] = "x", lens[i] = 1, times[i] = at;
+        }
+        int rc = dq_push_batch_ex(c, q, (size_t)k, pls, lens, times, ids,
+                                  DQ_PUSH_AT, o, NULL, NULL);
+        ck_assert_msg(rc == k, "push: %d %s", rc, dq_errmsg(c));
+        done += k;
+    }
+    dq_push_opts_free(o);
+}
+
+/* The promise: many jobs of A and one of B due at the same moment; B's
+ * job is in the first poll with max 2 (a partitioned queue keeps the
+ * promise per partition: in the first poll of B's partition, so within
+ * the first polls that visit every partition). */
+START_TEST(group_burst) {
+    int np = tu_parts();
+    int64_t at = server_ms(R) - 1000;
+    push_group(C, Q, "A", "a", 3000, at);
+    push_group(C, Q, "B", "b", 1, at);
+    int found = -1;
+    for (int k = 0; k < np && found < 0; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, Q, 2, 30000, &j, NULL);
+        ck_assert_int_gt(n, 0);
+        for (int i = 0; i < n; i++)
+            if (strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), "b0") == 0)
+                found = k;
+        dq_jobs_free(j);
+    }
+    ck_assert_msg(found >= 0, "B's job not in the first %d polls", np);
+}
+END_TEST
+
+/* Round-robin: four groups (one of them the jobs without a group) with
+ * due jobs; every poll of max 4 takes one of each, and each group's jobs
+ * come oldest first. */
+START_TEST(group_round_robin) {
+    if (tu_parts() > 1)
+        return; /* fairness is per partition: the ids spread over them */
+    int64_t now = server_ms(R);
+    push_group(C, Q, "x", "x", 5, now - 400);
+    push_group(C, Q, "y", "y", 5, now - 300);
+    push_group(C, Q, "z", "z", 5, now - 200);
+    /* (jobs without a group join the round once the queue has groups) */
+    push_group(C, Q, NULL, "n", 5, now - 500);
+    int last[128];
+    memset(last, -1, sizeof(last));
+    for (int round = 0; round < 5; round++) {
+        dq_jobs *j = NULL;
+        ck_assert_int_eq(poll_n(C, Q, 4, 30000, &j, NULL), 4);
+        int seen[128] = {0};
+        for (int i = 0; i < 4; i++) {
+            const char *id = dq_job_id(dq_jobs_at(j, (size_t)i));
+            unsigned char g = (unsigned char)id[0];
+            int k = atoi(id + 1);
+            ck_assert_msg(!seen[g], "round %d: two jobs of group %c", round,
+                          g);
+            seen[g] = 1;
+            ck_assert_int_eq(k, last[g] + 1); /* oldest first */
+            last[g] = k;
+        }
+        dq_jobs_free(j);
+    }
+    ck_stats(C, Q, 0, 0, 20, 0);
+    /* dq_get tells a job's group; a job without one has none */
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(C, Q, "x1", &in), 1);
+    ck_assert_str_eq(dq_job_info_group(in), "x");
+    dq_job_info_free(in);
+    ck_assert_int_eq(dq_get(C, Q, "n1", &in), 1);
+    ck_assert_ptr_null(dq_job_info_group(in));
+    dq_job_info_free(in);
+}
+END_TEST
+
+/* ---- a randomized run against a reference model --------------------------- */
+
+/* The model: the jobs each client holds (id, token, lease deadline on the
+ * server clock), and the jobs finished.  After every step: Redis has at
+ * most L leased; the model's live holds are exactly what Redis counts
+ * (every live lease is one we hold); a poll on a queue with due work and
+ * free slots (by the model) claims something; every job is finished
+ * exactly once in the end. */
+enum { MJOBS = 60, MHOLD = 64 };
+
+typedef struct hold {
+    char id[DQ_ID_BUF];
+    char tok[48];
+    int64_t deadline;
+} hold;
+
+typedef struct model {
+    hold h[MHOLD];
+    int n;
+    int done[MJOBS];
+    int finished;
+} model;
+
+/* "j<k>" or, pushed with a group, "j<k>_0" (push_group's ids). */
+static int job_no(const char *id) { return atoi(id + 1); }
+
+static int live_holds(const model *m, int64_t now) {
+    int k = 0;
+    for (int i = 0; i < m->n; i++)
+        k += m->h[i].deadline > now;
+    return k;
+}
+
+static void drop_hold(model *m, int i) { m->h[i] = m->h[--m->n]; }
+
+/* Holds of expired leases are forgotten once the job is claimed again. */
+static void forget_id(model *m, const char *id) {
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->h[i].id, id) == 0) {
+            drop_hold(m, i);
+            return;
+        }
+}
+
+static void model_poll(model *m, dq_client *c, const char *q, int L,
+                       unsigned *seed) {
+    int max = 1 + (int)(rand_r(seed) % 6);
+    int64_t lease = rand_r(seed) % 3 == 0 ? 150 : 20000;
+    dq_jobs *j = NULL;
+    int n = poll_n(c, q, max, lease, &j, NULL);
+    /* the slots free by the time after the poll bound those it found */
+    int free_slots = L - live_holds(m, server_ms(R));
+    ck_assert_int_le(n, free_slots > 0 ? free_slots : 0);
+    for (int k = 0; k < n; k++) {
+        const dq_job *job = dq_jobs_at(j, (size_t)k);
+        forget_id(m, dq_job_id(job));
+        ck_assert_int_lt(m->n, MHOLD);
+        hold *h = &m->h[m->n++];
+        snprintf(h->id, sizeof(h->id), "%s", dq_job_id(job));
+        snprintf(h->tok, sizeof(h->tok), "%s", dq_job_token(job));
+        h->deadline = dq_job_lease_deadline_ms(job);
+    }
+    dq_jobs_free(j);
+}
+
+/* Acks, nacks (retry or dead) or cancels a random hold.  A hold whose
+ * lease ran out may have been claimed again: its answer then says stale,
+ * and the model drops it. */
+static void model_release(model *m, dq_client *c, const char *q,
+                          unsigned *seed) {
+    if (m->n == 0)
+        return;
+    int i = (int)(rand_r(seed) % (unsigned)m->n);
+    hold *h = &m->h[i];
+    int what = (int)(rand_r(seed) % 4), rc;
+    if (what == 0 || what == 1) {
+        rc = dq_ack(c, q, h->id, h->tok);
+        ck_assert_msg(rc == 0 || rc == DQ_ESTALE, "ack %s: %d", h->id, rc);
+        if (rc == 0 && !m->done[job_no(h->id)]) {
+            m->done[job_no(h->id)] = 1;
+            m->finished++;
+        }
+    } else if (what == 2) {
+        rc = dq_nack(c, q, h->id, h->tok, rand_r(seed) % 2 ? 0 : 50, 0);
+        ck_assert_msg(rc == 0 || rc == DQ_ESTALE, "nack %s: %d", h->id, rc);
+    } else {
+        rc = dq_cancel(c, q, h->id, DQ_CANCEL_INFLIGHT);
+        ck_assert_msg(rc == 3 || rc == 1 || rc == 0, "cancel %s: %d", h->id,
+                      rc);
+        if (rc != 0 && !m->done[job_no(h->id)]) {
+            m->done[job_no(h->id)] = 1;
+            m->finished++;
+        }
+    }
+    drop_hold(m, i);
+}
+
+START_TEST(limit_model) {
+    int np = tu_parts();
+    unsigned seed = (unsigned)wall_us();
+    fprintf(stderr, "limit_model: seed %u\n", seed);
+    dq_client *cs[3] = {C, open_client(), open_client()};
+    for (int round = 0; round < 3; round++) {
+        char q[64];
+        snprintf(q, sizeof(q), "model%d", round);
+        int L = np * (1 + (int)(rand_r(&seed) % 4));
+        set_limit(C, q, L);
+        model m = {.n = 0};
+        /* a third without a group, the others in one of three */
+        static const char *const gname[4] = {NULL, "g0", "g1", "g2"};
+        for (int i = 0; i < MJOBS; i++) {
+            char id[16];
+            const char *g = gname[rand_r(&seed) % 4];
+            snprintf(id, sizeof(id), g ? "j%d_" : "j%d", i);
+            if (g == NULL) {
+                push_text(C, q, "x", (int64_t)(rand_r(&seed) % 200), id, 0,
+                          NULL);
+                continue;
+            }
+            push_group(C, q, g, id, 1, server_ms(R) + rand_r(&seed) % 200);
+        }
+        int64_t end = th_mono_ms() + 8000;
+        int steps = 0;
+        while (m.finished < MJOBS && th_mono_ms() < end) {
+            dq_client *c = cs[rand_r(&seed) % 3];
+            if (rand_r(&seed) % 2)
+                model_poll(&m, c, q, L, &seed);
+            else
+                model_release(&m, c, q, &seed);
+            if (rand_r(&seed) % 16 == 0)
+                th_sleep_ms(20);
+            /* every live lease in Redis is one the model holds */
+            int64_t now = server_ms(R);
+            long long inflight = leased_now(R, q);
+            ck_assert_msg(inflight <= L, "%lld leased, limit %d", inflight,
+                          L);
+            ck_assert_int_le(inflight, live_holds(&m, now));
+            steps++;
+        }
+        fprintf(stderr, "limit_model: queue %s limit %d: %d of %d jobs "
+                "finished in %d steps\n", q, L, m.finished, MJOBS, steps);
+        ck_assert_int_eq(m.finished, MJOBS);
+        ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", q, "due"), 0);
+        ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", q, "lease"), 0);
+        /* the groups' index: one poll drops what is left of it */
+        dq_jobs *none = NULL;
+        ck_assert_int_eq(poll_n(C, q, 10, 1000, &none, NULL), 0);
+        ck_assert_int_eq(tu_sum(R, "EXISTS", "dq", q, "gq"), 0);
+    }
+    dq_close(cs[1]);
+    dq_close(cs[2]);
+}
+END_TEST
+
+TEST_SUITE("fair", TU_SRV_UNIX,
+    {"limit_holds_and_frees", limit_holds_and_frees, 30, &fx},
+    {"limit_lease_expiry", limit_lease_expiry, 30, &fx},
+    {"limit_wakes_waiter", limit_wakes_waiter, 30, &fx},
+    {"limit_killed_holders", limit_killed_holders, 60, &fx},
+    {"group_burst", group_burst, 60, &fx},
+    {"group_round_robin", group_round_robin, 30, &fx},
+    {"limit_model", limit_model, 60, &fx})
