@@ -1343,12 +1343,21 @@ int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
     return (int)cnt;
 }
 
+/* get.lua's 8th element: a follow-up's earliest due time (false, or a
+ * reply of 7, or no positive number: 0, none). */
+static int64_t get_followup(const dq__reply *r, size_t n) {
+    int64_t v = 0;
+    if (n < 8 || elem_i64(dq__reply_at(r, 7), &v) != 0 || v < 0)
+        return 0;
+    return v;
+}
+
 int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
                    dq__err *err) {
     *info = NULL;
     size_t n = dq__reply_len(r);
     int64_t now, state, t, att;
-    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7) ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7 && n != 8) ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "get: unexpected reply");
     if (n == 1)
@@ -1378,6 +1387,7 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
         const char *rs = dq__reply_str(rule, &rlen);
         dq__repeat_text(rs, rlen, in->repeat, sizeof(in->repeat));
     }
+    in->followup_ms = get_followup(r, n);
     *info = in;
     return 1;
 }

@@ -136,19 +136,35 @@ START_TEST(followup_after_ack) {
 }
 END_TEST
 
+/* dq_get's view of the id's follow-up: its earliest due time, 0 none. */
+static int64_t followup_of(dq_client *c, const char *q, const char *id) {
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(c, q, id, &in), 1);
+    int64_t fu = dq_job_info_followup_ms(in);
+    dq_job_info_free(in);
+    return fu;
+}
+
 /* The follow-up of a run waits for the later of the ack and last push +
- * delay, capped by its first push + max wait. */
+ * delay, capped by its first push + max wait; dq_get shows it waiting. */
 START_TEST(followup_due) {
     dq_client *c = open_client();
     redisContext *r = rconn();
     char tok[DQ_TOKEN_BUF], pl[16];
     ck_assert_int_eq(dpush(c, Q, "g1", "v1", 0, 300), DQ_DEBOUNCE_CREATED);
     take1(c, Q, tok, pl, sizeof(pl));
+    ck_assert_int_eq(followup_of(c, Q, "g1"), 0);
     int64_t t0 = server_ms(r);
     ck_assert_int_eq(dpush(c, Q, "g1", "v2", 100000, 300),
                      DQ_DEBOUNCE_FOLLOWUP);
     int64_t t1 = server_ms(r);
+    int64_t fu = followup_of(c, Q, "g1");
+    ck_assert_msg(fu >= t0 + 300 && fu <= t1 + 300, "follow-up shown due "
+                  "%lld, want %lld..%lld", (long long)fu,
+                  (long long)(t0 + 300), (long long)(t1 + 300));
+    ck_assert_int_eq(dq_job_info_followup_ms(NULL), 0);
     ck_assert_int_eq(dq_ack(c, Q, "g1", tok), 0);
+    ck_assert_int_eq(followup_of(c, Q, "g1"), 0);
     int64_t due = due_of(c, Q, "g1", pl, sizeof(pl));
     ck_assert_str_eq(pl, "v2");
     ck_assert_msg(due >= t0 + 300 && due <= t1 + 300, "follow-up due %lld, "
