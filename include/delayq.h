@@ -1161,6 +1161,11 @@ DQ_EXTERN const void *dq_job_info_last_error(const dq_job_info *info,
 DQ_EXTERN int64_t dq_job_info_failed_ms(const dq_job_info *info);
 /* The server's time of the lookup (epoch ms). */
 DQ_EXTERN int64_t dq_job_info_now_ms(const dq_job_info *info);
+/* A debounced job (DQ_PUSH_DEBOUNCE) that runs while pushes wait as its
+ * follow-up: the earliest time (epoch ms, server clock) the follow-up may
+ * be due; it becomes the pending job when the running delivery is acked,
+ * due at the later of the ack and this.  0 when no follow-up waits. */
+DQ_EXTERN int64_t dq_job_info_followup_ms(const dq_job_info *info);
 /* A repeating job's rule (see "Repeating jobs"), as people read it:
  * "every <ms> ms from <start epoch ms>" or "cron <expression> tz <+-offset
  * minutes>"; NULL when the job does not repeat (or info is NULL).  Valid

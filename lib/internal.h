@@ -93,6 +93,8 @@ struct dq_job_info {
     int64_t now_ms; /* the server's time of the lookup */
     char repeat[256]; /* the repeat rule as people read it ("" none) */
     char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
+    int64_t followup_ms; /* a debounced job's follow-up: earliest due (0
+                            none) */
 };
 
 /* A parsed cron expression (cron.c): bit v of a field set = value v

@@ -240,6 +240,10 @@ int64_t dq_job_info_now_ms(const dq_job_info *in) {
     return in == NULL ? 0 : in->now_ms;
 }
 
+int64_t dq_job_info_followup_ms(const dq_job_info *in) {
+    return in == NULL ? 0 : in->followup_ms;
+}
+
 dq_job_info *dq_job_info_dup(const dq_job_info *in) {
     if (in == NULL)
         return NULL;

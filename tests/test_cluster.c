@@ -4,12 +4,14 @@
  *
  *  core_plain / core_partitioned
  *      every operation (push, poll, ack, nack, extend, cancel, reschedule,
- *      promote, stats, list, dead list / requeue / purge) on 12 queues whose slots (or whose
- *      partitions' slots) cover all 3 primaries, with each job's keys
- *      checked on the node that owns them; push_batch and ack_batch of
- *      5000 jobs; dq_poll_wait woken by another client's push within
- *      200 ms although its wait cap is 10 s; (partitioned) a client with
- *      another partition count gets DQ_EINVAL.
+ *      promote, debounce, stats, list, dead list / requeue / purge) on 12
+ *      queues whose slots (or whose partitions' slots) cover all 3
+ *      primaries, with each job's keys checked on the node that owns them;
+ *      a debounced job's follow-up started by the ack; a done record that
+ *      no longer answers after a replace and a cancel; push_batch and
+ *      ack_batch of 5000 jobs; dq_poll_wait woken by another client's push
+ *      within 200 ms although its wait cap is 10 s; (partitioned) a client
+ *      with another partition count gets DQ_EINVAL.
  *  poll_wait_resubscribe
  *      a partitioned dq_poll_wait after its slot moved and after its
  *      wake-up links broke.
@@ -335,6 +337,112 @@ static void resched_queue(dq_client *c, const char *q) {
     ck_stats(c, q, 0, 0, 0, 0);
 }
 
+/* One push of a text payload; returns the outcome.  With DQ_PUSH_DEBOUNCE
+ * in flags, max_ms is the max wait. */
+static int push_ex(dq_client *c, const char *q, const char *id,
+                   const char *pl, int64_t delay, int flags, int64_t max_ms) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    if (flags & DQ_PUSH_DEBOUNCE)
+        ck_assert_int_eq(
+            dq_push_opts_set(o, DQ_PUSHOPT_DEBOUNCE_MAX_MS, max_ms), 0);
+    int oc = 0;
+    int rc = dq_push_ex(c, q, pl, strlen(pl), delay, id, flags, o, NULL, 0,
+                        &oc);
+    dq_push_opts_free(o);
+    CK_RC(rc, 0, c, "push_ex");
+    return oc;
+}
+
+/* dq_get of a job that exists: its state, payload (into pl), due time and
+ * the server time of the read. */
+static int get_job(dq_client *c, const char *q, const char *id, char *pl,
+                   size_t n, int64_t *due, int64_t *now) {
+    dq_job_info *in = NULL;
+    CK_RC(dq_get(c, q, id, &in), 1, c, "get");
+    size_t len = 0;
+    const char *p = dq_job_info_payload(in, &len);
+    snprintf(pl, n, "%.*s", (int)len, p);
+    *due = dq_job_info_due_ms(in);
+    *now = dq_job_info_now_ms(in);
+    int state = dq_job_info_state(in);
+    dq_job_info_free(in);
+    return state;
+}
+
+/* Polls the one job of q (due now); its token into tok, payload into pl. */
+static void take_one(dq_client *c, const char *q, char *tok, char *pl,
+                     size_t n) {
+    dq_jobs *jobs = NULL;
+    CK_RC(dq_poll(c, q, 10, 30000, &jobs, NULL), 1, c, "poll one");
+    const dq_job *j = dq_jobs_at(jobs, 0);
+    size_t len = 0;
+    const char *p = dq_job_payload(j, &len);
+    snprintf(pl, n, "%.*s", (int)len, p);
+    snprintf(tok, DQ_TOKEN_BUF, "%s", dq_job_token(j));
+    ck_assert_int_eq(dq_job_attempt(j), 1);
+    dq_jobs_free(jobs);
+}
+
+/* Debounce on the job's node: created; moved (latest payload, the due time
+ * capped at first push + max wait, both on the server clock); pushes while
+ * it runs coalesce into one follow-up that the ack starts with the latest
+ * payload. */
+static void debounce_queue(dq_client *c, const char *q) {
+    char pl[64], tok[DQ_TOKEN_BUF];
+    int64_t t0 = 0, t1 = 0, due = 0, now = 0;
+    dq_jobs *none = NULL;
+    CK_OK(dq_list(c, q, DQ_LIST_SCHEDULED, 0, 1, &none, &t0), c, "list");
+    dq_jobs_free(none);
+    ck_assert_int_eq(push_ex(c, q, "db", "a", 200, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_CREATED);
+    ck_assert_int_eq(get_job(c, q, "db", pl, sizeof(pl), &due, &t1),
+                     DQ_JOB_SCHEDULED);
+    ck_assert_msg(due >= t0 + 200 && due <= t1 + 200, "%s: created due %"
+                  PRId64 ", pushed in %" PRId64 "..%" PRId64, q, due, t0, t1);
+    ck_assert_int_eq(push_ex(c, q, "db", "b", 600000, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_MOVED);
+    get_job(c, q, "db", pl, sizeof(pl), &due, &now);
+    ck_assert_str_eq(pl, "b");
+    ck_assert_msg(due >= t0 + 5000 && due <= t1 + 5000, "%s: due %" PRId64
+                  " past the max wait %" PRId64 "..%" PRId64, q, due,
+                  t0 + 5000, t1 + 5000);
+    CK_RC(dq_promote(c, q, "db", 0), DQ_RESCHED_MOVED, c, "promote");
+    take_one(c, q, tok, pl, sizeof(pl));
+    ck_assert_str_eq(pl, "b");
+    ck_assert_int_eq(push_ex(c, q, "db", "c", 0, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_FOLLOWUP);
+    ck_assert_int_eq(push_ex(c, q, "db", "d", 0, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_FOLLOWUP);
+    ck_stats(c, q, 0, 0, 1, 0);
+    CK_RC(dq_ack(c, q, "db", tok), 0, c, "ack starts the follow-up");
+    ck_stats(c, q, 0, 1, 0, 0);
+    take_one(c, q, tok, pl, sizeof(pl));
+    ck_assert_str_eq(pl, "d");
+    CK_RC(dq_ack(c, q, "db", tok), 0, c, "ack of the follow-up");
+    ck_stats(c, q, 0, 0, 0, 0);
+}
+
+/* A done record answers only for the incarnation that was acked: after a
+ * replace and a cancel, a keep push creates the job. */
+static void done_record_queue(dq_client *c, const char *q) {
+    char pl[64], tok[DQ_TOKEN_BUF];
+    ck_assert_int_eq(push_ex(c, q, "order-1", "r1", 0, DQ_PUSH_KEEP, 0),
+                     DQ_PUSHED);
+    take_one(c, q, tok, pl, sizeof(pl));
+    CK_RC(dq_ack(c, q, "order-1", tok), 0, c, "ack");
+    ck_assert_int_eq(push_ex(c, q, "order-1", "r1", 0, DQ_PUSH_KEEP, 0),
+                     DQ_DONE);
+    ck_assert_int_eq(push_ex(c, q, "order-1", "r2", 0, DQ_PUSH_REPLACE, 0),
+                     DQ_PUSHED);
+    CK_RC(dq_cancel(c, q, "order-1", 0), DQ_CANCELED_PENDING, c, "cancel");
+    ck_assert_int_eq(push_ex(c, q, "order-1", "r3", 1000, DQ_PUSH_KEEP, 0),
+                     DQ_PUSHED);
+    ck_stats(c, q, 1, 0, 0, 0);
+    CK_RC(dq_ack(c, q, "order-1", tok), 0, c, "the first ack retried");
+    CK_RC(dq_cancel(c, q, "order-1", 0), DQ_CANCELED_PENDING, c, "cancel");
+}
+
 static void core_queue(dq_client *c, thc_cluster *cl, const char *q,
                        int parts) {
     static const char *const ids[6] = {"j1", "j2", "j3", "j4", "j5", "j6"};
@@ -458,6 +566,8 @@ static void core_queue(dq_client *c, thc_cluster *cl, const char *q,
     ck_assert_int_eq(next, -1);
     ck_assert_int_eq(list_count(c, q, DQ_LIST_SCHEDULED), 0);
     resched_queue(c, q);
+    debounce_queue(c, q);
+    done_record_queue(c, q);
 }
 
 /* 12 queue names (prefix-k) whose slots -- or, partitioned, whose

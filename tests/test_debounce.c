@@ -6,8 +6,8 @@
  * DQ_DONE; batches; bad input refused before anything is sent; and many
  * producers (threads and processes) pushing one id while consumers run:
  * at most one pending instance and one follow-up at any moment, every push
- * served by a delivery after it, within the max wait (the suite runs
- * again partitioned and on the compact layouts).
+ * served by a delivery after it, within the max wait on the server's
+ * clock (the suite runs again partitioned and on the compact layouts).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -136,19 +136,35 @@ START_TEST(followup_after_ack) {
 }
 END_TEST
 
+/* dq_get's view of the id's follow-up: its earliest due time, 0 none. */
+static int64_t followup_of(dq_client *c, const char *q, const char *id) {
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(c, q, id, &in), 1);
+    int64_t fu = dq_job_info_followup_ms(in);
+    dq_job_info_free(in);
+    return fu;
+}
+
 /* The follow-up of a run waits for the later of the ack and last push +
- * delay, capped by its first push + max wait. */
+ * delay, capped by its first push + max wait; dq_get shows it waiting. */
 START_TEST(followup_due) {
     dq_client *c = open_client();
     redisContext *r = rconn();
     char tok[DQ_TOKEN_BUF], pl[16];
     ck_assert_int_eq(dpush(c, Q, "g1", "v1", 0, 300), DQ_DEBOUNCE_CREATED);
     take1(c, Q, tok, pl, sizeof(pl));
+    ck_assert_int_eq(followup_of(c, Q, "g1"), 0);
     int64_t t0 = server_ms(r);
     ck_assert_int_eq(dpush(c, Q, "g1", "v2", 100000, 300),
                      DQ_DEBOUNCE_FOLLOWUP);
     int64_t t1 = server_ms(r);
+    int64_t fu = followup_of(c, Q, "g1");
+    ck_assert_msg(fu >= t0 + 300 && fu <= t1 + 300, "follow-up shown due "
+                  "%lld, want %lld..%lld", (long long)fu,
+                  (long long)(t0 + 300), (long long)(t1 + 300));
+    ck_assert_int_eq(dq_job_info_followup_ms(NULL), 0);
     ck_assert_int_eq(dq_ack(c, Q, "g1", tok), 0);
+    ck_assert_int_eq(followup_of(c, Q, "g1"), 0);
     int64_t due = due_of(c, Q, "g1", pl, sizeof(pl));
     ck_assert_str_eq(pl, "v2");
     ck_assert_msg(due >= t0 + 300 && due <= t1 + 300, "follow-up due %lld, "
@@ -282,15 +298,18 @@ END_TEST
 #define C_DELAY 50
 #define C_WAIT 150
 #define C_SLACK_US 400000 /* a loaded 2-core machine's scheduling */
+#define C_LEASE 30000
 
 typedef struct cpush {
     int64_t ts, tr; /* sent, answered (us, CLOCK_MONOTONIC) */
+    int64_t ss, sr; /* the server's TIME (ms) just before and just after */
     int oc;
 } cpush;
 
 typedef struct cdeliv {
-    int64_t claim; /* poll answered (us) */
-    int seq;       /* the payload: the push's number */
+    int64_t claim;  /* poll answered (us) */
+    int64_t sclaim; /* the poll's server time (ms): lease deadline - lease */
+    int seq;        /* the payload: the push's number */
 } cdeliv;
 
 typedef struct cshared {
@@ -308,6 +327,7 @@ typedef struct cctx {
     int nd, capd;
     int max_pending, max_lease, max_both, max_fu;
     int bad_fu; /* a follow-up with no job pending or in flight */
+    int early;  /* deliveries claimed before their due time (server) */
 } cctx;
 
 static int64_t mono_us(void) {
@@ -318,6 +338,7 @@ static int64_t mono_us(void) {
 
 static void produce(cshared *sh, const char *q) {
     dq_client *c = open_client();
+    redisContext *r = rconn();
     dq_push_opts *o = dq_push_opts_new();
     dq_push_opts_set(o, DQ_PUSHOPT_DEBOUNCE_MAX_MS, C_WAIT);
     for (;;) {
@@ -327,15 +348,18 @@ static void produce(cshared *sh, const char *q) {
         char pl[16];
         int n = snprintf(pl, sizeof(pl), "%d", seq);
         cpush *p = &sh->p[seq];
+        p->ss = server_ms(r);
         p->ts = mono_us();
         int oc = 0;
         int rc = dq_push_ex(c, q, pl, (size_t)n, C_DELAY, "hot",
                             DQ_PUSH_DEBOUNCE, o, NULL, 0, &oc);
         p->tr = mono_us();
+        p->sr = server_ms(r);
         p->oc = rc == 0 ? oc : rc;
         usleep(800);
     }
     dq_push_opts_free(o);
+    redisFree(r);
     dq_close(c);
 }
 
@@ -351,7 +375,7 @@ static void *consumer_thread(void *arg) {
     dq_client *c = open_client();
     while (!atomic_load(&x->stop)) {
         dq_jobs *jobs = NULL;
-        int n = dq_poll(c, x->q, 1, 30000, &jobs, NULL);
+        int n = dq_poll(c, x->q, 1, C_LEASE, &jobs, NULL);
         int64_t now = mono_us();
         if (n != 1) {
             dq_jobs_free(jobs);
@@ -360,11 +384,14 @@ static void *consumer_thread(void *arg) {
         }
         const dq_job *j = dq_jobs_at(jobs, 0);
         pthread_mutex_lock(&x->mu);
+        int64_t sclaim = dq_job_lease_deadline_ms(j) - C_LEASE;
         if (x->nd < x->capd) {
             x->d[x->nd].claim = now;
+            x->d[x->nd].sclaim = sclaim;
             x->d[x->nd].seq = atoi(dq_job_payload(j, NULL));
             x->nd++;
         }
+        x->early += dq_job_due_ms(j) > sclaim;
         pthread_mutex_unlock(&x->mu);
         usleep(2000); /* the handler */
         dq_ack(c, x->q, dq_job_id(j), dq_job_token(j));
@@ -411,11 +438,39 @@ static int by_claim(const void *a, const void *b) {
     return x->claim < y->claim ? -1 : x->claim > y->claim;
 }
 
-/* Every push: the first delivery claimed after it was sent comes within
- * the max wait (plus the handler and scheduling slack), and a delivery
- * after it runs its payload or one sent after it (none lost). */
+static int by_int64(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    return *x < *y ? -1 : *x > *y;
+}
+
+/* The first of the n sorted values at or after t (n if none). */
+static int first_from(const int64_t *v, int n, int64_t t) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (v[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Every push: on the server's clock, the first delivery claimed after it
+ * was sent comes within the max wait of its answer (plus the handler and
+ * scheduling slack; the job that serves it was first pushed at or before
+ * it); on the client's, a delivery after it runs its payload or one sent
+ * after it (none lost). */
 static void check_served(cctx *x) {
     qsort(x->d, (size_t)x->nd, sizeof(cdeliv), by_claim);
+    int64_t *sc = malloc(((size_t)x->nd + 1) * sizeof(int64_t));
+    int64_t *mc = malloc(((size_t)x->nd + 1) * sizeof(int64_t));
+    ck_assert(sc != NULL && mc != NULL);
+    for (int k = 0; k < x->nd; k++) {
+        sc[k] = x->d[k].sclaim;
+        mc[k] = x->d[k].claim;
+    }
+    qsort(sc, (size_t)x->nd, sizeof(int64_t), by_int64);
     /* suffix max of the answer time of the push each delivery ran */
     int64_t *m = malloc(((size_t)x->nd + 1) * sizeof(int64_t));
     ck_assert_ptr_nonnull(m);
@@ -429,25 +484,23 @@ static void check_served(cctx *x) {
         const cpush *p = &x->sh->p[i];
         ck_assert_msg(p->oc >= DQ_DEBOUNCE_CREATED &&
                       p->oc <= DQ_DEBOUNCE_FOLLOWUP, "push %d: %d", i, p->oc);
-        int lo = 0, hi = x->nd;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (x->d[mid].claim < p->ts)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        ck_assert_msg(lo < x->nd, "push %d: no delivery after it", i);
-        int64_t late = x->d[lo].claim - (p->tr + C_WAIT * 1000);
+        int s = first_from(sc, x->nd, p->ss);
+        ck_assert_msg(s < x->nd, "push %d: no delivery after it (server "
+                      "clock)", i);
+        int64_t late = (sc[s] - (p->sr + C_WAIT)) * 1000;
         if (late > worst)
             worst = late;
+        int lo = first_from(mc, x->nd, p->ts);
+        ck_assert_msg(lo < x->nd, "push %d: no delivery after it", i);
         ck_assert_msg(m[lo] >= p->ts, "push %d lost: no delivery after it "
                       "ran its payload or a later one", i);
     }
     ck_assert_msg(worst <= C_SLACK_US, "a push waited %lld us past its max "
-                  "wait", (long long)worst);
+                  "wait (server clock)", (long long)worst);
     fprintf(stderr, "debounce: %d pushes, %d runs, worst %lld us past the "
-            "max wait\n", C_PUSHES, x->nd, (long long)worst);
+            "max wait (server clock)\n", C_PUSHES, x->nd, (long long)worst);
+    free(sc);
+    free(mc);
     free(m);
 }
 
@@ -505,6 +558,7 @@ START_TEST(many_producers) {
     ck_assert_int_le(x.max_both, 1);
     ck_assert_int_le(x.max_fu, 1);
     ck_assert_int_eq(x.bad_fu, 0);
+    ck_assert_int_eq(x.early, 0);
     ck_assert_int_lt(x.nd, x.capd);
     /* debounced: far fewer runs than pushes */
     ck_assert_msg(x.nd < C_PUSHES / 4, "%d runs for %d pushes", x.nd,

@@ -976,6 +976,8 @@ static void h_job(web *w, struct evhttp_request *req, const char *q,
         j_cstr(b, rule);
     else
         W_ADD(b, "null");
+    evbuffer_add_printf(b, ",\"followup_ms\":%" PRId64,
+                        dq_job_info_followup_ms(info));
     W_ADD(b, "}}");
     dq_job_info_free(info);
     send_json(req, 200, b);

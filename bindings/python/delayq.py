@@ -363,6 +363,7 @@ _OPTIONAL_PROTOTYPES = {
     "dq_setting_by_name": (_c_int, [_c_str]),
     "dq_job_info_repeat": (_c_str, [_P_INFO]),
     "dq_job_info_group": (_c_str, [_P_INFO]),
+    "dq_job_info_followup_ms": (_c_i64, [_P_INFO]),
     # pending jobs per due-time window, without reading them
     "dq_count_due": (_c_int, [_P_CLIENT, _c_str, _P_I64, _c_int, _P_I64,
                               _P_I64]),
@@ -601,11 +602,13 @@ class JobInfo:
     recorded), failed_ms (when it was, 0 if none), now_ms (the server's
     time of the lookup), repeat (a repeating job's rule as text, e.g.
     "every 60000 ms from <start ms>" or "cron 30 9 * * 1-5 tz +330", else
-    None), group (its group, else None)."""
+    None), group (its group, else None), followup_ms (a debounced job in
+    flight with pushes waiting: the earliest time its follow-up may be
+    due, server epoch ms; else 0)."""
 
     __slots__ = ("id", "queue", "state", "due_ms", "attempts",
                  "lease_deadline_ms", "payload", "last_error", "failed_ms",
-                 "now_ms", "repeat", "group")
+                 "now_ms", "repeat", "group", "followup_ms")
 
     def __init__(self, queue, info):
         self.id = _dec(_lib.dq_job_info_id(info))
@@ -626,6 +629,8 @@ class JobInfo:
         if getattr(_lib, "dq_job_info_group", None) is not None:
             grp = _lib.dq_job_info_group(info)
         self.group = None if grp is None else _dec(grp)
+        fu = getattr(_lib, "dq_job_info_followup_ms", None)
+        self.followup_ms = fu(info) if fu is not None else 0
 
     def __repr__(self):
         return ("JobInfo(id=%r, state=%r, due_ms=%d, attempts=%d, "

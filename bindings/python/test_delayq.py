@@ -239,7 +239,11 @@ class TestPushPoll(Base):
                          ("d2", delayq.DEBOUNCE_FOLLOWUP))
         self.assertEqual(self.c.push(q, b"r3", id="d2", debounce=True),
                          ("d2", delayq.DEBOUNCE_FOLLOWUP))
+        info = self.c.get(q, "d2")
+        self.assertGreaterEqual(info.followup_ms, info.now_ms - 1000)
+        self.assertLessEqual(info.followup_ms, info.now_ms + 1000)
         j.ack()
+        self.assertEqual(self.c.get(q, "d2").followup_ms, 0)
         [j2] = self.c.poll(q)
         self.assertEqual((j2.id, j2.payload, j2.attempt), ("d2", b"r3", 1))
         j2.ack()

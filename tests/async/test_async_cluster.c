@@ -2,7 +2,9 @@
  * tests/async/test_async_cluster.c - the libevent client over a Redis
  * Cluster and a Sentinel-named primary (tests/cluster_harness.h starts a
  * private topology per test): operations on queues spread over every
- * primary through one client, a big batch, a consumer woken through sharded
+ * primary through one client (with debounce, its follow-up started by the
+ * ack, and a done record that stops answering after a replace and a
+ * cancel, on plain and partitioned queues), a big batch, a consumer woken through sharded
  * pub/sub, a slot migrated under the client's feet (TRYAGAIN / ASK / MOVED,
  * and the consumer's subscription moving with the slot), a primary killed
  * with a push issued right after, a Sentinel failover by kill, one by
@@ -132,6 +134,128 @@ static void reset_stats(void) {
     }
 }
 
+/* ---- debounce and done records on each queue's node ---- */
+
+/* One push (max_ms: the max wait, with DQ_PUSH_DEBOUNCE); its outcome. */
+static int apush(dq_async *a, const char *q, const char *id, const char *pl,
+                 int64_t delay, int flags, int64_t max_ms) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    if (flags & DQ_PUSH_DEBOUNCE)
+        ck_assert_int_eq(
+            dq_push_opts_set(o, DQ_PUSHOPT_DEBOUNCE_MAX_MS, max_ms), 0);
+    res r = {0};
+    ck_assert_int_eq(dq_async_push_ex(a, q, pl, strlen(pl), delay, id, flags,
+                                      o, push_rec, &r),
+                     0);
+    dq_push_opts_free(o);
+    WAIT_CB_MS(r, 0, 10000);
+    return r.outcome;
+}
+
+/* A call answered by st_rec; its status. */
+static int await_st(int rc, res *r) {
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(RUN_UNTIL(r->calls > 0, 10000), "no callback");
+    return r->status;
+}
+
+/* The job's state, payload (into pl), due time and read time (server). */
+static int aget(dq_async *a, const char *q, const char *id, char *pl,
+                size_t n, int64_t *due, int64_t *now) {
+    info_res r = {0};
+    ck_assert_int_eq(dq_async_get(a, q, id, info_rec, &r), 0);
+    ck_assert_msg(RUN_UNTIL(r.calls > 0, 10000), "no get callback");
+    ck_assert_msg(r.status == 1, "get %s: %d %s", id, r.status, r.msg);
+    size_t len = 0;
+    const char *p = dq_job_info_payload(r.info, &len);
+    snprintf(pl, n, "%.*s", (int)len, p);
+    *due = dq_job_info_due_ms(r.info);
+    *now = dq_job_info_now_ms(r.info);
+    int state = dq_job_info_state(r.info);
+    dq_job_info_free(r.info);
+    return state;
+}
+
+/* Polls q's one due job: its token into tok, payload into pl. */
+static void apoll_one(dq_async *a, const char *q, char *tok, char *pl,
+                      size_t n) {
+    res r = {0};
+    ck_assert_int_eq(dq_async_poll(a, q, 10, 30000, jobs_rec, &r), 0);
+    WAIT_CB_MS(r, 1, 10000);
+    size_t len = 0;
+    const char *p = dq_job_payload(kept(&r, 0), &len);
+    snprintf(pl, n, "%.*s", (int)len, p);
+    snprintf(tok, DQ_TOKEN_BUF, "%s", dq_job_token(kept(&r, 0)));
+    ck_assert_int_eq(dq_job_attempt(kept(&r, 0)), 1);
+    res_clear(&r);
+}
+
+static int aack(dq_async *a, const char *q, const char *id, const char *tok) {
+    res r = {0};
+    return await_st(dq_async_ack(a, q, id, tok, st_rec, &r), &r);
+}
+
+static int acancel(dq_async *a, const char *q, const char *id) {
+    res r = {0};
+    return await_st(dq_async_cancel(a, q, id, 0, st_rec, &r), &r);
+}
+
+/* Debounce: created; moved with the latest payload, due at the first
+ * push's deadline (its time + max wait, exact on the server clock); two
+ * pushes while it runs make one follow-up that the ack starts. */
+static void adebounce(dq_async *a, const char *q) {
+    char pl[64], tok[DQ_TOKEN_BUF];
+    int64_t due1 = 0, now = 0, due2 = 0;
+    ck_assert_int_eq(apush(a, q, "db", "a", 200, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_CREATED);
+    ck_assert_int_eq(aget(a, q, "db", pl, sizeof(pl), &due1, &now),
+                     DQ_JOB_SCHEDULED);
+    ck_assert_msg(now >= due1 - 200, "%s: read at %" PRId64 " before the "
+                  "push at %" PRId64, q, now, due1 - 200);
+    ck_assert_int_eq(apush(a, q, "db", "b", 600000, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_MOVED);
+    aget(a, q, "db", pl, sizeof(pl), &due2, &now);
+    ck_assert_str_eq(pl, "b");
+    ck_assert_msg(due2 == due1 - 200 + 5000, "%s: due %" PRId64 ", want the "
+                  "first push + max wait %" PRId64, q, due2, due1 + 4800);
+    res pr = {0};
+    ck_assert_int_eq(await_st(dq_async_promote(a, q, "db", 0, st_rec, &pr),
+                              &pr),
+                     DQ_RESCHED_MOVED);
+    apoll_one(a, q, tok, pl, sizeof(pl));
+    ck_assert_str_eq(pl, "b");
+    ck_assert_int_eq(apush(a, q, "db", "c", 0, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_FOLLOWUP);
+    ck_assert_int_eq(apush(a, q, "db", "d", 0, DQ_PUSH_DEBOUNCE, 5000),
+                     DQ_DEBOUNCE_FOLLOWUP);
+    ck_assert_int_eq(aack(a, q, "db", tok), 0);
+    ck_assert_int_eq(aget(a, q, "db", pl, sizeof(pl), &due2, &now),
+                     DQ_JOB_DUE);
+    ck_assert_str_eq(pl, "d");
+    apoll_one(a, q, tok, pl, sizeof(pl));
+    ck_assert_str_eq(pl, "d");
+    ck_assert_int_eq(aack(a, q, "db", tok), 0);
+}
+
+/* The done record answers only for the acked incarnation: after a replace
+ * and a cancel, a keep push creates the job again. */
+static void adone_record(dq_async *a, const char *q) {
+    char pl[64], tok[DQ_TOKEN_BUF];
+    ck_assert_int_eq(apush(a, q, "order-1", "r1", 0, DQ_PUSH_KEEP, 0),
+                     DQ_PUSHED);
+    apoll_one(a, q, tok, pl, sizeof(pl));
+    ck_assert_int_eq(aack(a, q, "order-1", tok), 0);
+    ck_assert_int_eq(apush(a, q, "order-1", "r1", 0, DQ_PUSH_KEEP, 0),
+                     DQ_DONE);
+    ck_assert_int_eq(apush(a, q, "order-1", "r2", 0, DQ_PUSH_REPLACE, 0),
+                     DQ_PUSHED);
+    ck_assert_int_eq(acancel(a, q, "order-1"), DQ_CANCELED_PENDING);
+    ck_assert_int_eq(apush(a, q, "order-1", "r3", 1000, DQ_PUSH_KEEP, 0),
+                     DQ_PUSHED);
+    ck_assert_int_eq(acancel(a, q, "order-1"), DQ_CANCELED_PENDING);
+}
+
 /* ---- operations on queues spread over every primary ---- */
 
 enum { NQ = 12 };
@@ -232,6 +356,21 @@ START_TEST(spread_ops) {
             ck_assert_int_eq(s2[i].s[k], 0);
         res_clear(&pl[i]);
     }
+    /* Debounce and the done record on each queue, plain and partitioned
+     * (8 partitions: ids on other slots than the queue's name). */
+    char puri[1100];
+    snprintf(puri, sizeof(puri), "%s?partitions=8", g_uri);
+    dq_async *ap = copen(puri, NULL, NULL);
+    for (int i = 0; i < NQ; i++) {
+        char pq[40];
+        snprintf(pq, sizeof(pq), "%.30s-p", qs[i]);
+        adebounce(a, qs[i]);
+        adone_record(a, qs[i]);
+        adebounce(ap, pq);
+        adone_record(ap, pq);
+    }
+    ck_assert_int_eq(dq_async_pending(ap), 0);
+    dq_async_free(ap);
     ck_assert_int_eq(dq_async_pending(a), 0);
     ck_assert_int_eq(st.disconnected, 0);
     dq_async_free(a);

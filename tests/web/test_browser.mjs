@@ -98,6 +98,10 @@ const QB = 'bulk-dead';
 cli(['-q', 'refunds', 'push', 'refund 7', '--id', 'refund-7']);
 const rp = cli(['-q', 'refunds', 'poll', '--lease', '1m']).split('\t');
 cli(['-q', 'refunds', 'nack', rp[0], rp[2], '--dead', '--reason', 'card expired']);
+// a debounced job that runs while a push waits as its follow-up
+cli(['-q', 'pings', 'push', 'ping 1', '--id', 'ping', '--debounce', '0', '--max-wait', '1h']);
+cli(['-q', 'pings', 'poll', '--lease', '10m']);
+cli(['-q', 'pings', 'push', 'ping 2', '--id', 'ping', '--debounce', '1m', '--max-wait', '1h']);
 
 const web = spawn(DELAYQ, ['-u', URI, 'web', '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
 const first = await new Promise((res, rej) => {
@@ -234,6 +238,7 @@ try {
     assert(await f('state') === 'scheduled', 'state: ' + await f('state'));
     assert(await f('repeat') === 'cron 0 3 * * * tz +0', 'repeat: ' + await f('repeat'));
     assert(await f('attempt') === '0', 'attempts');
+    assert(await page.locator('#job-page tr[data-field="followup"]').count() === 0, 'no follow-up row');
     assert(await page.locator('#job-payload').textContent() === 'nightly report', 'payload');
     const qhex = Buffer.from(Q).toString('hex'), ihex = Buffer.from('report-nightly').toString('hex');
     assert(new URL(page.url()).hash === '#/q/' + qhex + '/j/' + ihex, 'address: ' + page.url());
@@ -256,6 +261,11 @@ try {
     await page.locator('#job-page').waitFor({ timeout: 10000 });
     assert(await f('state') === 'dead', 'dead state');
     assert(await f('last-error') === 'card expired', 'last error: ' + await f('last-error'));
+    // a debounced job in flight with its follow-up queued
+    await page.goto(base + '/#/q/' + Buffer.from('pings').toString('hex') + '/j/' + Buffer.from('ping').toString('hex'));
+    await page.locator('#job-page tr[data-field="followup"]').waitFor({ timeout: 10000 });
+    assert(await f('state') === 'inflight', 'ping state: ' + await f('state'));
+    assert(/^runs after this delivery is acked, due .* at the earliest$/.test(await f('followup')), 'follow-up: ' + await f('followup'));
     // an unknown id
     await page.locator('#job-back').click();
     await page.locator('#queue-name').waitFor();

@@ -407,6 +407,36 @@ class TestQueuesAndJobs(WebCase):
                                        % seg(q))
         self.assertEqual((st, json.loads(body)["code"]), (404, "ENOTFOUND"))
 
+    def test_job_page_debounce_followup(self):
+        """A debounced job that runs with pushes waiting shows its one
+        follow-up (followup_ms, the earliest it is due); the ack starts it
+        and the mark goes."""
+        q = new_queue("followup")
+        cli(["-q", q, "push", "v1", "--id", "d", "--debounce", "0",
+             "--max-wait", "60s"])
+        r = cli(["-q", q, "poll", "--max", "1", "--lease", "60s", "--json"])
+        got = json.loads(r.stdout)[0]
+        j = self.srv.get("/api/queues/%s/jobs/d" % seg(q))["job"]
+        self.assertEqual((j["state"], j["followup_ms"]), ("inflight", 0))
+        for pl in ("v2", "v3"):
+            out = cli(["-q", q, "push", pl, "--id", "d", "--debounce", "10s",
+                       "--max-wait", "60s"]).stdout
+            self.assertIn(b"followup d", out)
+        info = self.srv.get("/api/queues/%s/jobs/d" % seg(q))
+        j = info["job"]
+        self.assertEqual((j["state"], j["payload"]),
+                         ("inflight", {"text": "v1"}))
+        self.assertAlmostEqual(j["followup_ms"] - info["now_ms"], 10000,
+                               delta=5000)
+        cli(["-q", q, "ack", got["id"], got["token"]])
+        j = self.srv.get("/api/queues/%s/jobs/d" % seg(q))["job"]
+        self.assertEqual((j["state"], j["payload"], j["followup_ms"]),
+                         ("scheduled", {"text": "v3"}, 0))
+        # a job that is no debounce at all: 0 too
+        push(q, "x", "--id", "plain")
+        j = self.srv.get("/api/queues/%s/jobs/plain" % seg(q))["job"]
+        self.assertEqual(j["followup_ms"], 0)
+
     def test_job_page_repeat_lease_and_error(self):
         q = new_queue("jobinfo")
         cli(["-q", q, "push", "tick", "--id", "every", "--every", "60000"])

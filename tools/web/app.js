@@ -396,6 +396,7 @@ async function jobPage(qhex, idhex) {
       row('attempt', 'attempts', String(j.attempt)),
       row('lease', 'lease deadline', j.lease_deadline_ms ? when(j.lease_deadline_ms) + (j.lease_deadline_ms < now ? ', ran out' : '') : '-'),
       row('repeat', 'repeats', j.repeat === null ? 'no' : j.repeat),
+      j.followup_ms ? row('followup', 'follow-up queued', 'runs after this delivery is acked, due ' + when(j.followup_ms) + ' at the earliest', 'followup') : null,
       row('last-error', 'last error', j.last_error ? payloadText(j.last_error) : 'none', 'payload'),
       j.last_error ? row('failed', 'failed at', when(j.failed_ms)) : null,
       row('size', 'payload', j.size + ' bytes' + (j.payload.hex !== undefined ? ', shown in hex (not printable UTF-8)' : '') + (j.truncated ? ', truncated' : '')))),
