@@ -37,7 +37,8 @@ end
 if redis.call('ZSCORE', K_LEASE, id) then
     if ARGV[3] ~= '1' then return 2 end
     -- a slot of the limit on jobs in flight frees (include/fair.lua)
-    local F = redis.call('HEXISTS', K_JOBS, '\0full') == 1 and fair_lib()
+    -- (HMGET, not HEXISTS: the commands of a minimal ACL user, README)
+    local F = redis.call('HMGET', K_JOBS, '\0full')[1] and fair_lib()
     local waiters = F and F.waiters(nil, nil, nil, dq_now)
     forget()
     redis.call('ZREM', K_LEASE, id)

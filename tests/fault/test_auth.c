@@ -172,6 +172,23 @@ static void scenario(const char *uri, const char *q, redisContext *admin,
         rc = (int)due;
         STEP("stats count", DQ_EPROTO, 0);
     }
+    /* Job control: reschedule, promote, debounced pushes. */
+    STEP("push later 2", dq_push(c, q, "y", 1, 3600000, "y", 0, NULL, 0, NULL),
+         0);
+    STEP("reschedule", dq_reschedule(c, q, "y", 7200000, 0), DQ_RESCHED_MOVED);
+    STEP("promote", dq_promote(c, q, "y", 0), DQ_RESCHED_MOVED);
+    STEP("cancel promoted", dq_cancel(c, q, "y", 0), DQ_CANCELED_PENDING);
+    int db = 0;
+    for (int k = 0; k < 2; k++) {
+        STEP("push debounce", dq_push_ex(c, q, "d", 1, 60000, "db",
+                                         DQ_PUSH_DEBOUNCE, NULL, NULL, 0, &db),
+             0);
+        if (db != (k == 0 ? DQ_DEBOUNCE_CREATED : DQ_DEBOUNCE_MOVED)) {
+            rc = db;
+            STEP("push debounce outcome", DQ_EPROTO, 0);
+        }
+    }
+    STEP("cancel debounced", dq_cancel(c, q, "db", 0), DQ_CANCELED_PENDING);
     /* Queue settings: set (a rate limit too), read, unset. */
     int sets[3] = {DQ_SET_MAX_ATTEMPTS, DQ_SET_RATE_MAX,
                    DQ_SET_RATE_WINDOW_MS};

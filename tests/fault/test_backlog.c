@@ -7,7 +7,8 @@
  * chunks of 1000), so no single command may run long: SLOWLOG records every
  * command (slowlog-log-slower-than 0).  In each phase (pushing the backlog,
  * draining the burst) the median script call (EVALSHA) must take under 20 ms
- * ($DQ_BACKLOG_MAX_CMD_MS overrides): a script that scans the backlog (a
+ * ($DQ_BACKLOG_MAX_CMD_MS overrides; pushes in compact-push, which move
+ * every job they write, four times that): a script that scans the backlog (a
  * range without LIMIT, a count by iteration) costs hundreds of ms on every
  * call and fails that at once.  The 99th percentiles and maxima are
  * reported, not asserted: SLOWLOG durations are wall-clock time, so a busy
@@ -234,9 +235,16 @@ START_TEST(million_pending_burst_due) {
     ck_assert_msg(drain_slow.p50_us < limit_us,
                   "median command while draining %lld us (limit %lld us)",
                   drain_slow.p50_us, limit_us);
-    ck_assert_msg(push_slow.p50_us < limit_us,
+    /* In compact-push every push call also moves its 1000 jobs into the
+     * compact shards, about four times the work (include/delayq.h,
+     * DQ_LAYOUT_*): 16.5 ms a call on an idle machine, 61 ms at load 20. */
+    const char *lay = getenv("DQ_TEST_LAYOUT");
+    long long push_limit_us =
+        lay != NULL && strcmp(lay, "compact-push") == 0 ? 4 * limit_us
+                                                        : limit_us;
+    ck_assert_msg(push_slow.p50_us < push_limit_us,
                   "median command of pushes %lld us (limit %lld us)",
-                  push_slow.p50_us, limit_us);
+                  push_slow.p50_us, push_limit_us);
     ft_ledger_free(L);
     redisFree(admin);
     dq_close(c);

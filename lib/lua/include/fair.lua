@@ -27,7 +27,7 @@
 -- jobs hash.  A
 -- script that takes jobs out of lease (ack, nack, cancel of a job in
 -- flight) reads that field in the HMGET of the metas it does anyway
--- (check_tokens; cancel: one HEXISTS on that rare path); when set it
+-- (check_tokens; cancel: one HMGET on that rare path); when set it
 -- deletes it and tells one waiting consumer to poll now (idle_tell), or
 -- broadcasts when none is registered.  A poll of a limited queue that is
 -- not held back deletes it, and so does unsetting the limit (config.lua):
