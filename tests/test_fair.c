@@ -5,7 +5,8 @@
  * killed while holding every slot), a held-back poll says when to come
  * back, a freed slot wakes a waiter; tenant groups (DQ_PUSHOPT_GROUP) are
  * served round-robin, a lone job of a small group beside a burst of a big
- * one in the first poll; and a randomized run of claims of grouped and
+ * one in the first poll, a rescheduled, promoted or debounced job indexed
+ * at its new time; and a randomized run of claims of grouped and
  * plain jobs, acks, nacks, cancels and expiries never has more leased
  * than the limit (sampled from Redis), agrees with a reference model of
  * the holds, finishes every job once and leaves no group index behind.
@@ -392,6 +393,52 @@ START_TEST(group_round_robin) {
 }
 END_TEST
 
+/* Whether a poll of max 2 takes the job id (the others are B's). */
+static int first_poll_has(const char *q, const char *id) {
+    dq_jobs *j = NULL;
+    int n = poll_n(C, q, 2, 30000, &j, NULL), got = 0;
+    ck_assert_msg(n == 2, "poll for %s: %d %s", id, n, dq_errmsg(C));
+    for (int i = 0; i < n; i++)
+        got |= strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), id) == 0;
+    dq_jobs_free(j);
+    return got;
+}
+
+/* A job moved to a new due time keeps its group's index at that time:
+ * one rescheduled later leaves no stale head entry that takes its
+ * group's pick (which would hand a poll two of B's jobs and none of A's),
+ * and one promoted or debounced to now is served by its group's turn,
+ * not only by the fill from due behind older jobs of other groups. */
+START_TEST(group_moved_jobs) {
+    if (tu_parts() > 1)
+        return; /* the ids spread over partitions */
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 1, now - 1000);
+    push_group(C, Q, "B", "b", 3, now - 900);
+    push_group(C, Q, "A", "c", 1, now - 800);
+    ck_assert_int_eq(dq_reschedule(C, Q, "a0", 3600000, 0), DQ_RESCHED_MOVED);
+    ck_assert_msg(first_poll_has(Q, "c0"), "A's due job not served");
+    push_group(C, Q, "A", "p", 1, now + 3600000);
+    ck_assert_int_eq(dq_promote(C, Q, "p0", 0), DQ_RESCHED_MOVED);
+    ck_assert_msg(first_poll_has(Q, "p0"), "the promoted job not served");
+    push_group(C, Q, "B", "e", 3, now - 700);
+    push_group(C, Q, "A", "d", 1, now + 3600000);
+    int oc = 0;
+    ck_assert_int_eq(dq_push_ex(C, Q, "y", 1, 0, "d0", DQ_PUSH_DEBOUNCE, NULL,
+                                NULL, 0, &oc),
+                     0);
+    ck_assert_int_eq(oc, 6); /* moved */
+    ck_assert_msg(first_poll_has(Q, "d0"), "the debounced job not served");
+    const char *kept[] = {"a0", "d0"}; /* both keep their group */
+    for (int i = 0; i < 2; i++) {
+        dq_job_info *in = NULL;
+        ck_assert_int_eq(dq_get(C, Q, kept[i], &in), 1);
+        ck_assert_str_eq(dq_job_info_group(in), "A");
+        dq_job_info_free(in);
+    }
+}
+END_TEST
+
 /* ---- a randomized run against a reference model --------------------------- */
 
 /* The model: the jobs each client holds (id, token, lease deadline on the
@@ -553,4 +600,5 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_killed_holders", limit_killed_holders, 60, &fx},
     {"group_burst", group_burst, 60, &fx},
     {"group_round_robin", group_round_robin, 30, &fx},
+    {"group_moved_jobs", group_moved_jobs, 30, &fx},
     {"limit_model", limit_model, 60, &fx})

@@ -55,7 +55,11 @@
 -- indexed).  An index entry is only a hint: each is checked against due
 -- (ZMSCORE) before it is taken, and one whose job left due (acked,
 -- cancelled, taken from due by another path) is dropped then, so no
--- script but push, nack and poll needs to know about groups.  With 100,000
+-- script but push, nack and poll needs to know about groups, and those
+-- that move a pending job (reschedule, debounce), which index it at its
+-- new time (F.moved): an entry left at its old time would take one of
+-- its group's picks until then (moved later) or leave the job to the
+-- fill from due (moved earlier).  With 100,000
 -- jobs of A and one of B due together, B's turn is as early as A's, so a
 -- poll with max >= 2 takes B's job.
 -- Priorities (DQ_PUSHOPT_PRIORITY) and a limit per group are not built:
@@ -133,6 +137,36 @@ local function fair_lib()
         end
         redis.call('ZADD', gkey(g), unpack(zadd))
         redis.call('ZADD', K_GQ, 'LT', string.format('%d', first), g)
+    end
+
+    -- The group of each of ids (reads their metas; '' for none or no
+    -- meta), for F.moved.
+    function F.groups(ids)
+        local f, out = {}, {}
+        if #ids == 0 then return out end
+        for i, id in ipairs(ids) do f[i] = id .. '\0' end
+        for i, m in ipairs(redis.call('HMGET', K_JOBS, unpack(f))) do
+            out[i] = m and string.match(m, '|g([^|]*)') or ''
+        end
+        return out
+    end
+
+    -- Jobs moved to a new due time (reschedule, debounce): each indexed
+    -- at it, so no entry keeps its old time (a later one would take one
+    -- of its group's picks until then, an earlier one wait for the fill
+    -- from due).  zadd = { due, id, .. } as for due, gs their groups.
+    function F.moved(gs, zadd)
+        local order, by = {}, {}
+        for k = 1, #zadd, 2 do
+            local g = gs[(k + 1) / 2]
+            if not by[g] then
+                by[g] = {}
+                order[#order + 1] = g
+            end
+            local z = by[g]
+            z[#z + 1], z[#z + 2] = zadd[k], zadd[k + 1]
+        end
+        for _, g in ipairs(order) do F.add(g, by[g]) end
     end
 
     -- The due jobs of the groups whose turn has come, round-robin, at
