@@ -93,6 +93,7 @@ struct dq_job_info {
     int64_t now_ms; /* the server's time of the lookup */
     char repeat[256]; /* the repeat rule as people read it ("" none) */
     char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
+    int priority;                 /* the job's priority (0 none) */
 };
 
 /* A parsed cron expression (cron.c): bit v of a field set = value v
@@ -119,6 +120,7 @@ struct dq_push_opts {
     char cron_text[201];  /* its text (at most DQ_CRON_TEXT_MAX bytes) */
     int64_t debounce_max; /* DQ_PUSH_DEBOUNCE's max wait, ms (0: none) */
     char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
+    int priority;         /* DQ_PUSHOPT_PRIORITY (0: none) */
     char errmsg[512];     /* why the last set failed ("" none) */
 };
 

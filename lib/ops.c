@@ -1348,7 +1348,7 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
     *info = NULL;
     size_t n = dq__reply_len(r);
     int64_t now, state, t, att;
-    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7 && n != 8) ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7 && n != 8 && n != 9) ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "get: unexpected reply");
     if (n == 1)
@@ -1378,7 +1378,7 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
         const char *rs = dq__reply_str(rule, &rlen);
         dq__repeat_text(rs, rlen, in->repeat, sizeof(in->repeat));
     }
-    const dq__reply *grp = n == 8 ? dq__reply_at(r, 7) : NULL;
+    const dq__reply *grp = n >= 8 ? dq__reply_at(r, 7) : NULL;
     if (grp != NULL && dq__reply_type(grp) == DQ_R_STRING) {
         size_t glen;
         const char *gs = dq__reply_str(grp, &glen);
@@ -1387,6 +1387,10 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
         memcpy(in->group, gs, glen);
         in->group[glen] = '\0';
     }
+    int64_t prio = 0;
+    if (n == 9 && elem_i64(dq__reply_at(r, 8), &prio) == 0 && prio >= 0 &&
+        prio <= DQ_PRIORITY_MAX)
+        in->priority = (int)prio;
     *info = in;
     return 1;
 }

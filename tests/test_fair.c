@@ -300,14 +300,15 @@ END_TEST
 
 /* ---- groups -------------------------------------------------------------- */
 
-/* Pushes n jobs of group g (NULL: none) due at the absolute server time
- * at, with ids "<prefix><k>". */
-static void push_group(dq_client *c, const char *q, const char *g,
-                       const char *prefix, int n, int64_t at) {
+/* Pushes n jobs of group g (NULL: none) and priority prio due at the
+ * absolute server time at, with ids "<prefix><k>". */
+static void push_prio(dq_client *c, const char *q, const char *g, int prio,
+                      const char *prefix, int n, int64_t at) {
     dq_push_opts *o = dq_push_opts_new();
     ck_assert_ptr_nonnull(o);
     if (g != NULL)
         ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, prio), 0);
     enum { B = 500 };
     static char idb[B][40];
     const char *ids[B];
@@ -326,6 +327,11 @@ static void push_group(dq_client *c, const char *q, const char *g,
         done += k;
     }
     dq_push_opts_free(o);
+}
+
+static void push_group(dq_client *c, const char *q, const char *g,
+                       const char *prefix, int n, int64_t at) {
+    push_prio(c, q, g, 0, prefix, n, at);
 }
 
 /* The promise: many jobs of A and one of B due at the same moment; B's
@@ -436,6 +442,74 @@ START_TEST(group_moved_jobs) {
         ck_assert_str_eq(dq_job_info_group(in), "A");
         dq_job_info_free(in);
     }
+}
+END_TEST
+
+/* ---- priorities ------------------------------------------------------------ */
+
+/* The promise: with 10,000 due jobs of priority 0, a job of priority 5
+ * pushed due now is in the next poll (per partition: within the polls
+ * that visit every partition). */
+START_TEST(prio_promise) {
+    int np = tu_parts();
+    push_group(C, Q, NULL, "a", 10000, server_ms(R) - 1000);
+    push_prio(C, Q, NULL, 5, "hi", 1, server_ms(R));
+    int found = -1;
+    for (int k = 0; k < np && found < 0; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, Q, 1, 30000, &j, NULL);
+        ck_assert_int_eq(n, 1);
+        if (strcmp(dq_job_id(dq_jobs_at(j, 0)), "hi0") == 0)
+            found = k;
+        dq_jobs_free(j);
+    }
+    ck_assert_msg(found >= 0, "the priority job not in the first %d polls",
+                  np);
+}
+END_TEST
+
+/* Order: higher priority first, oldest first within a level, never a job
+ * before its due time; within a group, beside round-robin over groups;
+ * dq_get tells the priority; a bad one is refused. */
+START_TEST(prio_order) {
+    if (tu_parts() > 1)
+        return; /* the ids spread over partitions */
+    int64_t now = server_ms(R);
+    push_prio(C, Q, NULL, 0, "z", 2, now - 900);
+    push_prio(C, Q, NULL, 3, "m", 2, now - 500);
+    push_prio(C, Q, NULL, 7, "h", 1, now - 100);
+    push_prio(C, Q, NULL, 9, "f", 1, now + 3600000); /* not due */
+    const char *want[] = {"h0", "m0", "m1", "z0", "z1"};
+    dq_jobs *j = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 10, 30000, &j, NULL), 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_str_eq(dq_job_id(dq_jobs_at(j, (size_t)i)), want[i]);
+    dq_jobs_free(j);
+    /* groups: each group's highest first, one of each per round */
+    push_prio(C, Q, "A", 0, "a", 2, now - 800);
+    push_prio(C, Q, "A", 4, "p", 1, now - 10);
+    push_prio(C, Q, "B", 0, "b", 2, now - 700);
+    ck_assert_int_eq(poll_n(C, Q, 2, 30000, &j, NULL), 2);
+    int seen_p = 0, seen_b = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *id = dq_job_id(dq_jobs_at(j, (size_t)i));
+        seen_p |= strcmp(id, "p0") == 0;
+        seen_b |= strcmp(id, "b0") == 0;
+    }
+    ck_assert_msg(seen_p && seen_b, "A's priority job and B's oldest");
+    dq_jobs_free(j);
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(C, Q, "f0", &in), 1);
+    ck_assert_int_eq(dq_job_info_priority(in), 9);
+    dq_job_info_free(in);
+    ck_assert_int_eq(dq_get(C, Q, "a0", &in), 1);
+    ck_assert_int_eq(dq_job_info_priority(in), 0);
+    dq_job_info_free(in);
+    ck_assert_int_eq(dq_job_info_priority(NULL), 0);
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, 10), DQ_EINVAL);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, -1), DQ_EINVAL);
+    dq_push_opts_free(o);
 }
 END_TEST
 
@@ -601,4 +675,6 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"group_burst", group_burst, 60, &fx},
     {"group_round_robin", group_round_robin, 30, &fx},
     {"group_moved_jobs", group_moved_jobs, 30, &fx},
+    {"prio_promise", prio_promise, 60, &fx},
+    {"prio_order", prio_order, 30, &fx},
     {"limit_model", limit_model, 60, &fx})

@@ -689,6 +689,16 @@ class TestRepeatAndPushOptions(Base):
         got = self.c.poll(self.q, max=10)
         self.assertEqual(len(got), 1)  # 2 of 3 slots were taken above
 
+    def test_priority(self):
+        for i in range(20):
+            self.c.push(self.q, b"low", id="lo%d" % i)
+        self.c.push(self.q, b"high", id="hi", priority=7)
+        self.assertEqual(self.c.get(self.q, "hi").priority, 7)
+        self.assertEqual(self.c.get(self.q, "lo0").priority, 0)
+        self.assertEqual([j.id for j in self.c.poll(self.q, max=1)], ["hi"])
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.push(self.q, b"x", priority=10)
+
     def test_other_options(self):
         self.c.push(self.q, b"m", id="m", max_attempts=1)
         j = self.c.poll(self.q)[0]

@@ -7,7 +7,8 @@
 -- and under maxmemory, and never changes anything).
 -- ARGV[2] id.
 -- Returns { now_ms } when there is no such job, else
---   { now_ms, state, time_ms, attempts, payload, reason, rule, group }
+--   { now_ms, state, time_ms, attempts, payload, reason, rule, group,
+--     priority }
 --   state: 1 pending and not due yet, 2 pending and due (time_ms <= now),
 --   3 in flight (also a lease that ran out while no poll claimed the job
 --   again: its holder may still ack it, as dq_cancel and list.lua see it),
@@ -15,7 +16,8 @@
 --   deliveries so far (from meta); reason: the last failure reason field
 --   ("<ms>:<reason>") or nil (false) when none was recorded; rule: a
 --   repeating job's rule (include/repeat.lua) or false; group: the job's
---   group (include/fair.lua) or false (a compact job's reply ends before).
+--   group (include/fair.lua) or false, priority (0 none) (a compact job's
+--   reply ends before).
 -- Bounded: one HMGET of four fields and up to three ZSCOREs (or, for a
 -- compact job, three lookups).  An index
 -- entry without a payload (polls drop those) is no job.
@@ -46,4 +48,5 @@ end
 if state == 0 then return { now } end
 local attempts, _, _, ext = parse_meta(got[2])
 return { now, state, t, attempts, got[1], got[3] or false, got[4] or false,
-         ext ~= '' and string.match(ext, '|g([^|]*)') or false }
+         ext ~= '' and string.match(ext, '|g([^|]*)') or false,
+         ext ~= '' and tonumber(string.match(ext, '|p(%d)') or 0) or 0 }

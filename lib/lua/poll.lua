@@ -104,7 +104,7 @@ if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     if conf.grouped then -- round-robin over groups (include/fair.lua)
-        pick = F.pick(now, max)
+        pick = F.pick(now, max, F.levels(conf.grouped))
         due = F.due(pick, now, max)
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',

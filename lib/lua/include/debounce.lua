@@ -138,13 +138,17 @@ local function db_lib()
         w.hset[#w.hset + 1] = id
         w.hset[#w.hset + 1] = s.payload
         -- a pending job moved keeps its group (include/fair.lua)
+        -- and priority
         local g = from == 'pending' and string.match(s.ext, '|g([^|]*)')
+        local p = from == 'pending' and string.match(s.ext, '|p(%d)')
         w.hset[#w.hset + 1] = mf(id)
         w.hset[#w.hset + 1] = fmt_meta(0, tok, with_deadline(ext, s.deadline)
-                                       .. (g and '|g' .. g or ''))
+                                       .. (g and '|g' .. g or '')
+                                       .. (p and '|p' .. p or ''))
         w.zadd[#w.zadd + 1] = string.format('%d', s.at)
         w.zadd[#w.zadd + 1] = id
         w.gs[#w.gs + 1] = g or ''
+        w.gs.ps[#w.gs] = tonumber(p or 0)
         if not w.earliest or s.at < w.earliest then w.earliest = s.at end
     end
 
@@ -182,7 +186,7 @@ local function db_lib()
                                      ARGV[i + 2], wait)
         end
         local w = { hset = {}, zadd = {}, hdel = {}, undead = {}, unc = {},
-                    retire = {}, C = C, F = F, gs = {} }
+                    retire = {}, C = C, F = F, gs = { ps = {} } }
         for _, id in ipairs(ids) do db_plan(w, id, st[id], ext) end
         local cands = wake_prep(w.earliest, before, now)
         db_write(w)

@@ -62,9 +62,15 @@
 -- fill from due (moved earlier).  With 100,000
 -- jobs of A and one of B due together, B's turn is as early as A's, so a
 -- poll with max >= 2 takes B's job.
--- Priorities (DQ_PUSHOPT_PRIORITY) and a limit per group are not built:
--- a priority would be one more index level (<prefix>g<p>:<group>, the
--- group's highest due level first); a limit per group would mirror lease
+-- Priorities (DQ_PUSHOPT_PRIORITY, 0..9, "|p<n>" in the meta): a job of
+-- priority p > 0 is indexed in <prefix>g<p>:<group> instead of g:<group>
+-- (a queue without groups: group '', like its other jobs once it has a
+-- priority); the flag "grouped" is then a bit set, bit 0 for the index,
+-- bit p for each priority pushed (push sets them), so a poll reads only
+-- the levels in use: of each group whose turn has come its due jobs of
+-- the highest level first, oldest first in each, never one not yet due.
+-- A queue without priorities reads no more than before.
+-- A limit per group is not built: it would mirror lease
 -- for grouped jobs (<prefix>gl:<group>, id -> lease deadline, counted like
 -- lease: an expired entry is a free slot).
 
@@ -82,6 +88,47 @@ local function fair_lib()
 
     -- The index key of a group.
     local function gkey(g) return PFX .. 'g:' .. g end
+
+    -- The index key of a group's jobs of priority p (0: gkey).
+    local function pkey(g, p)
+        if p > 0 then return PFX .. 'g' .. p .. ':' .. g end
+        return gkey(g)
+    end
+
+    -- A job's priority, from its meta's options ("|p<n>"; none: 0).
+    function F.prio(ext)
+        return tonumber(string.match(ext, '|p(%d)') or 0)
+    end
+
+    -- The levels used (the flag conf.grouped: bit 0 set, bit p for each
+    -- priority p > 0 pushed), highest first.
+    function F.levels(flag)
+        local out = {}
+        for p = 9, 1, -1 do
+            if bit.band(flag, bit.lshift(1, p)) ~= 0 then out[#out + 1] = p end
+        end
+        return out
+    end
+
+    -- The flag after a push of group grp (nil: none) and priority p over
+    -- the flag cur (conf.grouped as read, or false): nil when unchanged.
+    function F.flag(cur, grp, p)
+        if not grp and p == 0 then return nil end
+        local was = tonumber(cur) or 0
+        local v = bit.bor(was, 1)
+        if p > 0 then v = bit.bor(v, bit.lshift(1, p)) end
+        if v ~= was then return v end
+        return nil
+    end
+
+    -- The index keys of group g: its levels' (highest first), then its
+    -- priority 0's.
+    local function keys_of(g, levels)
+        local out = {}
+        for i, p in ipairs(levels) do out[i] = pkey(g, p) end
+        out[#out + 1] = gkey(g)
+        return out
+    end
 
     -- The limit on jobs in flight of this partition (conf.inflight_part)
     -- for a poll of max jobs: how many more it may lease now, and, when
@@ -129,24 +176,25 @@ local function fair_lib()
 
     -- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for
     -- due); the group's turn comes no later than its earliest one.
-    function F.add(g, zadd)
+    function F.add(g, zadd, p)
         local first
         for k = 1, #zadd, 2 do
             local at = tonumber(zadd[k])
             if not first or at < first then first = at end
         end
-        redis.call('ZADD', gkey(g), unpack(zadd))
+        redis.call('ZADD', pkey(g, p or 0), unpack(zadd))
         redis.call('ZADD', K_GQ, 'LT', string.format('%d', first), g)
     end
 
-    -- The group of each of ids (reads their metas; '' for none or no
-    -- meta), for F.moved.
+    -- The group and priority of each of ids (reads their metas; '' and
+    -- 0 for none or no meta), for F.moved.
     function F.groups(ids)
-        local f, out = {}, {}
+        local f, out = {}, { ps = {} }
         if #ids == 0 then return out end
         for i, id in ipairs(ids) do f[i] = id .. '\0' end
         for i, m in ipairs(redis.call('HMGET', K_JOBS, unpack(f))) do
             out[i] = m and string.match(m, '|g([^|]*)') or ''
+            out.ps[i] = m and F.prio(m) or 0
         end
         return out
     end
@@ -154,36 +202,52 @@ local function fair_lib()
     -- Jobs moved to a new due time (reschedule, debounce): each indexed
     -- at it, so no entry keeps its old time (a later one would take one
     -- of its group's picks until then, an earlier one wait for the fill
-    -- from due).  zadd = { due, id, .. } as for due, gs their groups.
+    -- from due).  zadd = { due, id, .. } as for due, gs their groups
+    -- (gs.ps their priorities).
     function F.moved(gs, zadd)
         local order, by = {}, {}
         for k = 1, #zadd, 2 do
-            local g = gs[(k + 1) / 2]
-            if not by[g] then
-                by[g] = {}
-                order[#order + 1] = g
+            local i = (k + 1) / 2
+            local g, p = gs[i], gs.ps[i] or 0
+            local at = g .. '\0' .. p
+            if not by[at] then
+                by[at] = { g = g, p = p }
+                order[#order + 1] = at
             end
-            local z = by[g]
+            local z = by[at]
             z[#z + 1], z[#z + 2] = zadd[k], zadd[k + 1]
         end
-        for _, g in ipairs(order) do F.add(g, by[g]) end
+        for _, at in ipairs(order) do
+            local z = by[at]
+            F.add(z.g, z, z.p)
+        end
     end
 
     -- The due jobs of the groups whose turn has come, round-robin, at
     -- most max, as pick.ids = { id, due, .. } (due's own scores), with
-    -- what the poll's writes need: each id's group, and the index entries
-    -- found stale.
-    function F.pick(now, max)
+    -- what the poll's writes need: each id's group and index key, and the
+    -- index entries found stale.  levels: F.levels of the flag; a group's
+    -- due jobs of the highest level come first, oldest first in each.
+    function F.pick(now, max, levels)
         local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
                               'LIMIT', 0, max)
         local per = math.ceil(max / math.max(#gs, 1))
-        local lists, all = {}, {}
+        local lists, kofs, all = {}, {}, {}
         for i, g in ipairs(gs) do
-            lists[i] = redis.call('ZRANGEBYSCORE', gkey(g), '-inf', now,
-                                  'LIMIT', 0, per)
-            for _, id in ipairs(lists[i]) do all[#all + 1] = id end
+            local l, kof = {}, {}
+            for _, key in ipairs(keys_of(g, levels)) do
+                if #l >= per then break end
+                local r = redis.call('ZRANGEBYSCORE', key, '-inf', now,
+                                     'LIMIT', 0, per - #l)
+                for _, id in ipairs(r) do
+                    l[#l + 1], kof[#l + 1] = id, key
+                    all[#all + 1] = id
+                end
+            end
+            lists[i], kofs[i] = l, kof
         end
-        local pick = { ids = {}, gof = {}, stale = {}, groups = gs }
+        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
+                       levels = levels }
         if #all == 0 then return pick end
         local sc = redis.call('ZMSCORE', K_DUE, unpack(all))
         local score, k = {}, 0
@@ -201,9 +265,9 @@ local function fair_lib()
                     if s and tonumber(s) <= now then
                         pick.ids[#pick.ids + 1] = id
                         pick.ids[#pick.ids + 1] = s
-                        pick.gof[id] = gs[i]
+                        pick.gof[id], pick.kof[id] = gs[i], kofs[i][r]
                     elseif not s then
-                        pick.stale[#pick.stale + 1] = { gs[i], id }
+                        pick.stale[#pick.stale + 1] = { kofs[i][r], id }
                     end
                 end
             end
@@ -234,22 +298,30 @@ local function fair_lib()
     -- if not, none if its index is empty.
     function F.done(pick, taken, now)
         local rem = {}
-        local function drop(g, id)
-            rem[g] = rem[g] or {}
-            rem[g][#rem[g] + 1] = id
+        local function drop(key, id)
+            rem[key] = rem[key] or {}
+            rem[key][#rem[key] + 1] = id
         end
         for _, id in ipairs(taken) do
-            if pick.gof[id] then drop(pick.gof[id], id) end
+            if pick.kof[id] then drop(pick.kof[id], id) end
         end
         for _, e in ipairs(pick.stale) do drop(e[1], e[2]) end
         for _, g in ipairs(pick.groups) do
-            if rem[g] then redis.call('ZREM', gkey(g), unpack(rem[g])) end
-            local h = redis.call('ZRANGE', gkey(g), 0, 0, 'WITHSCORES')
-            if not h[2] then
+            local served, turn = false, nil
+            for _, key in ipairs(keys_of(g, pick.levels)) do
+                if rem[key] then
+                    redis.call('ZREM', key, unpack(rem[key]))
+                    served = true
+                end
+                local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+                if h[2] and (not turn or tonumber(h[2]) < turn) then
+                    turn = tonumber(h[2])
+                end
+            end
+            if not turn then
                 redis.call('ZREM', K_GQ, g)
             else
-                local turn = tonumber(h[2])
-                if rem[g] and turn < now + 1 then turn = now + 1 end
+                if served and turn < now + 1 then turn = now + 1 end
                 redis.call('ZADD', K_GQ, string.format('%d', turn), g)
             end
         end
