@@ -518,7 +518,16 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                                     a lease frees its slot when the job is
                                     acked, nacked, cancelled or
                                     dead-lettered, or when it runs out */
-#define DQ_SET__COUNT 13         /* number of settings */
+#define DQ_SET_GROUP_MAX_INFLIGHT 14 /* 1..DQ_INFLIGHT_MAX: at most this
+                                    many jobs of one group
+                                    (DQ_PUSHOPT_GROUP; jobs without a
+                                    group are not limited) leased at once
+                                    (a partitioned queue: per partition,
+                                    split evenly, at least one); a group
+                                    at its limit is skipped, the others
+                                    served; slots free as for
+                                    DQ_SET_MAX_INFLIGHT */
+#define DQ_SET__COUNT 14         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
  * pending job in a sorted set and a hash: about 180 bytes of Redis memory

@@ -513,6 +513,95 @@ START_TEST(prio_order) {
 }
 END_TEST
 
+/* ---- the limit per group ------------------------------------------------------ */
+
+static void set_group_limit(dq_client *c, const char *q, int64_t v) {
+    int s = DQ_SET_GROUP_MAX_INFLIGHT;
+    int rc = dq_config_set(c, q, 1, &s, &v);
+    ck_assert_msg(rc == 0, "config set group_inflight_max=%" PRId64 ": %d %s",
+                  v, rc, dq_errmsg(c));
+}
+
+/* Polls q (max 20, lease lease_ms): how many of the jobs taken are of
+ * group prefix letter a; the jobs to *b (NULL: freed). */
+static int poll_count(const char *q, int64_t lease_ms, char a, int *total,
+                      dq_jobs **keep) {
+    dq_jobs *j = NULL;
+    int n = poll_n(C, q, 20, lease_ms, &j, NULL), of_a = 0;
+    for (int i = 0; i < n; i++)
+        of_a += dq_job_id(dq_jobs_at(j, (size_t)i))[0] == a;
+    *total = n;
+    if (keep != NULL)
+        *keep = j;
+    else
+        dq_jobs_free(j);
+    return of_a;
+}
+
+/* At most N of one group's jobs leased at once; a held-back group is
+ * skipped while other groups (and jobs without a group) are served; an
+ * ack, a nack and a lease that runs out free a slot. */
+START_TEST(group_limit) {
+    if (tu_parts() > 1)
+        return; /* the limit is split over the partitions */
+    set_group_limit(C, Q, 2);
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 10, now - 1000);
+    push_group(C, Q, "B", "b", 10, now - 900);
+    push_group(C, Q, NULL, "n", 3, now - 800);
+    int total = 0;
+    dq_jobs *held = NULL;
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, &held), 2);
+    ck_assert_int_eq(total, 2 + 2 + 3); /* A 2, B 2, the 3 without group */
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    ck_assert_int_eq(total, 0);
+    /* an ack of one of A's frees one slot of A's, nothing of B's */
+    const dq_job *a0 = NULL;
+    for (size_t i = 0; i < dq_jobs_count(held); i++)
+        if (dq_job_id(dq_jobs_at(held, i))[0] == 'a')
+            a0 = dq_jobs_at(held, i);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a0), dq_job_token(a0)), 0);
+    ck_assert_int_eq(poll_count(Q, 300, 'a', &total, NULL), 1);
+    ck_assert_int_eq(total, 1);
+    dq_jobs_free(held);
+    /* that lease runs out: its slot frees (and the job comes back) */
+    usleep(400 * 1000);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 1);
+    ck_assert_int_eq(total, 1);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    /* unset: A and B flow again */
+    set_group_limit(C, Q, DQ_UNSET);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 7);
+    ck_assert_int_eq(total, 15); /* A 7, B 8 */
+}
+END_TEST
+
+/* Consumers killed while holding every slot of a group: the slots come
+ * back within a lease. */
+START_TEST(group_limit_killed_holders) {
+    if (tu_parts() > 1)
+        return;
+    set_group_limit(C, Q, 3);
+    push_group(C, Q, "A", "a", 10, server_ms(R) - 100);
+    for (int k = 0; k < 3; k++) {
+        pid_t p = fork();
+        if (p == 0) {
+            dq_client *c = open_client();
+            dq_jobs *j = NULL;
+            int n = dq_poll(c, Q, 1, 500, &j, NULL);
+            _exit(n == 1 ? 0 : 1);
+        }
+        int st = 0;
+        waitpid(p, &st, 0);
+        ck_assert_int_eq(WEXITSTATUS(st), 0);
+    }
+    int total = 0;
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    usleep(600 * 1000);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 3);
+}
+END_TEST
+
 /* ---- a randomized run against a reference model --------------------------- */
 
 /* The model: the jobs each client holds (id, token, lease deadline on the
@@ -677,4 +766,6 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"group_moved_jobs", group_moved_jobs, 30, &fx},
     {"prio_promise", prio_promise, 60, &fx},
     {"prio_order", prio_order, 30, &fx},
+    {"group_limit", group_limit, 30, &fx},
+    {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
     {"limit_model", limit_model, 60, &fx})

@@ -109,7 +109,7 @@ _SET_WORDS = {"backoff": _BACKOFF,
               "layout": {"default": LAYOUT_DEFAULT,
                          "compact": LAYOUT_COMPACT,
                          "compact-push": LAYOUT_COMPACT_PUSH}}
-_SET_COUNT = 13
+_SET_COUNT = 14
 # dq_list (only in libraries that define it).
 LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 

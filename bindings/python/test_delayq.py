@@ -527,7 +527,7 @@ class TestSettings(Base):
     NAMES = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
              "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
              "expired", "rate_max", "rate_window_ms", "layout",
-             "inflight_max"]
+             "inflight_max", "group_inflight_max"]
 
     def test_round_trip(self):
         got = self.c.config_get(self.q)

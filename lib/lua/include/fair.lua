@@ -1,11 +1,12 @@
 -- include/fair.lua: fair claiming: the queue-wide limit on jobs in flight
--- and tenant groups (built), priorities and per-group limits (designed).
+-- and tenant groups, their priorities and the limit per group.
 --- @include "include/keys"
 
--- A queue that uses none of this pays one more field in the HMGET of conf
--- that push, poll and nack do anyway, one more field in the HMGET of the
--- metas that ack and nack do anyway, and the making of one function that
--- captures nothing (fair_lib, below; bench/srvcost.sh: within 3%).
+-- A queue that uses none of this pays one more field (poll: two) in the
+-- HMGET of conf that push, poll and nack do anyway, one more field in the
+-- HMGET of the metas that ack and nack do anyway, and the making of one
+-- function that captures nothing (fair_lib, below; bench/srvcost.sh:
+-- within 3%).
 --
 -- Limit on jobs in flight (DQ_SET_MAX_INFLIGHT).  Settings in conf:
 --   inflight_max   the total over all partitions, as set
@@ -70,9 +71,16 @@
 -- the levels in use: of each group whose turn has come its due jobs of
 -- the highest level first, oldest first in each, never one not yet due.
 -- A queue without priorities reads no more than before.
--- A limit per group is not built: it would mirror lease
--- for grouped jobs (<prefix>gl:<group>, id -> lease deadline, counted like
--- lease: an expired entry is a free slot).
+-- Limit per group (DQ_SET_GROUP_MAX_INFLIGHT; conf group_inflight_max and
+-- this partition's share group_inflight_part; jobs of a named group
+-- only): <prefix>gl:<group>, id -> the lease deadline it was claimed
+-- with, counted against lease itself (groom, below), so no slot can leak
+-- and no script but poll knows of it.  A poll of a flagged, limited
+-- queue takes of a group at most its room, also from the fill from due
+-- and the expired leases (their metas read: F.admit), skips a group
+-- at its limit (the others are served) and, when it took nothing for
+-- that, answers when the first lease of a held group ends and sets the
+-- "\0full" field like the queue-wide limit, so an ack wakes a waiter.
 
 -- The functions of fair claiming, made only when a script needs them (as
 -- c_lib): a script body makes each of its functions anew on every call,
@@ -223,22 +231,96 @@ local function fair_lib()
         end
     end
 
+    -- The limit per group (conf.group_inflight_part): the jobs of group
+    -- g in flight, counted from its lease index gl:<g> (id -> the lease
+    -- deadline it was claimed with) checked against lease itself, so an
+    -- ack, nack, cancel or dead letter (out of lease), a lease that runs
+    -- out (its deadline passed) and an extension (lease's own score) all
+    -- count right with no script but poll knowing of it.  Read with a
+    -- LIMIT: a poll of g trims the entries that no longer count and adds
+    -- at most the room left, so gl:<g> holds at most the limit after it.
+    -- Returns the room left, the entries to trim, and when the first
+    -- live lease ends (nil: none).
+    local function groom(g, limit, now)
+        local ids = redis.call('ZRANGE', PFX .. 'gl:' .. g, 0, 2 * limit + 63)
+        if #ids == 0 then return limit, {}, nil end
+        local sc = redis.call('ZMSCORE', K_LEASE, unpack(ids))
+        local live, dead, ends = 0, {}, nil
+        for i, id in ipairs(ids) do
+            local d = sc[i] and tonumber(sc[i])
+            if d and d > now then
+                live = live + 1
+                if not ends or d < ends then ends = d end
+            else
+                dead[#dead + 1] = id
+            end
+        end
+        return limit - live, dead, ends
+    end
+
+    -- The room of group g in pick (computed once per poll).
+    local function room_of(pick, g, now)
+        local r = pick.room[g]
+        if r == nil then
+            local dead, ends
+            r, dead, ends = groom(g, pick.glimit, now)
+            pick.room[g], pick.gdead[g] = r, dead
+            if r <= 0 and ends and (not pick.free_at or ends < pick.free_at)
+            then
+                pick.free_at = ends
+            end
+        end
+        return r
+    end
+
+    -- Keeps of list ({ id, score, .. }) the jobs whose group has room
+    -- (a limited queue: jobs of a named group; their metas read), each
+    -- taking one; skip: ids left out without a look.
+    function F.admit(pick, list, now, skip)
+        if not pick or not pick.glimit or #list == 0 then return list end
+        local f = {}
+        for i = 1, #list, 2 do f[#f + 1] = list[i] .. '\0' end
+        local metas = redis.call('HMGET', K_JOBS, unpack(f))
+        local out = {}
+        for i = 1, #list, 2 do
+            local id, m = list[i], metas[(i + 1) / 2]
+            local g = m and string.match(m, '|g([^|]*)')
+            local keep = not (skip and skip[id])
+            if keep and g and g ~= '' then
+                keep = room_of(pick, g, now) > 0
+                if keep then
+                    pick.room[g] = pick.room[g] - 1
+                    pick.tg[id] = g
+                end
+            end
+            if keep then out[#out + 1], out[#out + 2] = id, list[i + 1] end
+        end
+        return out
+    end
+
     -- The due jobs of the groups whose turn has come, round-robin, at
     -- most max, as pick.ids = { id, due, .. } (due's own scores), with
     -- what the poll's writes need: each id's group and index key, and the
     -- index entries found stale.  levels: F.levels of the flag; a group's
     -- due jobs of the highest level come first, oldest first in each.
-    function F.pick(now, max, levels)
+    function F.pick(now, max, levels, glimit)
         local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
                               'LIMIT', 0, max)
         local per = math.ceil(max / math.max(#gs, 1))
         local lists, kofs, all = {}, {}, {}
+        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
+                       levels = levels, glimit = glimit, room = {},
+                       gdead = {}, tg = {} }
         for i, g in ipairs(gs) do
             local l, kof = {}, {}
+            local cap = per
+            if glimit and g ~= '' then
+                cap = math.min(per, math.max(room_of(pick, g, now), 0))
+            end
             for _, key in ipairs(keys_of(g, levels)) do
-                if #l >= per then break end
+                if #l >= cap then break end
                 local r = redis.call('ZRANGEBYSCORE', key, '-inf', now,
-                                     'LIMIT', 0, per - #l)
+                                     'LIMIT', 0, cap - #l)
                 for _, id in ipairs(r) do
                     l[#l + 1], kof[#l + 1] = id, key
                     all[#all + 1] = id
@@ -246,8 +328,6 @@ local function fair_lib()
             end
             lists[i], kofs[i] = l, kof
         end
-        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
-                       levels = levels }
         if #all == 0 then return pick end
         local sc = redis.call('ZMSCORE', K_DUE, unpack(all))
         local score, k = {}, 0
@@ -266,6 +346,10 @@ local function fair_lib()
                         pick.ids[#pick.ids + 1] = id
                         pick.ids[#pick.ids + 1] = s
                         pick.gof[id], pick.kof[id] = gs[i], kofs[i][r]
+                        if glimit and gs[i] ~= '' then
+                            pick.room[gs[i]] = pick.room[gs[i]] - 1
+                            pick.tg[id] = gs[i]
+                        end
                     elseif not s then
                         pick.stale[#pick.stale + 1] = { kofs[i][r], id }
                     end
@@ -282,6 +366,7 @@ local function fair_lib()
         if #out >= 2 * max then return out end
         local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
                                'WITHSCORES', 'LIMIT', 0, max)
+        due = F.admit(pick, due, now, pick.gof)
         for i = 1, #due, 2 do
             if #out >= 2 * max then break end
             if not pick.gof[due[i]] then
@@ -296,7 +381,8 @@ local function fair_lib()
     -- leave their group's index, stale entries too, and every group read
     -- gets its next turn: now + 1 if it was served, its head's due time
     -- if not, none if its index is empty.
-    function F.done(pick, taken, now)
+    function F.done(pick, taken, now, lease_ms, reclaimed)
+        if pick.glimit then F.leased(pick, taken, reclaimed, now + lease_ms) end
         local rem = {}
         local function drop(key, id)
             rem[key] = rem[key] or {}
@@ -324,6 +410,31 @@ local function fair_lib()
                 if served and turn < now + 1 then turn = now + 1 end
                 redis.call('ZADD', K_GQ, string.format('%d', turn), g)
             end
+        end
+    end
+
+    -- After a limited poll's writes: the jobs it took of named groups
+    -- enter their group's lease index, the entries that no longer count
+    -- leave it.
+    function F.leased(pick, taken, reclaimed, deadline)
+        local add, order = {}, {}
+        for _, l in ipairs({ taken, reclaimed }) do
+            for _, id in ipairs(l) do
+                local g = pick.tg[id]
+                if g then
+                    if not add[g] then add[g] = {}; order[#order + 1] = g end
+                    add[g][#add[g] + 1] = string.format('%d', deadline)
+                    add[g][#add[g] + 1] = id
+                end
+            end
+        end
+        for g, dead in pairs(pick.gdead) do
+            if #dead > 0 then
+                redis.call('ZREM', PFX .. 'gl:' .. g, unpack(dead))
+            end
+        end
+        for _, g in ipairs(order) do
+            redis.call('ZADD', PFX .. 'gl:' .. g, unpack(add[g]))
         end
     end
 
