@@ -12,6 +12,11 @@
  *                              processes: most leased at once (sampled
  *                              from Redis every ms), throughput against
  *                              the same queue unlimited, polls per job
+ *   dqfair prio SOCK N         N jobs of priority 0 due, then one of
+ *                              priority 5 pushed due now: the poll (max
+ *                              1) it comes in and its lateness (server
+ *                              clock) against an idle queue's, and the
+ *                              drain of the N against a plain queue's
  *
  * Prints one line per figure.  Timed figures are noisy on a shared
  * machine; the ratios are of the same run.
@@ -66,13 +71,15 @@ static int64_t server_ms(redisContext *r) {
     return ms;
 }
 
-/* Pushes n jobs of group g (NULL: none) due at server ms at; ids
- * "<prefix><k>". */
-static void push_at(dq_client *c, const char *q, const char *g,
-                    const char *prefix, long n, int64_t at) {
+/* Pushes n jobs of group g (NULL: none) and priority prio due at server
+ * ms at; ids "<prefix><k>". */
+static void push_prio(dq_client *c, const char *q, const char *g, int prio,
+                      const char *prefix, long n, int64_t at) {
     dq_push_opts *o = dq_push_opts_new();
     if (g != NULL && dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g) != 0)
         die("group", NULL);
+    if (dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, prio) != 0)
+        die("priority", NULL);
     enum { B = 1000 };
     static char idb[B][48];
     const char *ids[B];
@@ -91,6 +98,11 @@ static void push_at(dq_client *c, const char *q, const char *g,
         done += k;
     }
     dq_push_opts_free(o);
+}
+
+static void push_at(dq_client *c, const char *q, const char *g,
+                    const char *prefix, long n, int64_t at) {
+    push_prio(c, q, g, 0, prefix, n, at);
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -285,9 +297,63 @@ static int limit(int procs) {
     return 0;
 }
 
+/* Polls q (max 1, acking each) until the job "s0": how many polls it
+ * took, its lateness (server ms after due) to late. */
+static int polls_until_s0(dq_client *c, const char *q, double *late) {
+    for (int k = 1;; k++) {
+        dq_jobs *j = NULL;
+        int n = dq_poll(c, q, 1, LEASE, &j, NULL);
+        if (n < 0)
+            die("poll", c);
+        if (n == 0)
+            continue;
+        const dq_job *job = dq_jobs_at(j, 0);
+        int64_t at = dq_job_lease_deadline_ms(job) - LEASE;
+        int hit = strcmp(dq_job_id(job), "s0") == 0;
+        *late = (double)(at - dq_job_due_ms(job));
+        if (dq_ack(c, q, dq_job_id(job), dq_job_token(job)) != 0)
+            die("ack", c);
+        dq_jobs_free(j);
+        if (hit)
+            return k;
+    }
+}
+
+static int prio(long n) {
+    dq_client *c = client();
+    redisContext *r = redisConnectUnix(g_sock);
+    double *late = calloc((size_t)n + 1, sizeof(double)), idle, busy;
+    long nl;
+    push_prio(c, "warm", NULL, 5, "s", 1, server_ms(r)); /* loads scripts */
+    polls_until_s0(c, "warm", &idle);
+    push_prio(c, "idle", NULL, 5, "s", 1, server_ms(r));
+    polls_until_s0(c, "idle", &idle);
+    int64_t t0 = server_ms(r) - 10;
+    push_at(c, "prio", NULL, "a", n, t0);
+    push_prio(c, "prio", NULL, 5, "s", 1, server_ms(r));
+    int k = polls_until_s0(c, "prio", &busy);
+    t0 = server_ms(r);
+    double prio_ms = drain(c, "prio", n - (k - 1), late, &nl, t0);
+    t0 = server_ms(r) - 10;
+    push_at(c, "plain", NULL, "a", n, t0);
+    t0 = server_ms(r);
+    double plain_ms = drain(c, "plain", n, late, &nl, t0);
+    printf("prio %ld due of priority 0: the priority-5 job in poll %d, "
+           "lateness %.0f ms (idle queue %.0f ms); the rest drained in "
+           "%.0f ms = %.0f jobs/s, plain queue %.0f ms = %.0f jobs/s: "
+           "%.2fx\n",
+           n, k, busy, idle, prio_ms, (double)(n - (k - 1)) / prio_ms * 1000,
+           plain_ms, n / plain_ms * 1000,
+           (plain_ms / n) / (prio_ms / (double)(n - (k - 1))));
+    free(late);
+    redisFree(r);
+    dq_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: dqfair burst|limit SOCK N\n");
+        fprintf(stderr, "usage: dqfair burst|limit|prio SOCK N\n");
         return 2;
     }
     g_sock = argv[2];
@@ -296,6 +362,8 @@ int main(int argc, char **argv) {
         return burst(atoi(argv[3]));
     if (strcmp(argv[1], "limit") == 0)
         return limit(atoi(argv[3]));
+    if (strcmp(argv[1], "prio") == 0)
+        return prio(atol(argv[3]));
     fprintf(stderr, "dqfair: no section '%s'\n", argv[1]);
     return 2;
 }

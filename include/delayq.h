@@ -518,7 +518,16 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                                     a lease frees its slot when the job is
                                     acked, nacked, cancelled or
                                     dead-lettered, or when it runs out */
-#define DQ_SET__COUNT 13         /* number of settings */
+#define DQ_SET_GROUP_MAX_INFLIGHT 14 /* 1..DQ_INFLIGHT_MAX: at most this
+                                    many jobs of one group
+                                    (DQ_PUSHOPT_GROUP; jobs without a
+                                    group are not limited) leased at once
+                                    (a partitioned queue: per partition,
+                                    split evenly, at least one); a group
+                                    at its limit is skipped, the others
+                                    served; slots free as for
+                                    DQ_SET_MAX_INFLIGHT */
+#define DQ_SET__COUNT 14         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
  * pending job in a sorted set and a hash: about 180 bytes of Redis memory
@@ -630,6 +639,12 @@ DQ_EXTERN void dq_push_opts_free(dq_push_opts *o);
                                        a group forming one group), oldest
                                        first within a group */
 #define DQ_GROUP_MAX 64             /* longest group name, bytes */
+#define DQ_PUSHOPT_PRIORITY 9      /* 0..DQ_PRIORITY_MAX (0, the default):
+                                       among due jobs (of one group, when
+                                       groups are used) higher priority
+                                       first, then oldest due first; never
+                                       before its due time */
+#define DQ_PRIORITY_MAX 9           /* highest priority */
 #define DQ_EVERY_MIN 10             /* shortest repeat interval, ms */
 #define DQ_TZ_OFFSET_MAX 840        /* largest offset from UTC, minutes */
 
@@ -1174,6 +1189,9 @@ DQ_EXTERN const char *dq_job_info_repeat(const dq_job_info *info);
 /* The job's group (DQ_PUSHOPT_GROUP), or NULL when it has none (or info
  * is NULL).  Valid as long as info. */
 DQ_EXTERN const char *dq_job_info_group(const dq_job_info *info);
+/* The job's priority (DQ_PUSHOPT_PRIORITY), 0 when it has none (or info
+ * is NULL). */
+DQ_EXTERN int dq_job_info_priority(const dq_job_info *info);
 /* A deep copy (for an async callback's borrowed info); free it with
  * dq_job_info_free.  NULL if out of memory or info is NULL. */
 DQ_EXTERN dq_job_info *dq_job_info_dup(const dq_job_info *info);

@@ -28,6 +28,7 @@ static const struct {
     [DQ_SET_RATE_WINDOW_MS] = {"rate_window_ms", 1, DQ_RATE_WINDOW_MAX},
     [DQ_SET_LAYOUT] = {"layout", DQ_LAYOUT_DEFAULT, DQ_LAYOUT_COMPACT_PUSH},
     [DQ_SET_MAX_INFLIGHT] = {"inflight_max", 1, DQ_INFLIGHT_MAX},
+    [DQ_SET_GROUP_MAX_INFLIGHT] = {"group_inflight_max", 1, DQ_INFLIGHT_MAX},
 };
 
 const char *dq_setting_name(int setting) {
@@ -89,11 +90,13 @@ int dq__check_config(const char *queue, size_t n, const int *settings,
                                "partitions needs at least one delivery per "
                                "partition and window",
                                v, partitions);
-        if (s == DQ_SET_MAX_INFLIGHT && v < partitions)
+        if ((s == DQ_SET_MAX_INFLIGHT || s == DQ_SET_GROUP_MAX_INFLIGHT) &&
+            v < partitions)
             return dq__err_set(err, DQ_EINVAL,
-                               "inflight_max is %" PRId64 "; a queue of %d "
+                               "%s is %" PRId64 "; a queue of %d "
                                "partitions needs at least one job in flight "
-                               "per partition", v, partitions);
+                               "per partition", settings_tab[s].name, v,
+                               partitions);
     }
     /* The two halves of a rate limit change together, so no stored state
      * ever has one without the other. */

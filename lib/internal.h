@@ -95,6 +95,7 @@ struct dq_job_info {
     char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
     int64_t followup_ms; /* a debounced job's follow-up: earliest due (0
                             none) */
+    int priority;                 /* the job's priority (0 none) */
 };
 
 /* A parsed cron expression (cron.c): bit v of a field set = value v
@@ -121,6 +122,7 @@ struct dq_push_opts {
     char cron_text[201];  /* its text (at most DQ_CRON_TEXT_MAX bytes) */
     int64_t debounce_max; /* DQ_PUSH_DEBOUNCE's max wait, ms (0: none) */
     char group[DQ_GROUP_MAX + 1]; /* the job's group ("" none) */
+    int priority;         /* DQ_PUSHOPT_PRIORITY (0: none) */
     char errmsg[512];     /* why the last set failed ("" none) */
 };
 

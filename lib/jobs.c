@@ -236,6 +236,10 @@ const char *dq_job_info_group(const dq_job_info *in) {
     return in == NULL || in->group[0] == '\0' ? NULL : in->group;
 }
 
+int dq_job_info_priority(const dq_job_info *in) {
+    return in == NULL ? 0 : in->priority;
+}
+
 int64_t dq_job_info_now_ms(const dq_job_info *in) {
     return in == NULL ? 0 : in->now_ms;
 }

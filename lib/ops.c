@@ -1357,7 +1357,7 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
     *info = NULL;
     size_t n = dq__reply_len(r);
     int64_t now, state, t, att;
-    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7 && n != 9) ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || (n != 1 && n != 7 && n != 10) ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "get: unexpected reply");
     if (n == 1)
@@ -1397,6 +1397,10 @@ int dq__decode_get(const dq__reply *r, const char *id, dq_job_info **info,
         in->group[glen] = '\0';
     }
     in->followup_ms = get_followup(r, n);
+    int64_t prio = 0;
+    if (n == 10 && elem_i64(dq__reply_at(r, 9), &prio) == 0 && prio >= 0 &&
+        prio <= DQ_PRIORITY_MAX)
+        in->priority = (int)prio;
     *info = in;
     return 1;
 }

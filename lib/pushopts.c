@@ -72,6 +72,11 @@ int dq_push_opts_set(dq_push_opts *o, int opt, int64_t value) {
     case DQ_PUSHOPT_GROUP:
         return opt_bad(o, "DQ_PUSHOPT_GROUP is text: use "
                           "dq_push_opts_set_str");
+    case DQ_PUSHOPT_PRIORITY:
+        if (value < 0 || value > DQ_PRIORITY_MAX)
+            return opt_bad(o, "priority must be 0..DQ_PRIORITY_MAX (9)");
+        o->priority = (int)value;
+        return DQ_OK;
     default:
         return opt_bad(o, "unknown option");
     }
@@ -177,6 +182,8 @@ size_t dq__push_opts_str(const dq_push_opts *o, char *buf, size_t size) {
                                 o->debounce_max);
     if (o->group[0] != '\0')
         len += (size_t)snprintf(buf + len, size - len, "|g%s", o->group);
+    if (o->priority > 0)
+        len += (size_t)snprintf(buf + len, size - len, "|p%d", o->priority);
     return len;
 }
 

@@ -787,6 +787,31 @@ static void fair_queue(dq_client *c, const char *q, int parts) {
     dq_jobs_free(keep);
 }
 
+/* A job of priority 5 goes before the due jobs of priority 0 (per
+ * partition: within the polls that visit every partition). */
+static void prio_queue(dq_client *c, const char *q, int parts) {
+    for (int i = 0; i < 20 * parts; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "low%d", i);
+        CK_RC(dq_push(c, q, "x", 1, 0, id, 0, NULL, 0, NULL), 0, c,
+              "push low");
+    }
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, 5), 0);
+    CK_RC(dq_push_ex(c, q, "x", 1, 0, "hi", 0, o, NULL, 0, NULL), 0, c,
+          "push hi");
+    dq_push_opts_free(o);
+    int hi = 0;
+    for (int k = 0; k < parts && !hi; k++) {
+        dq_jobs *j = NULL;
+        int n = dq_poll(c, q, 1, 30000, &j, NULL);
+        CK_RC(n < 0 ? n : 0, 0, c, "poll");
+        hi = n == 1 && strcmp(dq_job_id(dq_jobs_at(j, 0)), "hi") == 0;
+        dq_jobs_free(j);
+    }
+    ck_assert_msg(hi, "%s: the priority job not polled first", q);
+}
+
 START_TEST(core_plain) {
     char uri[512];
     thc_cluster *cl = cluster_up(uri, sizeof(uri));
@@ -797,6 +822,7 @@ START_TEST(core_plain) {
     for (int i = 0; i < 12; i++)
         core_queue(c, cl, names[i], 1);
     fair_queue(c, "cq-fair", 1);
+    prio_queue(c, "cq-prio", 1);
     int64_t push_ms, ack_ms;
     batch_5000(c, cl, "cq-batch", 1, &push_ms, &ack_ms);
     int64_t wake = wake_rounds(cl, uri, 1, c, "cq-wake");
@@ -824,6 +850,7 @@ START_TEST(core_partitioned) {
     for (int i = 0; i < 12; i++)
         core_queue(c, cl, names[i], 8);
     fair_queue(c, "pq-fair", 8);
+    prio_queue(c, "pq-prio", 8);
     int64_t push_ms, ack_ms;
     batch_5000(c, cl, "pq-batch", 8, &push_ms, &ack_ms);
     int64_t wake = wake_rounds(cl, uri, 8, c, "pq-wake");

@@ -5,7 +5,8 @@
  * killed while holding every slot), a held-back poll says when to come
  * back, a freed slot wakes a waiter; tenant groups (DQ_PUSHOPT_GROUP) are
  * served round-robin, a lone job of a small group beside a burst of a big
- * one in the first poll; and a randomized run of claims of grouped and
+ * one in the first poll, a rescheduled, promoted or debounced job indexed
+ * at its new time; and a randomized run of claims of grouped and
  * plain jobs, acks, nacks, cancels and expiries never has more leased
  * than the limit (sampled from Redis), agrees with a reference model of
  * the holds, finishes every job once and leaves no group index behind.
@@ -299,14 +300,15 @@ END_TEST
 
 /* ---- groups -------------------------------------------------------------- */
 
-/* Pushes n jobs of group g (NULL: none) due at the absolute server time
- * at, with ids "<prefix><k>". */
-static void push_group(dq_client *c, const char *q, const char *g,
-                       const char *prefix, int n, int64_t at) {
+/* Pushes n jobs of group g (NULL: none) and priority prio due at the
+ * absolute server time at, with ids "<prefix><k>". */
+static void push_prio(dq_client *c, const char *q, const char *g, int prio,
+                      const char *prefix, int n, int64_t at) {
     dq_push_opts *o = dq_push_opts_new();
     ck_assert_ptr_nonnull(o);
     if (g != NULL)
         ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, prio), 0);
     enum { B = 500 };
     static char idb[B][40];
     const char *ids[B];
@@ -325,6 +327,11 @@ static void push_group(dq_client *c, const char *q, const char *g,
         done += k;
     }
     dq_push_opts_free(o);
+}
+
+static void push_group(dq_client *c, const char *q, const char *g,
+                       const char *prefix, int n, int64_t at) {
+    push_prio(c, q, g, 0, prefix, n, at);
 }
 
 /* The promise: many jobs of A and one of B due at the same moment; B's
@@ -389,6 +396,209 @@ START_TEST(group_round_robin) {
     ck_assert_int_eq(dq_get(C, Q, "n1", &in), 1);
     ck_assert_ptr_null(dq_job_info_group(in));
     dq_job_info_free(in);
+}
+END_TEST
+
+/* Whether a poll of max 2 takes the job id (the others are B's). */
+static int first_poll_has(const char *q, const char *id) {
+    dq_jobs *j = NULL;
+    int n = poll_n(C, q, 2, 30000, &j, NULL), got = 0;
+    ck_assert_msg(n == 2, "poll for %s: %d %s", id, n, dq_errmsg(C));
+    for (int i = 0; i < n; i++)
+        got |= strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), id) == 0;
+    dq_jobs_free(j);
+    return got;
+}
+
+/* A job moved to a new due time keeps its group's index at that time:
+ * one rescheduled later leaves no stale head entry that takes its
+ * group's pick (which would hand a poll two of B's jobs and none of A's),
+ * and one promoted or debounced to now is served by its group's turn,
+ * not only by the fill from due behind older jobs of other groups. */
+START_TEST(group_moved_jobs) {
+    if (tu_parts() > 1)
+        return; /* the ids spread over partitions */
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 1, now - 1000);
+    push_group(C, Q, "B", "b", 3, now - 900);
+    push_group(C, Q, "A", "c", 1, now - 800);
+    ck_assert_int_eq(dq_reschedule(C, Q, "a0", 3600000, 0), DQ_RESCHED_MOVED);
+    ck_assert_msg(first_poll_has(Q, "c0"), "A's due job not served");
+    push_group(C, Q, "A", "p", 1, now + 3600000);
+    ck_assert_int_eq(dq_promote(C, Q, "p0", 0), DQ_RESCHED_MOVED);
+    ck_assert_msg(first_poll_has(Q, "p0"), "the promoted job not served");
+    push_group(C, Q, "B", "e", 3, now - 700);
+    push_group(C, Q, "A", "d", 1, now + 3600000);
+    int oc = 0;
+    ck_assert_int_eq(dq_push_ex(C, Q, "y", 1, 0, "d0", DQ_PUSH_DEBOUNCE, NULL,
+                                NULL, 0, &oc),
+                     0);
+    ck_assert_int_eq(oc, 6); /* moved */
+    ck_assert_msg(first_poll_has(Q, "d0"), "the debounced job not served");
+    const char *kept[] = {"a0", "d0"}; /* both keep their group */
+    for (int i = 0; i < 2; i++) {
+        dq_job_info *in = NULL;
+        ck_assert_int_eq(dq_get(C, Q, kept[i], &in), 1);
+        ck_assert_str_eq(dq_job_info_group(in), "A");
+        dq_job_info_free(in);
+    }
+}
+END_TEST
+
+/* ---- priorities ------------------------------------------------------------ */
+
+/* The promise: with 10,000 due jobs of priority 0, a job of priority 5
+ * pushed due now is in the next poll (per partition: within the polls
+ * that visit every partition). */
+START_TEST(prio_promise) {
+    int np = tu_parts();
+    push_group(C, Q, NULL, "a", 10000, server_ms(R) - 1000);
+    push_prio(C, Q, NULL, 5, "hi", 1, server_ms(R));
+    int found = -1;
+    for (int k = 0; k < np && found < 0; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, Q, 1, 30000, &j, NULL);
+        ck_assert_int_eq(n, 1);
+        if (strcmp(dq_job_id(dq_jobs_at(j, 0)), "hi0") == 0)
+            found = k;
+        dq_jobs_free(j);
+    }
+    ck_assert_msg(found >= 0, "the priority job not in the first %d polls",
+                  np);
+}
+END_TEST
+
+/* Order: higher priority first, oldest first within a level, never a job
+ * before its due time; within a group, beside round-robin over groups;
+ * dq_get tells the priority; a bad one is refused. */
+START_TEST(prio_order) {
+    if (tu_parts() > 1)
+        return; /* the ids spread over partitions */
+    int64_t now = server_ms(R);
+    push_prio(C, Q, NULL, 0, "z", 2, now - 900);
+    push_prio(C, Q, NULL, 3, "m", 2, now - 500);
+    push_prio(C, Q, NULL, 7, "h", 1, now - 100);
+    push_prio(C, Q, NULL, 9, "f", 1, now + 3600000); /* not due */
+    const char *want[] = {"h0", "m0", "m1", "z0", "z1"};
+    dq_jobs *j = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 10, 30000, &j, NULL), 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_str_eq(dq_job_id(dq_jobs_at(j, (size_t)i)), want[i]);
+    dq_jobs_free(j);
+    /* groups: each group's highest first, one of each per round */
+    push_prio(C, Q, "A", 0, "a", 2, now - 800);
+    push_prio(C, Q, "A", 4, "p", 1, now - 10);
+    push_prio(C, Q, "B", 0, "b", 2, now - 700);
+    ck_assert_int_eq(poll_n(C, Q, 2, 30000, &j, NULL), 2);
+    int seen_p = 0, seen_b = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *id = dq_job_id(dq_jobs_at(j, (size_t)i));
+        seen_p |= strcmp(id, "p0") == 0;
+        seen_b |= strcmp(id, "b0") == 0;
+    }
+    ck_assert_msg(seen_p && seen_b, "A's priority job and B's oldest");
+    dq_jobs_free(j);
+    dq_job_info *in = NULL;
+    ck_assert_int_eq(dq_get(C, Q, "f0", &in), 1);
+    ck_assert_int_eq(dq_job_info_priority(in), 9);
+    dq_job_info_free(in);
+    ck_assert_int_eq(dq_get(C, Q, "a0", &in), 1);
+    ck_assert_int_eq(dq_job_info_priority(in), 0);
+    dq_job_info_free(in);
+    ck_assert_int_eq(dq_job_info_priority(NULL), 0);
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, 10), DQ_EINVAL);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, -1), DQ_EINVAL);
+    dq_push_opts_free(o);
+}
+END_TEST
+
+/* ---- the limit per group ------------------------------------------------------ */
+
+static void set_group_limit(dq_client *c, const char *q, int64_t v) {
+    int s = DQ_SET_GROUP_MAX_INFLIGHT;
+    int rc = dq_config_set(c, q, 1, &s, &v);
+    ck_assert_msg(rc == 0, "config set group_inflight_max=%" PRId64 ": %d %s",
+                  v, rc, dq_errmsg(c));
+}
+
+/* Polls q (max 20, lease lease_ms): how many of the jobs taken are of
+ * group prefix letter a; the jobs to *b (NULL: freed). */
+static int poll_count(const char *q, int64_t lease_ms, char a, int *total,
+                      dq_jobs **keep) {
+    dq_jobs *j = NULL;
+    int n = poll_n(C, q, 20, lease_ms, &j, NULL), of_a = 0;
+    for (int i = 0; i < n; i++)
+        of_a += dq_job_id(dq_jobs_at(j, (size_t)i))[0] == a;
+    *total = n;
+    if (keep != NULL)
+        *keep = j;
+    else
+        dq_jobs_free(j);
+    return of_a;
+}
+
+/* At most N of one group's jobs leased at once; a held-back group is
+ * skipped while other groups (and jobs without a group) are served; an
+ * ack, a nack and a lease that runs out free a slot. */
+START_TEST(group_limit) {
+    if (tu_parts() > 1)
+        return; /* the limit is split over the partitions */
+    set_group_limit(C, Q, 2);
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 10, now - 1000);
+    push_group(C, Q, "B", "b", 10, now - 900);
+    push_group(C, Q, NULL, "n", 3, now - 800);
+    int total = 0;
+    dq_jobs *held = NULL;
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, &held), 2);
+    ck_assert_int_eq(total, 2 + 2 + 3); /* A 2, B 2, the 3 without group */
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    ck_assert_int_eq(total, 0);
+    /* an ack of one of A's frees one slot of A's, nothing of B's */
+    const dq_job *a0 = NULL;
+    for (size_t i = 0; i < dq_jobs_count(held); i++)
+        if (dq_job_id(dq_jobs_at(held, i))[0] == 'a')
+            a0 = dq_jobs_at(held, i);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a0), dq_job_token(a0)), 0);
+    ck_assert_int_eq(poll_count(Q, 300, 'a', &total, NULL), 1);
+    ck_assert_int_eq(total, 1);
+    dq_jobs_free(held);
+    /* that lease runs out: its slot frees (and the job comes back) */
+    usleep(400 * 1000);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 1);
+    ck_assert_int_eq(total, 1);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    /* unset: A and B flow again */
+    set_group_limit(C, Q, DQ_UNSET);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 7);
+    ck_assert_int_eq(total, 15); /* A 7, B 8 */
+}
+END_TEST
+
+/* Consumers killed while holding every slot of a group: the slots come
+ * back within a lease. */
+START_TEST(group_limit_killed_holders) {
+    if (tu_parts() > 1)
+        return;
+    set_group_limit(C, Q, 3);
+    push_group(C, Q, "A", "a", 10, server_ms(R) - 100);
+    for (int k = 0; k < 3; k++) {
+        pid_t p = fork();
+        if (p == 0) {
+            dq_client *c = open_client();
+            dq_jobs *j = NULL;
+            int n = dq_poll(c, Q, 1, 500, &j, NULL);
+            _exit(n == 1 ? 0 : 1);
+        }
+        int st = 0;
+        waitpid(p, &st, 0);
+        ck_assert_int_eq(WEXITSTATUS(st), 0);
+    }
+    int total = 0;
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    usleep(600 * 1000);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 3);
 }
 END_TEST
 
@@ -553,4 +763,9 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_killed_holders", limit_killed_holders, 60, &fx},
     {"group_burst", group_burst, 60, &fx},
     {"group_round_robin", group_round_robin, 30, &fx},
+    {"group_moved_jobs", group_moved_jobs, 30, &fx},
+    {"prio_promise", prio_promise, 60, &fx},
+    {"prio_order", prio_order, 30, &fx},
+    {"group_limit", group_limit, 30, &fx},
+    {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
     {"limit_model", limit_model, 60, &fx})

@@ -152,6 +152,7 @@ START_TEST(roundtrip) {
     v[DQ_SET_RATE_WINDOW_MS - 1] = 1000;
     v[DQ_SET_LAYOUT - 1] = DQ_LAYOUT_COMPACT;
     v[DQ_SET_MAX_INFLIGHT - 1] = 7 * np;
+    v[DQ_SET_GROUP_MAX_INFLIGHT - 1] = 3 * np;
     for (int i = 0; i < DQ_SET__COUNT; i++)
         got[i] = -99;
     /* nothing set yet: all DQ_UNSET */

@@ -42,6 +42,8 @@ const char dqt_help_config[] =
     "                   pushes: slower pushes, compact at once)\n"
     "  inflight_max     at most this many jobs leased at once, over all\n"
     "                   consumers (a lease that ends frees its slot)\n"
+    "  group_inflight_max  at most this many jobs of one group leased\n"
+    "                   at once (a group at it waits, others are served)\n"
     "\n"
     "Options:\n"
     "  --unset NAME   remove a setting (repeatable)\n"

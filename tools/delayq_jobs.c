@@ -69,6 +69,7 @@ const dqt_optspec dqt_push_opts[] = {{"in", 0, 1, DQT_O_IN},
                                      {"debounce", 0, 1, DQT_O_DEBOUNCE},
                                      {"max-wait", 0, 1, DQT_O_MAXWAIT},
                                      {"group", 0, 1, DQT_O_GROUP},
+                                     {"priority", 0, 1, DQT_O_PRIORITY},
                                      {NULL, 0, 0, 0}};
 
 /* A duration option that may also be plain milliseconds ("1500"). */
@@ -139,6 +140,10 @@ int dqt_cmd_push(dqt_cli *g) {
             break;
         case DQT_O_GROUP:
             rc = set_opt(g, po, o, DQ_PUSHOPT_GROUP, 0, o->val);
+            break;
+        case DQT_O_PRIORITY:
+            if ((rc = dqt_opt_int(g, o, 0, DQ_PRIORITY_MAX, &v)) == 0)
+                rc = set_opt(g, po, o, DQ_PUSHOPT_PRIORITY, v, NULL);
             break;
         case DQT_O_TZ:
             if (parse_tz(o->val, &v) != 0) {

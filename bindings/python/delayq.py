@@ -69,6 +69,7 @@ _PUSH_KEEP, _PUSH_REPLACE, _PUSH_AT = 0, 1, 2
 _PO_MAX_ATTEMPTS, _PO_EXPIRE_AT, _PO_EXPIRE_IN_MS = 1, 2, 3
 _PO_EVERY_MS, _PO_TZ_OFFSET_MIN, _PO_CRON = 4, 5, 6
 _PO_GROUP = 8
+_PO_PRIORITY = 9
 EVERY_MIN = 10
 TZ_OFFSET_MAX = 840
 PUSHED, KEPT, REPLACED, DONE = "pushed", "kept", "replaced", "done"
@@ -108,7 +109,7 @@ _SET_WORDS = {"backoff": _BACKOFF,
               "layout": {"default": LAYOUT_DEFAULT,
                          "compact": LAYOUT_COMPACT,
                          "compact-push": LAYOUT_COMPACT_PUSH}}
-_SET_COUNT = 13
+_SET_COUNT = 14
 # dq_list (only in libraries that define it).
 LIST_SCHEDULED, LIST_INFLIGHT, LIST_DEAD = 1, 2, 3
 
@@ -364,6 +365,7 @@ _OPTIONAL_PROTOTYPES = {
     "dq_job_info_repeat": (_c_str, [_P_INFO]),
     "dq_job_info_group": (_c_str, [_P_INFO]),
     "dq_job_info_followup_ms": (_c_i64, [_P_INFO]),
+    "dq_job_info_priority": (_c_int, [_P_INFO]),
     # pending jobs per due-time window, without reading them
     "dq_count_due": (_c_int, [_P_CLIENT, _c_str, _P_I64, _c_int, _P_I64,
                               _P_I64]),
@@ -602,13 +604,13 @@ class JobInfo:
     recorded), failed_ms (when it was, 0 if none), now_ms (the server's
     time of the lookup), repeat (a repeating job's rule as text, e.g.
     "every 60000 ms from <start ms>" or "cron 30 9 * * 1-5 tz +330", else
-    None), group (its group, else None), followup_ms (a debounced job in
-    flight with pushes waiting: the earliest time its follow-up may be
-    due, server epoch ms; else 0)."""
+    None), group (its group, else None), priority (0 none), followup_ms
+    (a debounced job in flight with pushes waiting: the earliest time its
+    follow-up may be due, server epoch ms; else 0)."""
 
     __slots__ = ("id", "queue", "state", "due_ms", "attempts",
                  "lease_deadline_ms", "payload", "last_error", "failed_ms",
-                 "now_ms", "repeat", "group", "followup_ms")
+                 "now_ms", "repeat", "group", "priority", "followup_ms")
 
     def __init__(self, queue, info):
         self.id = _dec(_lib.dq_job_info_id(info))
@@ -629,6 +631,9 @@ class JobInfo:
         if getattr(_lib, "dq_job_info_group", None) is not None:
             grp = _lib.dq_job_info_group(info)
         self.group = None if grp is None else _dec(grp)
+        self.priority = 0
+        if getattr(_lib, "dq_job_info_priority", None) is not None:
+            self.priority = _lib.dq_job_info_priority(info)
         fu = getattr(_lib, "dq_job_info_followup_ms", None)
         self.followup_ms = fu(info) if fu is not None else 0
 
@@ -753,7 +758,7 @@ class Client:
     def push(self, queue, payload, delay_ms=0, *, at_ms=None, id=None,
              replace=False, every_ms=None, cron=None, tz_offset_min=0,
              max_attempts=None, expire_in_ms=None, expire_at_ms=None,
-             debounce=False, max_wait_ms=None, group=None):
+             debounce=False, max_wait_ms=None, group=None, priority=None):
         """Pushes one job due delay_ms from now, or at at_ms (server epoch
         ms).  id None lets the library generate one.  replace: what to do
         when the id exists (False: keep it).  Returns (id, outcome) with
@@ -776,7 +781,8 @@ class Client:
 
         group: the job's group (a tenant, say: letters, digits and
         "_-.:@", at most 64 bytes); due jobs are handed out round-robin
-        over the groups."""
+        over the groups.  priority: 0..9 (0 the default); among due jobs
+        (of one group) higher first, never before their due time."""
         q = _enc(queue, "queue", "EQUEUE")
         data = _payload(payload)
         jid = None if id is None else _enc(id, "id", "EID")
@@ -799,7 +805,8 @@ class Client:
                                     (_PO_MAX_ATTEMPTS, max_attempts),
                                     (_PO_EXPIRE_IN_MS, expire_in_ms),
                                     (_PO_EXPIRE_AT, expire_at_ms),
-                                    (_PO_DEBOUNCE_MAX_MS, max_wait_ms))
+                                    (_PO_DEBOUNCE_MAX_MS, max_wait_ms),
+                                    (_PO_PRIORITY, priority))
                 if v is not None]
         texts = [(o, t) for o, t in ((_PO_CRON, cron), (_PO_GROUP, group))
                  if t is not None]

@@ -531,7 +531,7 @@ class TestSettings(Base):
     NAMES = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
              "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
              "expired", "rate_max", "rate_window_ms", "layout",
-             "inflight_max"]
+             "inflight_max", "group_inflight_max"]
 
     def test_round_trip(self):
         got = self.c.config_get(self.q)
@@ -692,6 +692,16 @@ class TestRepeatAndPushOptions(Base):
         self.assertEqual(self.c.config_get(self.q)["inflight_max"], 3)
         got = self.c.poll(self.q, max=10)
         self.assertEqual(len(got), 1)  # 2 of 3 slots were taken above
+
+    def test_priority(self):
+        for i in range(20):
+            self.c.push(self.q, b"low", id="lo%d" % i)
+        self.c.push(self.q, b"high", id="hi", priority=7)
+        self.assertEqual(self.c.get(self.q, "hi").priority, 7)
+        self.assertEqual(self.c.get(self.q, "lo0").priority, 0)
+        self.assertEqual([j.id for j in self.c.poll(self.q, max=1)], ["hi"])
+        with self.assertRaises(delayq.InvalidArgument):
+            self.c.push(self.q, b"x", priority=10)
 
     def test_other_options(self):
         self.c.push(self.q, b"m", id="m", max_attempts=1)

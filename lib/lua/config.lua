@@ -37,7 +37,8 @@ for i = 5, #ARGV, 2 do
     local name, v = ARGV[i], ARGV[i + 1]
     local derived = (name == 'rate_max' and 'rate_part') or
         (name == 'dead_max' and 'dead_part') or
-        (name == 'inflight_max' and 'inflight_part') or nil
+        (name == 'inflight_max' and 'inflight_part') or
+        (name == 'group_inflight_max' and 'group_inflight_part') or nil
     if v == '' then
         dels[#dels + 1] = name
         if derived then dels[#dels + 1] = derived end

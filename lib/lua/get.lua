@@ -8,7 +8,7 @@
 -- ARGV[2] id.
 -- Returns { now_ms } when there is no such job, else
 --   { now_ms, state, time_ms, attempts, payload, reason, rule, group,
---     followup }
+--     followup, priority }
 --   state: 1 pending and not due yet, 2 pending and due (time_ms <= now),
 --   3 in flight (also a lease that ran out while no poll claimed the job
 --   again: its holder may still ack it, as dq_cancel and list.lua see it),
@@ -18,8 +18,8 @@
 --   repeating job's rule (include/repeat.lua) or false; group: the job's
 --   group (include/fair.lua) or false; followup: a debounced job's
 --   follow-up (include/debounce.lua) as the earliest time it may be due,
---   min(at, deadline), or false when none waits (a compact job's reply
---   ends before group).
+--   min(at, deadline), or false when none waits; priority (0 none) (a
+--   compact job's reply ends before group).
 -- Bounded: one HMGET of five fields and up to three ZSCOREs (or, for a
 -- compact job, three lookups).  An index
 -- entry without a payload (polls drop those) is no job.
@@ -58,4 +58,5 @@ if got[5] then
     fu = string.format('%d', (dl > 0 and dl < at) and dl or at)
 end
 return { now, state, t, attempts, got[1], got[3] or false, got[4] or false,
-         ext ~= '' and string.match(ext, '|g([^|]*)') or false, fu }
+         ext ~= '' and string.match(ext, '|g([^|]*)') or false, fu,
+         ext ~= '' and tonumber(string.match(ext, '|p(%d)') or 0) or 0 }

@@ -71,7 +71,7 @@ end
 redis.call('ZADD', K_DUE, at, id)
 if conf.grouped then
     F.add(ext ~= '' and string.match(ext, '|g([^|]*)') or '',
-          { string.format('%d', at), id })
+          { string.format('%d', at), id }, F.prio(ext))
 end
 count('retried', 1)
 wake(at, cands, now, now_us)

@@ -56,7 +56,8 @@ local now, now_us = dq_now()
 local max = tonumber(ARGV[2])
 local conf = settings('lease_ms', 'max_attempts', 'expired', 'rate_part',
                       'rate_window_ms', 'dead_part', 'dead_ttl_ms', 'compact',
-                      'layout', 'inflight_part', 'grouped')
+                      'layout', 'inflight_part', 'grouped',
+                      'group_inflight_part')
 -- compact jobs (include/compact/keys.lua) only when flagged
 local cany = conf.compact ~= nil
 local C = cany and c_lib()
@@ -104,8 +105,10 @@ if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     if conf.grouped then -- round-robin over groups (include/fair.lua)
-        pick = F.pick(now, max)
+        pick = F.pick(now, max, F.levels(conf.grouped),
+                      conf.group_inflight_part)
         due = F.due(pick, now, max)
+        exp = F.admit(pick, exp, now) -- the limit per group
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                          'LIMIT', 0, max)
@@ -285,7 +288,12 @@ if n > 0 then
     count('delivered', delivered)
     count('failed', #died / 2)
 end
-if pick then F.done(pick, from_due, now) end
+if pick then F.done(pick, from_due, now, lease_ms, from_lease) end
+-- every due group at its limit per group: back when a slot frees
+if pick and pick.free_at and n == 0 and
+    (not held_until or pick.free_at < held_until) then
+    held_until = pick.free_at
+end
 
 -- With the rate limit used up, nothing is delivered before a slot frees.
 local limited_until
@@ -345,5 +353,5 @@ if n < max or cands or limited_until or held_until then
         out[2] = MOVE_PACE_US
     end
 end
-if room then F.mark(held) end
+if room or (pick and pick.glimit) then F.mark(held) end
 return out

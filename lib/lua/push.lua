@@ -225,9 +225,13 @@ if earliest then
         -- the jobs' group (include/fair.lua): indexed by it, as jobs
         -- without one are once the queue has groups (lay[3], its flag)
         local grp = string.match(ext, '|g([^|]*)')
-        if grp or lay[3] then fair_lib().add(grp or '', zadd) end
-        if grp and not lay[3] then
-            redis.pcall('HSET', K_PFX .. 'conf', 'grouped', '1')
+        local F = fair_lib()
+        local p = F.prio(ext) -- and their priority
+        if grp or p > 0 or lay[3] then F.add(grp or '', zadd, p) end
+        local flag = F.flag(lay[3], grp, p)
+        if flag then
+            redis.pcall('HSET', K_PFX .. 'conf', 'grouped',
+                        string.format('%d', flag))
         end
     end
     if fit > 0 then C.move(cursor, fit) end

@@ -5,6 +5,7 @@
 --- @include "include/compact/lib"
 --- @include "include/pending"
 --- @include "include/wake"
+--- @include "include/fair"
 -- reschedule.lua: moves pending jobs to a new due time (a promote is a
 -- move to now), keeping their payload, attempts, options, repeat rule
 -- and last failure reason.
@@ -36,6 +37,7 @@ local cany = c_flagged()
 local C = cany and c_lib()
 local before = first_due(cany)
 local out, seen, zadd, hset, raise, unc = {}, {}, {}, {}, {}, {}
+local moved = {} -- the ids of zadd, in its order
 for j, id in ipairs(ids) do
     local o = seen[id]
     if not o then
@@ -59,6 +61,7 @@ for j, id in ipairs(ids) do
         if o == 1 or o == 4 then
             zadd[#zadd + 1] = string.format('%d', at)
             zadd[#zadd + 1] = id
+            moved[#moved + 1] = id
         end
         seen[id] = o
     end
@@ -74,10 +77,15 @@ if #raise > 0 then
         end
     end
 end
+-- a queue with groups indexes them at the new time (include/fair.lua)
+local grouped = redis.pcall('HGET', K_PFX .. 'conf', 'grouped')
+local F = type(grouped) == 'string' and fair_lib()
+local gs = F and F.groups(moved)
 local cands = wake_prep(at, before, now)
 if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end
 if #unc > 0 then C.remove(unc) end
 if #raise > 0 then redis.call('ZREM', K_DEAD, unpack(raise)) end
 redis.call('ZADD', K_DUE, unpack(zadd))
+if F then F.moved(gs, zadd) end
 wake(at, cands, now, now_us)
 return out

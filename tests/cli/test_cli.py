@@ -382,6 +382,16 @@ class TestPushRepeatAndOptions(CliCase):
         self.assertIn(b"expires", r.stderr)
         self.assertEqual(self.stats(q)["scheduled"] + self.stats(q)["due"], 2)
 
+    def test_priority(self):
+        q = new_queue("prio")
+        self.push(q, "low", "--id", "lo")
+        self.push(q, "high", "--id", "hi", "--priority", "5")
+        self.assertEqual(self.poll_one(q)["id"], "hi")
+        r = run(["push", "x", "--id", "bad", "--priority", "10"], q)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn(b"priority", r.stderr)
+        self.assertEqual(self.stats(q)["due"], 1)
+
     def test_bad_repeat_options(self):
         q = new_queue("badrep")
         for args, word in (

@@ -17,7 +17,7 @@ from test_cli import CliCase, new_queue, run
 ALL = ["max_attempts", "lease_ms", "backoff", "backoff_base_ms",
        "backoff_cap_ms", "backoff_jitter", "dead_max", "dead_ttl_ms",
        "expired", "rate_max", "rate_window_ms", "layout",
-       "inflight_max"]
+       "inflight_max", "group_inflight_max"]
 
 
 def setUpModule():
@@ -52,14 +52,15 @@ class TestConfig(CliCase):
                                   "dead_max=100", "dead_ttl_ms=7d",
                                   "lease_ms=1m30s", "rate_max=50",
                                   "rate_window_ms=1s", "layout=compact",
-                                  "inflight_max=5"]),
+                                  "inflight_max=5",
+                                  "group_inflight_max=2"]),
                          "")
         want = {"max_attempts": 3, "lease_ms": 90000, "backoff": "exponential",
                 "backoff_base_ms": 2000, "backoff_cap_ms": 90000,
                 "backoff_jitter": 10, "dead_max": 100,
                 "dead_ttl_ms": 7 * 86400000, "expired": "drop",
                 "rate_max": 50, "rate_window_ms": 1000, "layout": "compact",
-                "inflight_max": 5}
+                "inflight_max": 5, "group_inflight_max": 2}
         self.assertEqual(self.conf(q), want)
         self.assertIn("layout           compact\n", self.ok(["config", q]))
         self.assertEqual(self.ok(["config", q, "layout=compact-push"]), "")

@@ -486,13 +486,14 @@ class TestQueuesAndJobs(WebCase):
                                   "backoff_base_ms", "backoff_cap_ms",
                                   "backoff_jitter", "dead_max", "dead_ttl_ms",
                                   "expired", "rate_max", "rate_window_ms",
-                                  "layout", "inflight_max"})
+                                  "layout", "inflight_max",
+                                  "group_inflight_max"})
         self.assertTrue(all(v is None for v in s.values()), s)
         cli(["config", q, "max_attempts=5", "lease_ms=45s",
              "backoff=exponential", "backoff_base_ms=2s", "backoff_cap_ms=1m",
              "backoff_jitter=10", "dead_max=500", "dead_ttl_ms=7d",
              "expired=drop", "rate_max=20", "rate_window_ms=1s",
-             "layout=compact", "inflight_max=8"])
+             "layout=compact", "inflight_max=8", "group_inflight_max=3"])
         s = self.srv.get("/api/queues/" + seg(q))["settings"]
         self.assertEqual(s, {"max_attempts": 5, "lease_ms": 45000,
                              "backoff": "exponential",
@@ -500,7 +501,8 @@ class TestQueuesAndJobs(WebCase):
                              "backoff_jitter": 10, "dead_max": 500,
                              "dead_ttl_ms": 604800000, "expired": "drop",
                              "rate_max": 20, "rate_window_ms": 1000,
-                             "layout": "compact", "inflight_max": 8})
+                             "layout": "compact", "inflight_max": 8,
+                             "group_inflight_max": 3})
         cli(["config", q, "backoff=fixed", "expired=dead", "--unset",
              "dead_max", "--unset", "rate_max", "--unset", "rate_window_ms"])
         s = self.srv.get("/api/queues/" + seg(q))["settings"]

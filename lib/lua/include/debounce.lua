@@ -137,10 +137,18 @@ local function db_lib()
         end
         w.hset[#w.hset + 1] = id
         w.hset[#w.hset + 1] = s.payload
+        -- a pending job moved keeps its group (include/fair.lua)
+        -- and priority
+        local g = from == 'pending' and string.match(s.ext, '|g([^|]*)')
+        local p = from == 'pending' and string.match(s.ext, '|p(%d)')
         w.hset[#w.hset + 1] = mf(id)
-        w.hset[#w.hset + 1] = fmt_meta(0, tok, with_deadline(ext, s.deadline))
+        w.hset[#w.hset + 1] = fmt_meta(0, tok, with_deadline(ext, s.deadline)
+                                       .. (g and '|g' .. g or '')
+                                       .. (p and '|p' .. p or ''))
         w.zadd[#w.zadd + 1] = string.format('%d', s.at)
         w.zadd[#w.zadd + 1] = id
+        w.gs[#w.gs + 1] = g or ''
+        w.gs.ps[#w.gs] = tonumber(p or 0)
         if not w.earliest or s.at < w.earliest then w.earliest = s.at end
     end
 
@@ -151,13 +159,15 @@ local function db_lib()
         if #w.unc > 0 then w.C.remove(w.unc) end
         if #w.hset > 0 then redis.call('HSET', K_JOBS, unpack(w.hset)) end
         if #w.zadd > 0 then redis.call('ZADD', K_DUE, unpack(w.zadd)) end
+        if w.F and #w.zadd > 0 then w.F.moved(w.gs, w.zadd) end
         if #w.retire > 0 then redis.call('ZADD', K_DONE, unpack(w.retire)) end
     end
 
     -- The debounced push (debounce.lua): ARGV as push.lua documents them
     -- (times are delays); the options ext carry "|b[<max wait ms>]".
-    -- Returns the outcomes.
-    local function debounce_push(now, now_us, ext, cflag, C, fresh)
+    -- F: fair_lib() for a queue with groups (its jobs are indexed at
+    -- their due time), else nil.  Returns the outcomes.
+    local function debounce_push(now, now_us, ext, cflag, C, fresh, F)
         local wait = meta_opt(ext, 'b')
         if wait == nil then ext = ext .. '|b' end
         if type(wait) ~= 'number' then wait = 0 end
@@ -176,7 +186,7 @@ local function db_lib()
                                      ARGV[i + 2], wait)
         end
         local w = { hset = {}, zadd = {}, hdel = {}, undead = {}, unc = {},
-                    retire = {}, C = C }
+                    retire = {}, C = C, F = F, gs = { ps = {} } }
         for _, id in ipairs(ids) do db_plan(w, id, st[id], ext) end
         local cands = wake_prep(w.earliest, before, now)
         db_write(w)

@@ -1,11 +1,12 @@
 -- include/fair.lua: fair claiming: the queue-wide limit on jobs in flight
--- and tenant groups (built), priorities and per-group limits (designed).
+-- and tenant groups, their priorities and the limit per group.
 --- @include "include/keys"
 
--- A queue that uses none of this pays one more field in the HMGET of conf
--- that push, poll and nack do anyway, one more field in the HMGET of the
--- metas that ack and nack do anyway, and the making of one function that
--- captures nothing (fair_lib, below; bench/srvcost.sh: within 3%).
+-- A queue that uses none of this pays one more field (poll: two) in the
+-- HMGET of conf that push, poll and nack do anyway, one more field in the
+-- HMGET of the metas that ack and nack do anyway, and the making of one
+-- function that captures nothing (fair_lib, below; bench/srvcost.sh:
+-- within 3%).
 --
 -- Limit on jobs in flight (DQ_SET_MAX_INFLIGHT).  Settings in conf:
 --   inflight_max   the total over all partitions, as set
@@ -55,14 +56,31 @@
 -- indexed).  An index entry is only a hint: each is checked against due
 -- (ZMSCORE) before it is taken, and one whose job left due (acked,
 -- cancelled, taken from due by another path) is dropped then, so no
--- script but push, nack and poll needs to know about groups.  With 100,000
+-- script but push, nack and poll needs to know about groups, and those
+-- that move a pending job (reschedule, debounce), which index it at its
+-- new time (F.moved): an entry left at its old time would take one of
+-- its group's picks until then (moved later) or leave the job to the
+-- fill from due (moved earlier).  With 100,000
 -- jobs of A and one of B due together, B's turn is as early as A's, so a
 -- poll with max >= 2 takes B's job.
--- Priorities (DQ_PUSHOPT_PRIORITY) and a limit per group are not built:
--- a priority would be one more index level (<prefix>g<p>:<group>, the
--- group's highest due level first); a limit per group would mirror lease
--- for grouped jobs (<prefix>gl:<group>, id -> lease deadline, counted like
--- lease: an expired entry is a free slot).
+-- Priorities (DQ_PUSHOPT_PRIORITY, 0..9, "|p<n>" in the meta): a job of
+-- priority p > 0 is indexed in <prefix>g<p>:<group> instead of g:<group>
+-- (a queue without groups: group '', like its other jobs once it has a
+-- priority); the flag "grouped" is then a bit set, bit 0 for the index,
+-- bit p for each priority pushed (push sets them), so a poll reads only
+-- the levels in use: of each group whose turn has come its due jobs of
+-- the highest level first, oldest first in each, never one not yet due.
+-- A queue without priorities reads no more than before.
+-- Limit per group (DQ_SET_GROUP_MAX_INFLIGHT; conf group_inflight_max and
+-- this partition's share group_inflight_part; jobs of a named group
+-- only): <prefix>gl:<group>, id -> the lease deadline it was claimed
+-- with, counted against lease itself (groom, below), so no slot can leak
+-- and no script but poll knows of it.  A poll of a flagged, limited
+-- queue takes of a group at most its room, also from the fill from due
+-- and the expired leases (their metas read: F.admit), skips a group
+-- at its limit (the others are served) and, when it took nothing for
+-- that, answers when the first lease of a held group ends and sets the
+-- "\0full" field like the queue-wide limit, so an ack wakes a waiter.
 
 -- The functions of fair claiming, made only when a script needs them (as
 -- c_lib): a script body makes each of its functions anew on every call,
@@ -78,6 +96,47 @@ local function fair_lib()
 
     -- The index key of a group.
     local function gkey(g) return PFX .. 'g:' .. g end
+
+    -- The index key of a group's jobs of priority p (0: gkey).
+    local function pkey(g, p)
+        if p > 0 then return PFX .. 'g' .. p .. ':' .. g end
+        return gkey(g)
+    end
+
+    -- A job's priority, from its meta's options ("|p<n>"; none: 0).
+    function F.prio(ext)
+        return tonumber(string.match(ext, '|p(%d)') or 0)
+    end
+
+    -- The levels used (the flag conf.grouped: bit 0 set, bit p for each
+    -- priority p > 0 pushed), highest first.
+    function F.levels(flag)
+        local out = {}
+        for p = 9, 1, -1 do
+            if bit.band(flag, bit.lshift(1, p)) ~= 0 then out[#out + 1] = p end
+        end
+        return out
+    end
+
+    -- The flag after a push of group grp (nil: none) and priority p over
+    -- the flag cur (conf.grouped as read, or false): nil when unchanged.
+    function F.flag(cur, grp, p)
+        if not grp and p == 0 then return nil end
+        local was = tonumber(cur) or 0
+        local v = bit.bor(was, 1)
+        if p > 0 then v = bit.bor(v, bit.lshift(1, p)) end
+        if v ~= was then return v end
+        return nil
+    end
+
+    -- The index keys of group g: its levels' (highest first), then its
+    -- priority 0's.
+    local function keys_of(g, levels)
+        local out = {}
+        for i, p in ipairs(levels) do out[i] = pkey(g, p) end
+        out[#out + 1] = gkey(g)
+        return out
+    end
 
     -- The limit on jobs in flight of this partition (conf.inflight_part)
     -- for a poll of max jobs: how many more it may lease now, and, when
@@ -125,31 +184,150 @@ local function fair_lib()
 
     -- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for
     -- due); the group's turn comes no later than its earliest one.
-    function F.add(g, zadd)
+    function F.add(g, zadd, p)
         local first
         for k = 1, #zadd, 2 do
             local at = tonumber(zadd[k])
             if not first or at < first then first = at end
         end
-        redis.call('ZADD', gkey(g), unpack(zadd))
+        redis.call('ZADD', pkey(g, p or 0), unpack(zadd))
         redis.call('ZADD', K_GQ, 'LT', string.format('%d', first), g)
+    end
+
+    -- The group and priority of each of ids (reads their metas; '' and
+    -- 0 for none or no meta), for F.moved.
+    function F.groups(ids)
+        local f, out = {}, { ps = {} }
+        if #ids == 0 then return out end
+        for i, id in ipairs(ids) do f[i] = id .. '\0' end
+        for i, m in ipairs(redis.call('HMGET', K_JOBS, unpack(f))) do
+            out[i] = m and string.match(m, '|g([^|]*)') or ''
+            out.ps[i] = m and F.prio(m) or 0
+        end
+        return out
+    end
+
+    -- Jobs moved to a new due time (reschedule, debounce): each indexed
+    -- at it, so no entry keeps its old time (a later one would take one
+    -- of its group's picks until then, an earlier one wait for the fill
+    -- from due).  zadd = { due, id, .. } as for due, gs their groups
+    -- (gs.ps their priorities).
+    function F.moved(gs, zadd)
+        local order, by = {}, {}
+        for k = 1, #zadd, 2 do
+            local i = (k + 1) / 2
+            local g, p = gs[i], gs.ps[i] or 0
+            local at = g .. '\0' .. p
+            if not by[at] then
+                by[at] = { g = g, p = p }
+                order[#order + 1] = at
+            end
+            local z = by[at]
+            z[#z + 1], z[#z + 2] = zadd[k], zadd[k + 1]
+        end
+        for _, at in ipairs(order) do
+            local z = by[at]
+            F.add(z.g, z, z.p)
+        end
+    end
+
+    -- The limit per group (conf.group_inflight_part): the jobs of group
+    -- g in flight, counted from its lease index gl:<g> (id -> the lease
+    -- deadline it was claimed with) checked against lease itself, so an
+    -- ack, nack, cancel or dead letter (out of lease), a lease that runs
+    -- out (its deadline passed) and an extension (lease's own score) all
+    -- count right with no script but poll knowing of it.  Read with a
+    -- LIMIT: a poll of g trims the entries that no longer count and adds
+    -- at most the room left, so gl:<g> holds at most the limit after it.
+    -- Returns the room left, the entries to trim, and when the first
+    -- live lease ends (nil: none).
+    local function groom(g, limit, now)
+        local ids = redis.call('ZRANGE', PFX .. 'gl:' .. g, 0, 2 * limit + 63)
+        if #ids == 0 then return limit, {}, nil end
+        local sc = redis.call('ZMSCORE', K_LEASE, unpack(ids))
+        local live, dead, ends = 0, {}, nil
+        for i, id in ipairs(ids) do
+            local d = sc[i] and tonumber(sc[i])
+            if d and d > now then
+                live = live + 1
+                if not ends or d < ends then ends = d end
+            else
+                dead[#dead + 1] = id
+            end
+        end
+        return limit - live, dead, ends
+    end
+
+    -- The room of group g in pick (computed once per poll).
+    local function room_of(pick, g, now)
+        local r = pick.room[g]
+        if r == nil then
+            local dead, ends
+            r, dead, ends = groom(g, pick.glimit, now)
+            pick.room[g], pick.gdead[g] = r, dead
+            if r <= 0 and ends and (not pick.free_at or ends < pick.free_at)
+            then
+                pick.free_at = ends
+            end
+        end
+        return r
+    end
+
+    -- Keeps of list ({ id, score, .. }) the jobs whose group has room
+    -- (a limited queue: jobs of a named group; their metas read), each
+    -- taking one; skip: ids left out without a look.
+    function F.admit(pick, list, now, skip)
+        if not pick or not pick.glimit or #list == 0 then return list end
+        local f = {}
+        for i = 1, #list, 2 do f[#f + 1] = list[i] .. '\0' end
+        local metas = redis.call('HMGET', K_JOBS, unpack(f))
+        local out = {}
+        for i = 1, #list, 2 do
+            local id, m = list[i], metas[(i + 1) / 2]
+            local g = m and string.match(m, '|g([^|]*)')
+            local keep = not (skip and skip[id])
+            if keep and g and g ~= '' then
+                keep = room_of(pick, g, now) > 0
+                if keep then
+                    pick.room[g] = pick.room[g] - 1
+                    pick.tg[id] = g
+                end
+            end
+            if keep then out[#out + 1], out[#out + 2] = id, list[i + 1] end
+        end
+        return out
     end
 
     -- The due jobs of the groups whose turn has come, round-robin, at
     -- most max, as pick.ids = { id, due, .. } (due's own scores), with
-    -- what the poll's writes need: each id's group, and the index entries
-    -- found stale.
-    function F.pick(now, max)
+    -- what the poll's writes need: each id's group and index key, and the
+    -- index entries found stale.  levels: F.levels of the flag; a group's
+    -- due jobs of the highest level come first, oldest first in each.
+    function F.pick(now, max, levels, glimit)
         local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
                               'LIMIT', 0, max)
         local per = math.ceil(max / math.max(#gs, 1))
-        local lists, all = {}, {}
+        local lists, kofs, all = {}, {}, {}
+        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
+                       levels = levels, glimit = glimit, room = {},
+                       gdead = {}, tg = {} }
         for i, g in ipairs(gs) do
-            lists[i] = redis.call('ZRANGEBYSCORE', gkey(g), '-inf', now,
-                                  'LIMIT', 0, per)
-            for _, id in ipairs(lists[i]) do all[#all + 1] = id end
+            local l, kof = {}, {}
+            local cap = per
+            if glimit and g ~= '' then
+                cap = math.min(per, math.max(room_of(pick, g, now), 0))
+            end
+            for _, key in ipairs(keys_of(g, levels)) do
+                if #l >= cap then break end
+                local r = redis.call('ZRANGEBYSCORE', key, '-inf', now,
+                                     'LIMIT', 0, cap - #l)
+                for _, id in ipairs(r) do
+                    l[#l + 1], kof[#l + 1] = id, key
+                    all[#all + 1] = id
+                end
+            end
+            lists[i], kofs[i] = l, kof
         end
-        local pick = { ids = {}, gof = {}, stale = {}, groups = gs }
         if #all == 0 then return pick end
         local sc = redis.call('ZMSCORE', K_DUE, unpack(all))
         local score, k = {}, 0
@@ -167,9 +345,13 @@ local function fair_lib()
                     if s and tonumber(s) <= now then
                         pick.ids[#pick.ids + 1] = id
                         pick.ids[#pick.ids + 1] = s
-                        pick.gof[id] = gs[i]
+                        pick.gof[id], pick.kof[id] = gs[i], kofs[i][r]
+                        if glimit and gs[i] ~= '' then
+                            pick.room[gs[i]] = pick.room[gs[i]] - 1
+                            pick.tg[id] = gs[i]
+                        end
                     elseif not s then
-                        pick.stale[#pick.stale + 1] = { gs[i], id }
+                        pick.stale[#pick.stale + 1] = { kofs[i][r], id }
                     end
                 end
             end
@@ -184,6 +366,7 @@ local function fair_lib()
         if #out >= 2 * max then return out end
         local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
                                'WITHSCORES', 'LIMIT', 0, max)
+        due = F.admit(pick, due, now, pick.gof)
         for i = 1, #due, 2 do
             if #out >= 2 * max then break end
             if not pick.gof[due[i]] then
@@ -198,26 +381,60 @@ local function fair_lib()
     -- leave their group's index, stale entries too, and every group read
     -- gets its next turn: now + 1 if it was served, its head's due time
     -- if not, none if its index is empty.
-    function F.done(pick, taken, now)
+    function F.done(pick, taken, now, lease_ms, reclaimed)
+        if pick.glimit then F.leased(pick, taken, reclaimed, now + lease_ms) end
         local rem = {}
-        local function drop(g, id)
-            rem[g] = rem[g] or {}
-            rem[g][#rem[g] + 1] = id
+        local function drop(key, id)
+            rem[key] = rem[key] or {}
+            rem[key][#rem[key] + 1] = id
         end
         for _, id in ipairs(taken) do
-            if pick.gof[id] then drop(pick.gof[id], id) end
+            if pick.kof[id] then drop(pick.kof[id], id) end
         end
         for _, e in ipairs(pick.stale) do drop(e[1], e[2]) end
         for _, g in ipairs(pick.groups) do
-            if rem[g] then redis.call('ZREM', gkey(g), unpack(rem[g])) end
-            local h = redis.call('ZRANGE', gkey(g), 0, 0, 'WITHSCORES')
-            if not h[2] then
+            local served, turn = false, nil
+            for _, key in ipairs(keys_of(g, pick.levels)) do
+                if rem[key] then
+                    redis.call('ZREM', key, unpack(rem[key]))
+                    served = true
+                end
+                local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+                if h[2] and (not turn or tonumber(h[2]) < turn) then
+                    turn = tonumber(h[2])
+                end
+            end
+            if not turn then
                 redis.call('ZREM', K_GQ, g)
             else
-                local turn = tonumber(h[2])
-                if rem[g] and turn < now + 1 then turn = now + 1 end
+                if served and turn < now + 1 then turn = now + 1 end
                 redis.call('ZADD', K_GQ, string.format('%d', turn), g)
             end
+        end
+    end
+
+    -- After a limited poll's writes: the jobs it took of named groups
+    -- enter their group's lease index, the entries that no longer count
+    -- leave it.
+    function F.leased(pick, taken, reclaimed, deadline)
+        local add, order = {}, {}
+        for _, l in ipairs({ taken, reclaimed }) do
+            for _, id in ipairs(l) do
+                local g = pick.tg[id]
+                if g then
+                    if not add[g] then add[g] = {}; order[#order + 1] = g end
+                    add[g][#add[g] + 1] = string.format('%d', deadline)
+                    add[g][#add[g] + 1] = id
+                end
+            end
+        end
+        for g, dead in pairs(pick.gdead) do
+            if #dead > 0 then
+                redis.call('ZREM', PFX .. 'gl:' .. g, unpack(dead))
+            end
+        end
+        for _, g in ipairs(order) do
+            redis.call('ZADD', PFX .. 'gl:' .. g, unpack(add[g]))
         end
     end
 
