@@ -166,6 +166,12 @@ typedef void dq_stats_cb(dq_async *a, int64_t scheduled, int64_t due,
 typedef void dq_count_due_cb(dq_async *a, size_t n, const int64_t *counts,
                              int64_t now_ms, int status, void *userdata);
 
+/* group stats: as dq_group_stats, status the number of groups or a
+ * negative code; the list (NULL on failure) is borrowed for the
+ * callback. */
+typedef void dq_group_stats_cb(dq_async *a, const dq_group_list *list,
+                               int status, void *userdata);
+
 /* get: the job (NULL when status is not 1: unknown, or a failure),
  * borrowed for the callback (dq_job_info_dup keeps it). */
 typedef void dq_get_cb(dq_async *a, const dq_job_info *info, int status,
@@ -255,6 +261,9 @@ DQ_EXTERN int dq_async_stats(dq_async *a, const char *queue, dq_stats_cb *cb,
 DQ_EXTERN int dq_async_count_due(dq_async *a, const char *queue,
                                  const int64_t *bounds_ms, int nbounds,
                                  dq_count_due_cb *cb, void *userdata);
+/* As dq_group_stats: the same checks (nothing sent on bad input). */
+DQ_EXTERN int dq_async_group_stats(dq_async *a, const char *queue, int max,
+                                   dq_group_stats_cb *cb, void *userdata);
 /* As dq_config_set and dq_config_get. */
 DQ_EXTERN int dq_async_config_set(dq_async *a, const char *queue, size_t n,
                                   const int *settings, const int64_t *values,

@@ -1119,6 +1119,53 @@ DQ_EXTERN int dq_queue_list_complete(const dq_queue_list *list);
 /* Frees a list.  NULL is a no-op. */
 DQ_EXTERN void dq_queue_list_free(dq_queue_list *list);
 
+/* ---- Counts per tenant group ------------------------------------------ */
+
+/* Defined when dq_group_stats exists (added in the same version as it). */
+#define DQ_HAVE_GROUP_STATS 1
+#define DQ_GROUP_STATS_MAX 1000 /* groups one dq_group_stats reads, at most */
+
+typedef struct dq_group_list dq_group_list; /* what dq_group_stats found */
+
+/*
+ * The counts of a queue's tenant groups (DQ_PUSHOPT_GROUP), read-only:
+ * the first max groups in turn order (those a poll serves next first;
+ * group "" is the jobs without a group of a queue that has groups), and
+ * for each the jobs of its index due now and due later (all priorities),
+ * and its jobs in flight.  Jobs in flight are counted per group only on a
+ * queue with DQ_SET_GROUP_MAX_INFLIGHT (the lease index that limit keeps;
+ * elsewhere 0).  The index is a hint: a job cancelled while pending
+ * counts until a poll of its group drops it.  A partitioned queue: each
+ * partition's first max groups, summed by name, at most max in all.  A
+ * queue without groups: an empty list.
+ *
+ * max: the most groups to read, 1..DQ_GROUP_STATS_MAX.
+ * out: receives the list (also an empty one); free it with
+ *      dq_group_list_free.  NULL when the call fails.
+ *
+ * Bounded: one script per partition reads at most max groups, each with
+ * two ZCOUNTs per priority level in use and at most 1024 leases.
+ * Returns the number of groups listed (0..max) or a negative code:
+ * DQ_ENULL (queue or out NULL), DQ_EQUEUE (bad queue name), DQ_EINVAL
+ * (max out of range), nothing sent then; DQ_EIO, DQ_ETIMEDOUT, DQ_EREDIS, ...  Like the other
+ * read-only calls it tries once more by itself after a DQ_EIO.
+ */
+DQ_EXTERN int dq_group_stats(dq_client *c, const char *queue, int max,
+                             dq_group_list **out);
+/* Accessors: all accept NULL (and i out of range) and then return 0 /
+ * NULL.  Names stay valid as long as the list. */
+DQ_EXTERN size_t dq_group_list_count(const dq_group_list *list);
+/* The i-th group's name (NUL-terminated). */
+DQ_EXTERN const char *dq_group_list_name(const dq_group_list *list,
+                                         size_t i);
+/* Its jobs due now, due later, in flight. */
+DQ_EXTERN int64_t dq_group_list_due(const dq_group_list *list, size_t i);
+DQ_EXTERN int64_t dq_group_list_later(const dq_group_list *list, size_t i);
+DQ_EXTERN int64_t dq_group_list_inflight(const dq_group_list *list,
+                                         size_t i);
+/* Frees a list.  NULL is a no-op. */
+DQ_EXTERN void dq_group_list_free(dq_group_list *list);
+
 /* ---- Looking up one job ------------------------------------------------ */
 
 /* Defined when dq_get exists (added in the same version as it). */

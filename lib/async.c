@@ -48,7 +48,8 @@ enum { IN_NONE = 0, IN_WAITING, IN_FLIGHT };
 
 /* Callback shapes (which one an op has follows from op.kind). */
 enum { CB_STATUS, CB_PUSH, CB_BATCH, CB_JOBS, CB_LIST, CB_RESULTS, CB_EXTEND,
-       CB_STATS, CB_COUNTS, CB_GET, CB_CONFIG, CB_COUNT_DUE };
+       CB_STATS, CB_COUNTS, CB_GET, CB_CONFIG, CB_COUNT_DUE,
+       CB_GROUPS };
 
 /* What a call of an op is at (cst[]): to send, to send to its ASK target
  * (op->asks.to[op->cask[i]]) after an
@@ -89,6 +90,7 @@ struct aop {
         dq_get_cb *get;
         dq_config_cb *conf;
         dq_count_due_cb *due;
+        dq_group_stats_cb *groups;
         void (*any)(void);
     } cb;                 /* caller's callback (see has_cb) */
     int has_cb;           /* cb set and not forgotten */
@@ -383,6 +385,12 @@ static void op_finish(dq_async *a, aop *op) {
             op->cb.due(a, st == DQ_OK ? (size_t)o->nbounds + 1 : 0,
                        st == DQ_OK ? o->due_counts : NULL,
                        st == DQ_OK ? o->now_ms : 0, st, op->ud);
+            break;
+        case CB_GROUPS:
+            op->cb.groups(a, st == DQ_OK ? o->groups : NULL,
+                          st == DQ_OK ? (int)dq_group_list_count(o->groups)
+                                      : st,
+                          op->ud);
             break;
         case CB_CONFIG:
             op->cb.conf(a, o->conf_n,
@@ -1370,6 +1378,14 @@ int dq_async_count_due(dq_async *a, const char *queue,
     int rc = dq__op_count_due(&op->op, &a->core, queue, bounds_ms, nbounds,
                               &a->err);
     return submit(a, op, rc, CB_COUNT_DUE, CB(cb), userdata);
+}
+
+int dq_async_group_stats(dq_async *a, const char *queue, int max,
+                         dq_group_stats_cb *cb, void *userdata) {
+    ENTER(a);
+    NEW_OP(a);
+    int rc = dq__op_group_stats(&op->op, &a->core, queue, max, &a->err);
+    return submit(a, op, rc, CB_GROUPS, CB(cb), userdata);
 }
 
 int dq_async_counters(dq_async *a, const char *queue, dq_counters_cb *cb,

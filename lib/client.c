@@ -1027,6 +1027,30 @@ int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
     return rc;
 }
 
+int dq_group_stats(dq_client *c, const char *queue, int max,
+                   dq_group_list **out) {
+    ENTER(c);
+    if (out == NULL)
+        return dq__err_set(&c->err, DQ_ENULL, "out is NULL");
+    *out = NULL;
+    dq__op op;
+    int rc;
+    for (int again = 1;; again = 0) {
+        rc = run_op(c, &op, dq__op_group_stats(&op, &c->core, queue, max,
+                                               &c->err));
+        if (!read_again(rc, again))
+            break;
+        dq__op_clear(&op);
+    }
+    if (rc == DQ_OK) {
+        *out = op.groups;
+        op.groups = NULL;
+        rc = (int)dq_group_list_count(*out);
+    }
+    dq__op_clear(&op);
+    return rc;
+}
+
 int dq_count_due(dq_client *c, const char *queue, const int64_t *bounds_ms,
                  int nbounds, int64_t *counts, int64_t *now_ms) {
     ENTER(c);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gstats.h"
 #include "op.h"
 #include "resp.h"
 
@@ -574,6 +575,26 @@ int dq__op_count_due(dq__op *op, dq__core *core, const char *queue,
     return oom(op, build_count_due_part(op, &op->one, core), err);
 }
 
+static int build_group_stats_part(dq__op *op, dq__cmd *c, dq__core *core) {
+    return dq__build_group_stats(c, core, op->gmax);
+}
+
+int dq__op_group_stats(dq__op *op, dq__core *core, const char *queue,
+                       int max, dq__err *err) {
+    op_init(op, DQ_OPK_GROUP_STATS, "group stats");
+    int rc = dq__check_group_stats(queue, max, err);
+    if (rc != DQ_OK)
+        return built(op, rc, err);
+    op->gmax = max;
+    op->groups = dq__glist_new(max);
+    if (op->groups == NULL)
+        return oom(op, DQ_ENOMEM, err);
+    if (parted(op, core, queue))
+        return each_part(op, core, queue, build_group_stats_part, err);
+    single(op, core, queue);
+    return oom(op, build_group_stats_part(op, &op->one, core), err);
+}
+
 /* ---- Replies ---- */
 
 /* What a write that the replicas did not confirm did: a poll's jobs stay
@@ -865,6 +886,9 @@ int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r) {
             op->now_ms = now;
         break;
     }
+    case DQ_OPK_GROUP_STATS:
+        rc = dq__glist_feed(op->groups, r, &op->now_ms, &e);
+        break;
     case DQ_OPK_STATS: {
         int64_t st[5];
         rc = dq__decode_stats(r, st, &e);
@@ -1020,6 +1044,8 @@ void dq__op_clear(dq__op *op) {
     free(op->first);
     dq_jobs_free(op->jobs);
     dq_job_info_free(op->info);
+    dq_group_list_free(op->groups);
+    op->groups = NULL;
     op->order = op->first = NULL;
     op->cmds = NULL;
     op->results = NULL;

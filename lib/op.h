@@ -54,7 +54,8 @@ enum dq__op_kind {
     DQ_OPK_ACK_BATCH, DQ_OPK_NACK, DQ_OPK_EXTEND, DQ_OPK_LIST,
     DQ_OPK_DEAD_REQUEUE, DQ_OPK_DEAD_PURGE, DQ_OPK_STATS, DQ_OPK_COUNTS,
     DQ_OPK_GET, DQ_OPK_CONFIG_SET, DQ_OPK_CONFIG_GET, DQ_OPK_COUNT_DUE,
-    DQ_OPK_RESCHED, DQ_OPK_RESCHED_BATCH
+    DQ_OPK_RESCHED, DQ_OPK_RESCHED_BATCH,
+    DQ_OPK_GROUP_STATS
 };
 
 /* What a driver does after dq__op_feed. */
@@ -113,6 +114,8 @@ typedef struct dq__op {
     int acked;            /* ack: acked so far; reschedule: moved */
     dq_jobs *jobs;        /* poll, list: taken over by the caller */
     dq_job_info *info;    /* get: the job found (taken over), or NULL */
+    dq_group_list *groups; /* group stats: summed over partitions */
+    int gmax;             /* group stats: max (checked) */
     int64_t next_us;      /* poll: us until the next job is due, -1 none */
     int64_t now_ms;       /* list: the server's time of the listing */
     long long v;          /* integer result */
@@ -209,6 +212,10 @@ int dq__op_counts(dq__op *op, dq__core *core, const char *queue,
  * their times. */
 int dq__op_count_due(dq__op *op, dq__core *core, const char *queue,
                      const int64_t *bounds_ms, int nbounds, dq__err *err);
+/* The counts per tenant group (dq_group_stats): op->groups, summed by
+ * name over the partitions, op->now_ms the latest server time. */
+int dq__op_group_stats(dq__op *op, dq__core *core, const char *queue,
+                       int max, dq__err *err);
 
 /* Takes the reply to command tag (0..ncmds-1, or ncmds for the WAIT). */
 int dq__op_feed(dq__op *op, size_t tag, const dq__reply *r);

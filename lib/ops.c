@@ -373,7 +373,8 @@ int dq__cmd_begin(dq__cmd *c, int script, const dq__keys *k, int nargs) {
         nk = DQ_NKEYS; /* + counts */
     else if (script == DQ_SCRIPT_POLL)
         nk = DQ_NKEYS - 1; /* + idle, conf, rate */
-    else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG)
+    else if (script == DQ_SCRIPT_NACK || script == DQ_SCRIPT_CONFIG ||
+             script == DQ_SCRIPT_GROUPS)
         nk = DQ_NKEYS - 2; /* + idle, conf */
     else if (script == DQ_SCRIPT_PUSH || script == DQ_SCRIPT_DEAD ||
              script == DQ_SCRIPT_ACK || script == DQ_SCRIPT_RESCHEDULE ||
@@ -677,6 +678,14 @@ int dq__check_get(const char *queue, const char *id, dq__err *err) {
     int rc = dq__check_queue(queue, err);
     if (rc == DQ_OK)
         rc = dq__check_id(id, "id", err);
+    return rc;
+}
+
+int dq__check_group_stats(const char *queue, int max, dq__err *err) {
+    int rc = dq__check_queue(queue, err);
+    if (rc == DQ_OK && (max < 1 || max > DQ_GROUP_STATS_MAX))
+        rc = dq__err_set(err, DQ_EINVAL, "max is %d; it must be 1..%d", max,
+                         DQ_GROUP_STATS_MAX);
     return rc;
 }
 
@@ -1046,6 +1055,14 @@ int dq__build_count_due(dq__cmd *c, dq__core *core, const int64_t *bounds_ms,
         return rc;
     for (int i = 0; i < nbounds; i++)
         cmd_int(c, bounds_ms[i]);
+    return dq__cmd_seal(c);
+}
+
+int dq__build_group_stats(dq__cmd *c, dq__core *core, int max) {
+    int rc = dq__cmd_begin(c, DQ_SCRIPT_GROUPS, &core->keys, 1);
+    if (rc != DQ_OK)
+        return rc;
+    cmd_int(c, max);
     return dq__cmd_seal(c);
 }
 

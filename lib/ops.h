@@ -165,6 +165,8 @@ int dq__check_get(const char *queue, const char *id, dq__err *err);
  * bound in -DQ_DELAY_MAX..DQ_DELAY_MAX and above the one before. */
 int dq__check_count_due(const char *queue, const int64_t *bounds_ms,
                         int nbounds, dq__err *err);
+/* dq_group_stats: max 1..DQ_GROUP_STATS_MAX. */
+int dq__check_group_stats(const char *queue, int max, dq__err *err);
 /* Dead requeue/purge: id may be NULL (a bounded batch). */
 int dq__check_dead_change(const char *queue, const char *id, int64_t delay_ms,
                          dq__err *err);
@@ -281,6 +283,7 @@ int dq__build_counts(dq__cmd *c, dq__core *core);
 /* nbounds (1..DQ_COUNT_DUE_MAX) window bounds, ms from now (checked). */
 int dq__build_count_due(dq__cmd *c, dq__core *core, const int64_t *bounds_ms,
                         int nbounds);
+int dq__build_group_stats(dq__cmd *c, dq__core *core, int max);
 /* which: DQ_LIST_SCHEDULED, DQ_LIST_INFLIGHT or DQ_LIST_DEAD (checked). */
 int dq__build_list(dq__cmd *c, dq__core *core, int which, int64_t offset,
                   int count);

@@ -756,6 +756,136 @@ START_TEST(limit_model) {
 }
 END_TEST
 
+/* ---- counts per group ---------------------------------------------------- */
+
+/* The index of group g in l, or -1. */
+static int gfind(const dq_group_list *l, const char *g) {
+    for (size_t i = 0; i < dq_group_list_count(l); i++)
+        if (strcmp(dq_group_list_name(l, i), g) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Group g's counts in l are due, later, inflight (absent: all 0). */
+static void gcheck(const dq_group_list *l, const char *g, int64_t due,
+                   int64_t later, int64_t inflight) {
+    int i = gfind(l, g);
+    int64_t got[3] = {0, 0, 0};
+    if (i >= 0) {
+        got[0] = dq_group_list_due(l, (size_t)i);
+        got[1] = dq_group_list_later(l, (size_t)i);
+        got[2] = dq_group_list_inflight(l, (size_t)i);
+    }
+    ck_assert_msg(got[0] == due && got[1] == later && got[2] == inflight,
+                  "group '%s': due %" PRId64 " later %" PRId64 " inflight %"
+                  PRId64 ", want %" PRId64 " %" PRId64 " %" PRId64,
+                  g, got[0], got[1], got[2], due, later, inflight);
+}
+
+static dq_group_list *gstats(const char *q, int max, int want) {
+    dq_group_list *l = NULL;
+    int rc = dq_group_stats(C, q, max, &l);
+    ck_assert_msg(rc == want, "group stats: %d (want %d) %s", rc, want,
+                  dq_errmsg(C));
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_eq(dq_group_list_count(l), (size_t)want);
+    return l;
+}
+
+/* One job of group g due at at in every partition (ids "l<p>..."). */
+static void push_later_each_part(const char *q, const char *g, int64_t at) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    for (int p = 0; p < tu_parts(); p++) {
+        char base[16], id[40];
+        snprintf(base, sizeof(base), "l%d", p);
+        const char *ids[1] = {tu_id_in(id, sizeof(id), base, p)};
+        const void *pls[1] = {"x"};
+        size_t lens[1] = {1};
+        int64_t times[1] = {at};
+        ck_assert_int_eq(dq_push_batch_ex(C, q, 1, pls, lens, times, ids,
+                                          DQ_PUSH_AT, o, NULL, NULL),
+                         1);
+    }
+    dq_push_opts_free(o);
+}
+
+/* Known jobs of three groups (and none, and a priority): the counts due,
+ * later and in flight match, before and after they are claimed, and an
+ * ack takes one out of flight. */
+START_TEST(group_stats_counts) {
+    set_group_limit(C, Q, 40);
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 6, now - 1000);
+    int np = tu_parts();
+    push_later_each_part(Q, "A", now + 600000); /* A stays listed */
+    push_group(C, Q, "B", "b", 3, now - 900);
+    push_prio(C, Q, "B", 5, "p", 2, now - 800);
+    push_group(C, Q, NULL, "n", 1, now - 700);
+    dq_group_list *l = gstats(Q, 10, 3);
+    ck_assert_int_eq(gfind(l, "C"), -1);
+    gcheck(l, "A", 6, np, 0);
+    gcheck(l, "B", 5, 0, 0);
+    gcheck(l, "", 1, 0, 0);
+    dq_group_list_free(l);
+    /* claim all 12 due jobs (a partitioned poll may need several) */
+    dq_jobs *held[20] = {NULL};
+    int got = 0;
+    for (int k = 0; k < 20 && got < 12; k++)
+        got += poll_n(C, Q, 100, 30000, &held[k], NULL);
+    ck_assert_int_eq(got, 12);
+    /* B and '' have nothing pending: no turn, not listed (B's jobs in
+     * flight with them) */
+    ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 1);
+    gcheck(l, "A", 0, np, 6);
+    ck_assert_int_eq(gfind(l, "B"), -1);
+    dq_group_list_free(l);
+    /* an ack of one of A's: five in flight */
+    const dq_job *a0 = NULL;
+    for (int k = 0; k < 20 && a0 == NULL; k++)
+        for (size_t i = 0; held[k] != NULL && i < dq_jobs_count(held[k]); i++)
+            if (dq_job_id(dq_jobs_at(held[k], i))[0] == 'a')
+                a0 = dq_jobs_at(held[k], i);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a0), dq_job_token(a0)), 0);
+    ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 1);
+    gcheck(l, "A", 0, np, 5);
+    dq_group_list_free(l);
+    /* max 1: one group */
+    dq_group_list_free(gstats(Q, 1, 1));
+    for (int k = 0; k < 20; k++)
+        dq_jobs_free(held[k]);
+}
+END_TEST
+
+/* A queue without groups: an empty list; bad input: refused, nothing
+ * sent; the accessors take NULL and out-of-range indexes. */
+START_TEST(group_stats_bad_input) {
+    push_due(C, Q, 3);
+    dq_group_list_free(gstats(Q, 10, 0));
+    dq_group_list *l = (dq_group_list *)1;
+    ck_assert_int_eq(dq_group_stats(C, Q, 0, &l), DQ_EINVAL);
+    ck_assert_ptr_null(l);
+    ck_assert_int_eq(dq_group_stats(C, Q, DQ_GROUP_STATS_MAX + 1, &l),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_group_stats(C, "", 10, &l), DQ_EQUEUE);
+    ck_assert_int_eq(dq_group_stats(C, NULL, 10, &l), DQ_ENULL);
+    ck_assert_int_eq(dq_group_stats(C, Q, 10, NULL), DQ_ENULL);
+    ck_assert_int_eq(dq_group_list_count(NULL), 0);
+    ck_assert_ptr_null(dq_group_list_name(NULL, 0));
+    ck_assert_int_eq(dq_group_list_due(NULL, 0), 0);
+    ck_assert_int_eq(dq_group_list_later(NULL, 0), 0);
+    ck_assert_int_eq(dq_group_list_inflight(NULL, 0), 0);
+    dq_group_list_free(NULL);
+    push_group(C, Q, "A", "a", 2, server_ms(R) - 10);
+    l = gstats(Q, 5, 1); /* A (the jobs pushed before the flag are not
+                            indexed: no group '') */
+    ck_assert_ptr_null(dq_group_list_name(l, 2));
+    ck_assert_int_eq(dq_group_list_due(l, 99), 0);
+    gcheck(l, "A", 2, 0, 0);
+    dq_group_list_free(l);
+}
+END_TEST
+
 TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_holds_and_frees", limit_holds_and_frees, 30, &fx},
     {"limit_lease_expiry", limit_lease_expiry, 30, &fx},
@@ -768,4 +898,6 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"prio_order", prio_order, 30, &fx},
     {"group_limit", group_limit, 30, &fx},
     {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
-    {"limit_model", limit_model, 60, &fx})
+    {"limit_model", limit_model, 60, &fx},
+    {"group_stats_counts", group_stats_counts, 30, &fx},
+    {"group_stats_bad_input", group_stats_bad_input, 30, &fx})

@@ -22,6 +22,7 @@ const char dqt_help_main[] =
     "  list      list scheduled, in-flight or dead jobs (alias: peek)\n"
     "  stats     queue counts: table, --json, --prometheus, --watch\n"
     "  dead      requeue, purge or list dead-lettered jobs\n"
+    "  groups    jobs due, later and in flight per tenant group\n"
     "  config    show or change a queue's settings (max attempts, backoff,\n"
     "            dead-letter retention, expiry, rate limit...)\n"
     "  consume   run a command for every job that comes due (a worker)\n"
@@ -212,6 +213,22 @@ const char dqt_help_get[] =
     "                 \"payload_base64\", \"last_error\" | \"last_error_base64\"\n"
     "                 and \"failed_ms\" when it has one}; a missing job prints\n"
     "                 {\"id\", \"state\": \"unknown\"} and exits 1\n";
+
+const char dqt_help_groups[] =
+    "Usage: delayq groups [QUEUE] [--max N] [--json]\n"
+    "\n"
+    "Shows the counts of a queue's tenant groups (push --group), read-only:\n"
+    "the first N groups (default 20, at most 1000) in turn order (served\n"
+    "next first), each with its jobs due now, due later and in flight.\n"
+    "Group (none) is the jobs pushed without --group.  Jobs in flight are\n"
+    "counted per group only on a queue with a group limit (config\n"
+    "group_inflight_max); a group whose every job is in flight is not\n"
+    "listed.  QUEUE defaults to --queue.\n"
+    "\n"
+    "Options:\n"
+    "  --max N        groups to show, 1..1000 (default 20)\n"
+    "  --json         {\"queue\", \"groups\": [{\"group\", \"due\", \"later\",\n"
+    "                 \"inflight\"}]}\n";
 
 const char dqt_help_extend[] =
     "Usage: delayq extend ID TOKEN [--lease DUR]\n"

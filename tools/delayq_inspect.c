@@ -321,6 +321,70 @@ int dqt_cmd_stats(dqt_cli *g) {
     return ret;
 }
 
+/* ---- groups -------------------------------------------------------------- */
+
+const dqt_optspec dqt_groups_opts[] = {{"json", 0, 0, DQT_O_JSON},
+                                       {"max", 0, 1, DQT_O_MAX},
+                                       {NULL, 0, 0, 0}};
+
+/* The list of delayq groups, as a table or JSON. */
+static void print_groups(const char *queue, const dq_group_list *l,
+                         int json) {
+    size_t n = dq_group_list_count(l);
+    if (json) {
+        fputs("{\"queue\":", stdout);
+        dqt_json_cstr(stdout, queue);
+        fputs(",\"groups\":[", stdout);
+    } else {
+        printf("%-24s %10s %10s %10s\n", "GROUP", "DUE", "LATER",
+               "INFLIGHT");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = dq_group_list_name(l, i);
+        int64_t v[3] = {dq_group_list_due(l, i), dq_group_list_later(l, i),
+                        dq_group_list_inflight(l, i)};
+        if (json) {
+            printf("%s{\"group\":", i ? "," : "");
+            dqt_json_cstr(stdout, name);
+            printf(",\"due\":%" PRId64 ",\"later\":%" PRId64
+                   ",\"inflight\":%" PRId64 "}", v[0], v[1], v[2]);
+        } else {
+            printf("%-24s %10" PRId64 " %10" PRId64 " %10" PRId64 "\n",
+                   *name ? name : "(none)", v[0], v[1], v[2]);
+        }
+    }
+    if (json)
+        puts("]}");
+}
+
+/* delayq groups: the counts of a queue's tenant groups. */
+int dqt_cmd_groups(dqt_cli *g) {
+    int json = 0, rc;
+    int64_t max = 20;
+    for (int i = 0; i < g->a.nopts; i++) {
+        const dqt_optval *o = &g->a.opts[i];
+        if (o->id == DQT_O_JSON)
+            json = 1;
+        else if (o->id == DQT_O_MAX &&
+                 (rc = dqt_opt_int(g, o, 1, DQ_GROUP_STATS_MAX, &max)))
+            return rc;
+    }
+    if ((rc = dqt_npos_check(g, 0, 1, "queue")))
+        return rc;
+    if (g->a.npos == 1)
+        g->queue = g->a.pos[0];
+    const char *queue;
+    if ((rc = dqt_start(g, &queue)))
+        return rc;
+    dq_group_list *l = NULL;
+    rc = dq_group_stats(g->c, queue, (int)max, &l);
+    if (rc < 0)
+        return dqt_report(g, rc);
+    print_groups(queue, l, json);
+    dq_group_list_free(l);
+    return DQT_EXIT_OKAY;
+}
+
 /* ---- dead ---------------------------------------------------------------- */
 
 const dqt_optspec dqt_dead_opts[] = {

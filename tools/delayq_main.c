@@ -172,6 +172,7 @@ static const command commands[] = {
     {"peek", dqt_cmd_list, dqt_help_list, dqt_list_opts},
     {"stats", dqt_cmd_stats, dqt_help_stats, dqt_stats_opts},
     {"dead", dqt_cmd_dead, dqt_help_dead, dqt_dead_opts},
+    {"groups", dqt_cmd_groups, dqt_help_groups, dqt_groups_opts},
     {"config", dqt_cmd_config, dqt_help_config, dqt_config_opts},
     {"consume", dqt_cmd_consume, dqt_help_consume, dqt_consume_opts},
     {"web", dqt_cmd_web, dqt_help_web, dqt_web_opts},

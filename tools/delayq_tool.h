@@ -11,7 +11,7 @@
  *   delayq_help.c     help texts
  *   delayq_out.c      output: text escaping, JSON, Prometheus, tables
  *   delayq_jobs.c     push, cancel, poll, ack, nack, extend, get
- *   delayq_inspect.c  list, stats (--watch), dead requeue/purge/list
+ *   delayq_inspect.c  list, stats (--watch), dead requeue/purge/list, groups
  *   delayq_consume.c  consume (on the library's libevent consumer)
  *   delayq_config.c   config: a queue's settings stored in Redis
  *   delayq_web.c      web: the operator dashboard (libevent's evhttp)
@@ -184,6 +184,9 @@ extern const dqt_optspec dqt_list_opts[], dqt_stats_opts[], dqt_dead_opts[];
 int dqt_cmd_list(dqt_cli *g);
 int dqt_cmd_stats(dqt_cli *g);
 int dqt_cmd_dead(dqt_cli *g);
+extern const dqt_optspec dqt_groups_opts[];
+extern const char dqt_help_groups[];
+int dqt_cmd_groups(dqt_cli *g);
 
 /* delayq_consume.c */
 extern const dqt_optspec dqt_consume_opts[];

@@ -101,6 +101,7 @@ const dqt_optspec dqt_web_opts[] = {{"listen", 0, 1, DQT_O_LISTEN},
 #define W_SAMPLE_EVERY_MS 5000      /* at most one sample per queue per */
 #define W_SAMPLE_QUEUES 256         /* queues with samples */
 #define W_WATCH_MS (10 * 60 * 1000) /* sampled in the background after a view */
+#define W_GROUPS 10 /* tenant groups shown on a queue's page */
 #define W_NV 9 /* values read per queue: 5 of dq_stats, 4 of dq_counters */
 
 /* Appends a string literal. */
@@ -762,6 +763,27 @@ static int j_settings(web *w, struct evbuffer *b, const char *q) {
     return 0;
 }
 
+/* ,"groups":[{"group","due","later","inflight"}...]: the first W_GROUPS
+ * tenant groups in turn order (dq_group_stats; summed over partitions). */
+static int j_groups(web *w, struct evbuffer *b, const char *q) {
+    dq_group_list *l = NULL;
+    int rc = dq_group_stats(w->c, q, W_GROUPS, &l);
+    if (rc < 0)
+        return rc;
+    W_ADD(b, ",\"groups\":[");
+    for (size_t i = 0; i < dq_group_list_count(l); i++) {
+        evbuffer_add_printf(b, "%s{", i ? "," : "");
+        j_name(b, "group", dq_group_list_name(l, i));
+        evbuffer_add_printf(b, ",\"due\":%" PRId64 ",\"later\":%" PRId64
+                               ",\"inflight\":%" PRId64 "}",
+                            dq_group_list_due(l, i), dq_group_list_later(l, i),
+                            dq_group_list_inflight(l, i));
+    }
+    W_ADD(b, "]");
+    dq_group_list_free(l);
+    return 0;
+}
+
 static void h_queue(web *w, struct evhttp_request *req, const char *q) {
     int64_t v[W_NV];
     int rc;
@@ -790,7 +812,7 @@ static void h_queue(web *w, struct evhttp_request *req, const char *q) {
     W_ADD(b, "},\"counters\":{");
     j_counters(b, v + 5);
     W_ADD(b, "},");
-    if ((rc = j_settings(w, b, q)) < 0) {
+    if ((rc = j_settings(w, b, q)) < 0 || (rc = j_groups(w, b, q)) < 0) {
         evbuffer_free(b);
         send_dq_error(w, req, rc);
         return;

@@ -40,6 +40,7 @@ __all__ = [
     "SCHEDULED", "DUE", "INFLIGHT", "DEAD", "QueueList", "QUEUES_MAX",
     "MOVED", "REVIVED", "UNKNOWN",
     "DEBOUNCE_CREATED", "DEBOUNCE_MOVED", "DEBOUNCE_FOLLOWUP",
+    "GROUP_STATS_MAX",
 ]
 
 # ---- Constants of delayq.h (macros are not in the ABI) -------------------
@@ -60,6 +61,7 @@ _PRIO_STRICT, _PRIO_WEIGHTED = 1, 2
 _COPT_PRIORITY = 10
 REASON_MAX = 1024
 QUEUES_MAX = 100000  # queues one Client.queues lists (DQ_QUEUES_MAX)
+GROUP_STATS_MAX = 1000  # groups one Client.group_stats reads
 # dq_get's job states (DQ_JOB_*), as JobInfo.state names them.
 SCHEDULED, DUE, INFLIGHT, DEAD = "scheduled", "due", "inflight", "dead"
 _STATES = {1: SCHEDULED, 2: DUE, 3: INFLIGHT, 4: DEAD}
@@ -256,6 +258,10 @@ class _QueueList(ctypes.Structure):
     """Opaque dq_queue_list."""
 
 
+class _GroupList(ctypes.Structure):
+    """Opaque dq_group_list."""
+
+
 _P_CLIENT = ctypes.POINTER(_Client)
 _P_OPTIONS = ctypes.POINTER(_Options)
 _P_JOBS = ctypes.POINTER(_Jobs)
@@ -270,6 +276,7 @@ _P_CONSUMER = ctypes.POINTER(_Consumer)
 _P_INFO = ctypes.POINTER(_JobInfo)
 _P_PUSHOPTS = ctypes.POINTER(_PushOpts)
 _P_QLIST = ctypes.POINTER(_QueueList)
+_P_GLIST = ctypes.POINTER(_GroupList)
 # Callback types of delayq-consumer.h (ctypes takes the GIL around them).
 _HANDLER_FN = ctypes.CFUNCTYPE(_c_int, _P_CONSUMER, _P_JOB, _c_void)
 _OUTCOME_CB = ctypes.CFUNCTYPE(None, _P_CONSUMER, _P_JOB, _c_int, _c_int,
@@ -413,6 +420,15 @@ _OPTIONAL_PROTOTYPES = {
     "dq_queue_list_partitioned": (_c_int, [_P_QLIST, _c_size]),
     "dq_queue_list_complete": (_c_int, [_P_QLIST]),
     "dq_queue_list_free": (None, [_P_QLIST]),
+    # the counts per tenant group
+    "dq_group_stats": (_c_int, [_P_CLIENT, _c_str, _c_int,
+                                ctypes.POINTER(_P_GLIST)]),
+    "dq_group_list_count": (_c_size, [_P_GLIST]),
+    "dq_group_list_name": (_c_str, [_P_GLIST, _c_size]),
+    "dq_group_list_due": (_c_i64, [_P_GLIST, _c_size]),
+    "dq_group_list_later": (_c_i64, [_P_GLIST, _c_size]),
+    "dq_group_list_inflight": (_c_i64, [_P_GLIST, _c_size]),
+    "dq_group_list_free": (None, [_P_GLIST]),
 }
 
 
@@ -452,6 +468,7 @@ HAVE_CONFIG = hasattr(_lib, "dq_config_set")
 HAVE_COUNT_DUE = hasattr(_lib, "dq_count_due")
 HAVE_QUEUES = hasattr(_lib, "dq_queues")
 HAVE_RESCHEDULE = hasattr(_lib, "dq_reschedule_batch")
+HAVE_GROUP_STATS = hasattr(_lib, "dq_group_stats")
 COUNT_DUE_MAX = 64
 
 
@@ -1204,6 +1221,30 @@ class Client:
                 bool(_lib.dq_queue_list_complete(ptr)))
         finally:
             _lib.dq_queue_list_free(ptr)
+
+    def group_stats(self, queue, max=20):
+        """The counts of a queue's tenant groups (dq_group_stats): a list
+        of dicts {group, due, later, inflight}, the first max groups
+        (1..GROUP_STATS_MAX) in turn order; group "" is the jobs pushed
+        without one.  inflight is counted only on a queue with
+        DQ_SET_GROUP_MAX_INFLIGHT (else 0); a group with nothing pending
+        is not listed.  Needs a library with dq_group_stats."""
+        if not HAVE_GROUP_STATS:
+            raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
+                               "dq_group_stats")
+        q = _enc(queue, "queue", "EQUEUE")
+        ptr = _P_GLIST()
+        with self._lock:
+            self._check(_lib.dq_group_stats(self._handle(), q, max,
+                                            ctypes.byref(ptr)))
+        try:
+            return [{"group": _dec(_lib.dq_group_list_name(ptr, i)),
+                     "due": _lib.dq_group_list_due(ptr, i),
+                     "later": _lib.dq_group_list_later(ptr, i),
+                     "inflight": _lib.dq_group_list_inflight(ptr, i)}
+                    for i in range(_lib.dq_group_list_count(ptr))]
+        finally:
+            _lib.dq_group_list_free(ptr)
 
     def counters(self, queue):
         """Totals of a queue kept by the clients with counters=True

@@ -693,6 +693,27 @@ class TestRepeatAndPushOptions(Base):
         got = self.c.poll(self.q, max=10)
         self.assertEqual(len(got), 1)  # 2 of 3 slots were taken above
 
+    def test_group_stats(self):
+        self.assertEqual(self.c.group_stats(self.q), [])
+        self.c.config_set(self.q, group_inflight_max=5)
+        for i in range(4):
+            self.c.push(self.q, b"a", id="a%d" % i, group="A")
+        self.c.push(self.q, b"l", id="al", group="A", delay_ms=3600000)
+        self.c.push(self.q, b"b", id="b0", group="B", priority=3)
+        self.c.push(self.q, b"n", id="n0")
+        by = {g["group"]: (g["due"], g["later"], g["inflight"])
+              for g in self.c.group_stats(self.q)}
+        self.assertEqual(by, {"A": (4, 1, 0), "B": (1, 0, 0), "": (1, 0, 0)})
+        got = self.c.poll(self.q, max=10)
+        self.assertEqual(len(got), 6)
+        by = {g["group"]: (g["due"], g["later"], g["inflight"])
+              for g in self.c.group_stats(self.q, max=10)}
+        self.assertEqual(by, {"A": (0, 1, 4)})  # B and "": nothing pending
+        self.assertEqual(len(self.c.group_stats(self.q, max=1)), 1)
+        for bad in (0, delayq.GROUP_STATS_MAX + 1):
+            with self.assertRaises(delayq.InvalidArgument):
+                self.c.group_stats(self.q, max=bad)
+
     def test_priority(self):
         for i in range(20):
             self.c.push(self.q, b"low", id="lo%d" % i)

@@ -3,7 +3,9 @@
  * settings and push options: dq_async_config_set/get (round trip, unset,
  * bad input, half a rate limit too, refused at once without a callback)
  * and dq_async_push_ex (a job's own max attempts,
- * an expiry, DQ_PUSH_AT), seen through the sync client.
+ * an expiry, DQ_PUSH_AT), seen through the sync client; and
+ * dq_async_group_stats (counts per tenant group, bad input refused at
+ * once).
  */
 #include "test_async.h"
 
@@ -223,7 +225,70 @@ START_TEST(async_inflight_limit) {
 }
 END_TEST
 
+/* dq_group_stats_cb: the count into r->n, group A's due and later into
+ * s[0..1], B's into s[2..3], whether a list came into v. */
+static void groups_rec(dq_async *a, const dq_group_list *l, int status,
+                       void *ud) {
+    res *r = ud;
+    r->calls++;
+    r->status = status;
+    r->v = l != NULL;
+    r->n = dq_group_list_count(l);
+    for (size_t i = 0; i < r->n; i++) {
+        int b = strcmp(dq_group_list_name(l, i), "B") == 0 ? 2 : 0;
+        r->s[b] = dq_group_list_due(l, i);
+        r->s[b + 1] = dq_group_list_later(l, i);
+    }
+    snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
+}
+
+/* n jobs of group g due in delay_ms (ids "<g><k>"), by the sync client. */
+static void push_grouped(dq_client *c, const char *q, const char *g, int n,
+                         int64_t delay_ms) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    for (int k = 0; k < n; k++) {
+        char id[16];
+        snprintf(id, sizeof(id), "%s%d", g, k);
+        const char *ids[1] = {id};
+        const void *pls[1] = {"x"};
+        size_t lens[1] = {1};
+        int64_t d[1] = {delay_ms};
+        ck_assert_int_eq(dq_push_batch_ex(c, q, 1, pls, lens, d, ids, 0, o,
+                                          NULL, NULL),
+                         1);
+    }
+    dq_push_opts_free(o);
+}
+
+START_TEST(async_group_stats) {
+    dq_client *c = open_client();
+    push_grouped(c, Q, "A", 3, 0);
+    push_grouped(c, Q, "B", 2, 600000);
+    dq_async *a = aopen();
+    res r = {0};
+    ck_assert_int_eq(dq_async_group_stats(a, Q, 10, groups_rec, &r), 0);
+    WAIT_CB(r, 2);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(r.s[0], 3); /* A: 3 due */
+    ck_assert_int_eq(r.s[1], 0);
+    ck_assert_int_eq(r.s[2], 0); /* B: 2 later */
+    ck_assert_int_eq(r.s[3], 2);
+    /* bad input: refused at once, no callback */
+    res bad = {0};
+    ck_assert_int_eq(dq_async_group_stats(a, Q, 0, groups_rec, &bad),
+                     DQ_EINVAL);
+    ck_assert_int_eq(dq_async_group_stats(a, "", 10, groups_rec, &bad),
+                     DQ_EQUEUE);
+    RUN_UNTIL(0, 100);
+    ck_assert_int_eq(bad.calls, 0);
+    dq_close(c);
+    dq_async_free(a);
+}
+END_TEST
+
 TEST_SUITE("async_settings", TU_SRV_UNIX,
     {"async_config", async_config, 30, &async_fixture},
     {"async_push_ex", async_push_ex, 30, &async_fixture},
-    {"async_inflight_limit", async_inflight_limit, 30, &async_fixture})
+    {"async_inflight_limit", async_inflight_limit, 30, &async_fixture},
+    {"async_group_stats", async_group_stats, 30, &async_fixture})

@@ -123,7 +123,7 @@ class CliCase(unittest.TestCase):
 class TestHelpAndUsage(CliCase):
     COMMANDS = ["push", "cancel", "poll", "ack", "nack", "extend", "get",
                 "list", "peek", "stats", "dead", "consume", "reschedule",
-                "promote"]
+                "promote", "groups"]
 
     def test_main_help_documents_commands_and_exit_codes(self):
         out = self.ok(["--help"])
@@ -739,6 +739,44 @@ class TestList(CliCase):
             out = self.ok(["list"], q)
             for head in ("scheduled jobs", "inflight jobs", "dead jobs"):
                 self.assertIn(head, out)
+
+
+class TestGroups(CliCase):
+    def test_counts_text_and_json(self):
+        q = new_queue("groups")
+        self.ok(["config", q, "group_inflight_max=10"])
+        for i in range(3):
+            self.push(q, "a", "--id", "a%d" % i, "--group", "A")
+        self.push(q, "l", "--id", "al", "--group", "A", "--in", "1h")
+        self.push(q, "b", "--id", "b0", "--group", "B", "--in", "1h")
+        self.push(q, "n", "--id", "n0")
+        got = json.loads(self.ok(["groups", q, "--json"]))
+        self.assertEqual(got["queue"], q)
+        by = {g["group"]: (g["due"], g["later"], g["inflight"])
+              for g in got["groups"]}
+        self.assertEqual(by, {"A": (3, 1, 0), "B": (0, 1, 0), "": (1, 0, 0)})
+        j = self.poll_one(q, "--max", "1")
+        self.assertEqual(j["id"][0], "a")
+        by = {g["group"]: (g["due"], g["later"], g["inflight"])
+              for g in json.loads(self.ok(["groups", "--json"], q))["groups"]}
+        self.assertEqual(by["A"], (2, 1, 1))
+        out = self.ok(["groups", q]).splitlines()
+        self.assertEqual(out[0].split(), ["GROUP", "DUE", "LATER", "INFLIGHT"])
+        rows = {r.split()[0]: r.split()[1:] for r in out[1:]}
+        self.assertEqual(rows["A"], ["2", "1", "1"])
+        self.assertEqual(rows["(none)"], ["1", "0", "0"])
+        one = json.loads(self.ok(["groups", q, "--json", "--max", "1"]))
+        self.assertEqual(len(one["groups"]), 1)
+
+    def test_bad_usage(self):
+        q = new_queue("groupsbad")
+        for args in (["groups", q, "--max", "0"],
+                     ["groups", q, "--max", "1001"],
+                     ["groups", q, "extra"]):
+            r = run(args)
+            self.assertEqual(r.returncode, 2, (args, r))
+        self.assertEqual(json.loads(self.ok(["groups", q, "--json"]))
+                         ["groups"], [])
 
 
 class TestStats(CliCase):

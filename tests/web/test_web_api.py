@@ -520,6 +520,19 @@ class TestQueuesAndJobs(WebCase):
         finally:
             srv.stop()
 
+    def test_groups(self):
+        q = new_queue("groups")
+        push(q, "x")
+        self.assertEqual(self.srv.get("/api/queues/" + seg(q))["groups"], [])
+        cli(["config", q, "group_inflight_max=5"])
+        for i in range(3):
+            push(q, "a", "--id", "a%d" % i, "--group", "A")
+        push(q, "b", "--id", "b0", "--group", "B", "--in", "1h")
+        cli(["-q", q, "poll", "--max", "2"])
+        g = self.srv.get("/api/queues/" + seg(q))["groups"]
+        by = {x["group"]: (x["due"], x["later"], x["inflight"]) for x in g}
+        self.assertEqual(by, {"A": (1, 0, 2), "B": (0, 1, 0)})
+
     def test_histogram_counts_exact(self):
         """Jobs pushed at known delays, each well inside its window, are
         counted exactly in each bucket."""

@@ -223,6 +223,21 @@ function settingsCard(st) {
     el('p', { class: 'muted' }, 'Read-only here; change them with `delayq config` or dq_config_set.'));
 }
 
+// The card of the queue's tenant groups (dq_group_stats): the first ten
+// in turn order, with their jobs due, due later and in flight; none when
+// the queue has no groups.
+function groupsCard(groups) {
+  if (!groups || !groups.length) return null;
+  const rows = groups.map(g => el('tr', { 'data-group': g.group },
+    el('td', { class: g.group ? '' : 'muted' }, g.group || '(none)'),
+    el('td', {}, String(g.due)), el('td', {}, String(g.later)), el('td', {}, String(g.inflight))));
+  return el('div', { class: 'card', id: 'groups-card' }, el('h2', {}, 'Tenant groups'),
+    el('table', { class: 'settings' },
+      el('thead', {}, el('tr', {}, el('th', {}, 'group'), el('th', {}, 'due'), el('th', {}, 'later'), el('th', {}, 'in flight'))),
+      el('tbody', {}, ...rows)),
+    el('p', { class: 'muted' }, 'In flight is counted per group only with a group limit (group_inflight_max).'));
+}
+
 // ---- Overview -------------------------------------------------------------
 async function overview() {
   const main = document.getElementById('main');
@@ -327,6 +342,7 @@ async function queuePage(hex) {
     counters.card,
     el('div', { class: 'card' }, el('h2', {}, 'Counts over time'), legend(STATES), lines, el('p', { class: 'muted', id: 'rates' }, ratesText)),
     settingsCard(info.settings),
+    ...[groupsCard(info.groups)].filter(Boolean),
     el('div', { class: 'card' }, el('h2', {}, 'Jobs'), tabs, actions, notice, el('table', { id: 'jobs' }, el('thead', {}, head), body), pager));
   barChart(hist, info.histogram.buckets.map(b => b.label), [{ name: 'jobs', color: COLORS.scheduled, values: info.histogram.buckets.map(b => b.jobs) }]);
   lineChart(lines, info.samples, STATES.map((s, i) => ({ name: s, color: COLORS[s], index: i + 1 })));

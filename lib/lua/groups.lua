@@ -1,0 +1,51 @@
+#!lua flags=no-writes
+--- @include "include/keys"
+-- groups.lua: per tenant group counts of one queue (include/fair.lua:
+-- the index g<p>:<group>, the turns gq, the lease index gl:<group>),
+-- read-only (no-writes: it runs on replicas and under maxmemory).
+-- ARGV[2] max: the most groups to read (1..DQ_GROUP_STATS_MAX, checked by
+--   the client): the first max of gq in turn order (the groups served
+--   next first).
+-- Returns { now_ms, name_1, due_1, later_1, inflight_1, ... }:
+--   due      index entries due by now (every priority level in use)
+--   later    index entries due after now
+--   inflight live entries of gl:<group> (lease in lease, deadline not
+--            passed, as fair.lua's groom counts them, at most
+--            DQ_GROUP_STATS_LEASES read).  Only a queue with
+--            DQ_SET_GROUP_MAX_INFLIGHT keeps gl: elsewhere 0.
+-- The index is a hint (fair.lua): an entry whose job left due by a path
+-- other than a poll (cancel) counts until a poll of its group drops it.
+-- Bounded: max groups, each one ZCOUNT pair per level in use, one ZRANGE
+-- with a LIMIT and one ZMSCORE.
+local now = dq_now()
+local max = tonumber(ARGV[2])
+local flag = tonumber(redis.call('HGET', K_CONF, 'grouped') or 0)
+local pfx = string.sub(K_DUE, 1, -4)
+local out = { now }
+if flag == 0 then return out end
+local levels = { 0 }
+for p = 1, 9 do
+    if bit.band(flag, bit.lshift(1, p)) ~= 0 then levels[#levels + 1] = p end
+end
+local function live(g)
+    local ids = redis.call('ZRANGE', pfx .. 'gl:' .. g, 0, 1023)
+    if #ids == 0 then return 0 end
+    local sc, n = redis.call('ZMSCORE', K_LEASE, unpack(ids)), 0
+    for i = 1, #ids do
+        if sc[i] and tonumber(sc[i]) > now then n = n + 1 end
+    end
+    return n
+end
+for _, g in ipairs(redis.call('ZRANGE', pfx .. 'gq', 0, max - 1)) do
+    local due, later = 0, 0
+    for _, p in ipairs(levels) do
+        local k = pfx .. (p > 0 and ('g' .. p) or 'g') .. ':' .. g
+        due = due + redis.call('ZCOUNT', k, '-inf', now)
+        later = later + redis.call('ZCOUNT', k, '(' .. now, '+inf')
+    end
+    out[#out + 1] = g
+    out[#out + 1] = due
+    out[#out + 1] = later
+    out[#out + 1] = live(g)
+end
+return out
