@@ -152,11 +152,14 @@ else
         local se = exp[a] and tonumber(exp[a + 1])
         local sd = due[b] and tonumber(due[b + 1])
         local sc = cdt[c]
-        if se and (not sd or se <= sd) and (not sc or se <= sc) then
+        -- a grouped queue's picks (priority, then round-robin) come first
+        local pk = sd and pick and pick.gof[due[b]]
+        if se and not pk and (not sd or se <= sd) and
+            (not sc or se <= sc) then
             ids[k], scores[k] = exp[a], exp[a + 1]
             from_lease[#from_lease + 1] = exp[a]
             a = a + 2
-        elseif sd and (not sc or sd <= sc) then
+        elseif sd and (pk or not sc or sd <= sc) then
             ids[k], scores[k] = due[b], due[b + 1]
             from_due[#from_due + 1] = due[b]
             b = b + 2
