@@ -529,9 +529,9 @@ START_TEST(many_producers) {
     x.d = calloc((size_t)x.capd, sizeof(cdeliv));
     pthread_mutex_init(&x.mu, NULL);
     pthread_t cons[2], prod[2], samp;
-    for (int i = 0; i < 2; i++)
-        pthread_create(&cons[i], NULL, consumer_thread, &x);
-    pthread_create(&samp, NULL, sampler_thread, &x);
+    /* The producer processes first: a fork beside running threads can
+     * leave the child a lock one of them held (ASan's allocator's did,
+     * and the child hung). */
     pid_t kids[2];
     for (int i = 0; i < 2; i++) {
         kids[i] = fork();
@@ -541,6 +541,9 @@ START_TEST(many_producers) {
             _exit(0);
         }
     }
+    for (int i = 0; i < 2; i++)
+        pthread_create(&cons[i], NULL, consumer_thread, &x);
+    pthread_create(&samp, NULL, sampler_thread, &x);
     atomic_store(&x.pushing, 2);
     for (int i = 0; i < 2; i++)
         pthread_create(&prod[i], NULL, producer_thread, &x);
