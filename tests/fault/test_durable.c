@@ -356,8 +356,19 @@ START_TEST(nowrite_retry_unconfirmed) {
     /* The retry, as after a lost reply: a new connection. */
     dq_client *again = open_uri(m.uri, o);
     int r = dq_ack(again, q, "k", tok);
-    ck_assert_msg(r == DQ_EREPLICAS, "retried ack on a fresh link: %s",
-                  dq_errname(r));
+    /* Valkey 8 keeps a connection's WAIT offset at its own writes, so
+     * there the retry confirms without covering the first ack: the limit
+     * the README's durable-mode guarantee names. */
+    redisContext *pc = th_redis_connect(&m);
+    ck_assert_ptr_nonnull(pc);
+    redisReply *info = rcmd_try(pc, "INFO server");
+    int valkey = info != NULL && info->type == REDIS_REPLY_STRING &&
+                 strstr(info->str, "server_name:valkey") != NULL;
+    freeReplyObject(info);
+    redisFree(pc);
+    ck_assert_msg(r == (valkey ? DQ_OK : DQ_EREPLICAS),
+                  "retried ack on a fresh link (%s): %s",
+                  valkey ? "valkey" : "redis", dq_errname(r));
     kill(rep.pid, SIGCONT);
     dq_jobs_free(jobs);
     dq_close(again);
