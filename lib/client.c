@@ -931,6 +931,22 @@ static int read_again(int rc, int again) {
     return again && rc == DQ_EIO;
 }
 
+/* rc = call, a read; once more when read_again says so, after undo (which
+ * drops what the failed try left).  call is evaluated again for the second
+ * try: that is the point, each try is built afresh. */
+#define READ_TWICE(rc, call, undo)                  \
+    for (int again_ = 1;; again_ = 0) {             \
+        (rc) = (call);                              \
+        if (!read_again((rc), again_))              \
+            break;                                  \
+        undo;                                       \
+    }
+
+/* rc = run_op() of the read op that build makes (built again for the
+ * second try). */
+#define RUN_READ(rc, c, op, build) \
+    READ_TWICE(rc, run_op((c), (op), (build)), dq__op_clear(op))
+
 /* One page of a listing (dq_list, dq_dead_list). */
 static int list_page(dq_client *c, const char *queue, int which,
                      int64_t offset, int count, dq_jobs **out,
@@ -939,14 +955,9 @@ static int list_page(dq_client *c, const char *queue, int which,
     if (rc != DQ_OK)
         return rc;
     dq__op op;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op,
-                    dq__op_list(&op, &c->core, queue, which, offset, count,
-                               &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op,
+             dq__op_list(&op, &c->core, queue, which, offset, count,
+                         &c->err));
     if (rc >= 0) {
         *out = op.jobs;
         op.jobs = NULL;
@@ -977,12 +988,7 @@ int dq_get(dq_client *c, const char *queue, const char *id,
     *out = NULL;
     dq__op op;
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op, dq__op_get(&op, &c->core, queue, id, &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op, dq__op_get(&op, &c->core, queue, id, &c->err));
     if (rc == 1) {
         *out = op.info;
         op.info = NULL;
@@ -1013,12 +1019,7 @@ int dq_stats(dq_client *c, const char *queue, int64_t *scheduled,
     ENTER(c);
     dq__op op;
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op, dq__op_stats(&op, &c->core, queue, &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op, dq__op_stats(&op, &c->core, queue, &c->err));
     int64_t *outs[5] = {scheduled, due, inflight, dead, next_due_ms};
     for (int i = 0; rc == DQ_OK && i < 5; i++)
         if (outs[i] != NULL)
@@ -1035,13 +1036,8 @@ int dq_group_stats(dq_client *c, const char *queue, int max,
     *out = NULL;
     dq__op op;
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op, dq__op_group_stats(&op, &c->core, queue, max,
-                                               &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op,
+             dq__op_group_stats(&op, &c->core, queue, max, &c->err));
     if (rc == DQ_OK) {
         *out = op.groups;
         op.groups = NULL;
@@ -1058,13 +1054,9 @@ int dq_count_due(dq_client *c, const char *queue, const int64_t *bounds_ms,
         return dq__err_set(&c->err, DQ_ENULL, "counts is NULL");
     dq__op op;
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op, dq__op_count_due(&op, &c->core, queue, bounds_ms,
-                                             nbounds, &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op,
+             dq__op_count_due(&op, &c->core, queue, bounds_ms, nbounds,
+                              &c->err));
     if (rc == DQ_OK) {
         memcpy(counts, op.due_counts,
                ((size_t)op.nbounds + 1) * sizeof(*counts));
@@ -1093,13 +1085,9 @@ int dq_config_get(dq_client *c, const char *queue, size_t n,
         return dq__err_set(&c->err, DQ_ENULL, "values is NULL");
     dq__op op;
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op, dq__op_config(&op, &c->core, queue, n, settings,
-                                          NULL, &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op,
+             dq__op_config(&op, &c->core, queue, n, settings, NULL,
+                           &c->err));
     for (size_t i = 0; rc == DQ_OK && i < n; i++)
         values[i] = op.conf[i];
     dq__op_clear(&op);
@@ -1111,12 +1099,7 @@ int dq_counters(dq_client *c, const char *queue, int64_t *delivered,
     ENTER(c);
     dq__op op;
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = run_op(c, &op, dq__op_counts(&op, &c->core, queue, &c->err));
-        if (!read_again(rc, again))
-            break;
-        dq__op_clear(&op);
-    }
+    RUN_READ(rc, c, &op, dq__op_counts(&op, &c->core, queue, &c->err));
     int64_t *outs[4] = {delivered, acked, retried, failed};
     for (int i = 0; i < 4; i++)
         if (outs[i] != NULL)
@@ -1141,12 +1124,8 @@ int dq_queues(dq_client *c, int max, dq_queue_list **out) {
     dq__sigpipe_block(&g);
     dq__links_listen(c->links);
     int rc;
-    for (int again = 1;; again = 0) {
-        rc = dq__queues_scan(c->links, ns, max, out, &c->err);
-        if (!read_again(rc, again))
-            break;
-        dq__err_clear(&c->err);
-    }
+    READ_TWICE(rc, dq__queues_scan(c->links, ns, max, out, &c->err),
+               dq__err_clear(&c->err));
     dq__sigpipe_restore(&g);
     return rc < 0 ? rc : (int)dq_queue_list_count(*out);
 }
