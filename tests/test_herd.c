@@ -278,9 +278,11 @@ END_TEST
  * counts as dead (250 ms, lua/include/wake.lua), and room for a loaded machine. */
 #define BOUND_MS (CAP_MS + 250 + 1200)
 
-/* A consumer process: polls (max 1) and acks until killed or 15 s passed;
- * writes "<id> <due ms> <received ms>\n" per job to fd. */
-static void consumer_proc(int fd, const char *q) {
+/* A consumer process on queue arg: polls (max 1) and acks until killed or
+ * 15 s passed; writes "<id> <due ms> <received ms>\n" per job to fd. */
+static int consumer_proc(int k, int fd, const void *arg) {
+    const char *q = arg;
+    (void)k;
     dq_options *o = dq_options_new();
     dq_client *c = NULL;
     if (o == NULL || dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, CAP_MS) != 0 ||
@@ -306,24 +308,14 @@ static void consumer_proc(int fd, const char *q) {
         dq_jobs_free(jobs);
     }
     dq_close(c);
-    _exit(0);
+    return 0;
 }
 
 START_TEST(killed_waiters_strand_nothing) {
     redisContext *r = rconn();
     dq_client *c = open_client();
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
     pid_t pids[NPROC];
-    for (int i = 0; i < NPROC; i++) {
-        pids[i] = fork();
-        ck_assert_int_ge(pids[i], 0);
-        if (pids[i] == 0) {
-            close(fds[0]);
-            consumer_proc(fds[1], Q);
-        }
-    }
-    close(fds[1]);
+    int rd = tu_fork_writers(pids, NPROC, consumer_proc, Q);
     wait_registered(r, Q, NPROC);
     /* Jobs due over the next second: the wake-ups for them are owed to
      * some of the waiters, which then die. */
@@ -334,10 +326,8 @@ START_TEST(killed_waiters_strand_nothing) {
         push_text(c, Q, "x", 150 + 150 * i, id, 0, NULL);
     }
     th_sleep_ms(50);
-    for (int i = 0; i < NPROC - 1; i++) {
-        ck_assert_int_eq(kill(pids[i], SIGKILL), 0);
-        ck_assert_int_eq(waitpid(pids[i], NULL, 0), pids[i]);
-    }
+    for (int i = 0; i < NPROC - 1; i++)
+        tu_kill(pids[i]);
     /* and jobs pushed after the deaths: their wake-ups go to dead
      * consumers first */
     for (int i = 0; i < 6; i++) {
@@ -350,10 +340,10 @@ START_TEST(killed_waiters_strand_nothing) {
     int64_t end = wall_ms() + 8000;
     int lines = 0;
     while (lines < njobs && wall_ms() < end) {
-        struct pollfd pfd = {fds[0], POLLIN, 0};
+        struct pollfd pfd = {rd, POLLIN, 0};
         if (poll(&pfd, 1, 200) <= 0)
             continue;
-        ssize_t n = read(fds[0], buf + used, sizeof(buf) - 1 - used);
+        ssize_t n = read(rd, buf + used, sizeof(buf) - 1 - used);
         if (n <= 0)
             break;
         for (ssize_t i = 0; i < n; i++)
@@ -363,7 +353,7 @@ START_TEST(killed_waiters_strand_nothing) {
     buf[used] = '\0';
     kill(pids[NPROC - 1], SIGKILL);
     waitpid(pids[NPROC - 1], NULL, 0);
-    close(fds[0]);
+    close(rd);
     ck_assert_msg(lines == njobs, "%d of %d jobs delivered:\n%s", lines,
                   njobs, buf);
     char seen[njobs][40];

@@ -98,29 +98,19 @@ static void check_deliveries(int fd) {
     ck_assert_int_eq(lines, NJOBS);
 }
 
+/* consume() as worker process k on queue arg: exits with 0, or 10 - its
+ * negative step. */
+static int consume_proc(int k, int fd, const void *arg) {
+    int rc = consume(arg, fd, 1 + k * 3); /* max 1, 4, 7, 10 */
+    return rc == 0 ? 0 : 10 - rc;
+}
+
 START_TEST(processes_race) {
     dq_client *c = open_client();
     push_jobs(c, Q, NULL);
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
     pid_t pids[NCONS];
-    for (int k = 0; k < NCONS; k++) {
-        pids[k] = fork();
-        ck_assert_int_ge(pids[k], 0);
-        if (pids[k] == 0) {
-            close(fds[0]);
-            int rc = consume(Q, fds[1], 1 + k * 3); /* max 1, 4, 7, 10 */
-            _exit(rc == 0 ? 0 : 10 - rc);
-        }
-    }
-    close(fds[1]);
-    check_deliveries(fds[0]);
-    for (int k = 0; k < NCONS; k++) {
-        int status = 0;
-        ck_assert_int_eq(waitpid(pids[k], &status, 0), pids[k]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "consumer %d: status %d", k, status);
-    }
+    check_deliveries(tu_fork_writers(pids, NCONS, consume_proc, Q));
+    tu_reap(pids, NCONS);
     ck_stats(c, Q, 0, 0, 0, 0);
     dq_close(c);
 }
@@ -175,82 +165,81 @@ START_TEST(threads_race) {
 }
 END_TEST
 
+enum { N = 60, LEASE = 150 };
+
+/* A slow consumer of short_leases_never_overlap, worker process k on queue
+ * arg: writes "<id> <lease from> <lease to>\n" per delivery to fd. */
+static int slow_holder(int k, int fd, const void *arg) {
+    const char *q = arg;
+    (void)k;
+    /* A lease that runs out is noticed by the consumer that owns
+     * the queue's next event, or else by the others within their
+     * idle cap: when the owner is a slow holder itself, that cap
+     * must be shorter than its sleep for a redelivery to happen
+     * while it still holds the job. */
+    dq_options *o = dq_options_new();
+    dq_client *cc = NULL;
+    if (o == NULL ||
+        dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, LEASE / 2) != 0 ||
+        dq_open(g_srv.uri, o, &cc) != 0)
+        _exit(2);
+    dq_options_free(o);
+    int64_t end = th_mono_ms() + 8000;
+    unsigned seed = (unsigned)getpid();
+    while (th_mono_ms() < end) {
+        dq_jobs *jobs = NULL;
+        int n = dq_poll_wait(cc, q, 1, LEASE, 300, &jobs);
+        if (n < 0)
+            _exit(3);
+        if (n == 0) {
+            int64_t s[5];
+            if (dq_stats(cc, q, &s[0], &s[1], &s[2], NULL, NULL) != 0)
+                _exit(4);
+            if (s[0] + s[1] + s[2] == 0)
+                break;
+            continue;
+        }
+        const dq_job *j = dq_jobs_at(jobs, 0);
+        char line[96];
+        int64_t dl = dq_job_lease_deadline_ms(j);
+        int len = snprintf(line, sizeof(line), "%s %" PRId64 " %" PRId64 "\n",
+                           dq_job_id(j), dl - LEASE, dl);
+        if (write(fd, line, (size_t)len) != len)
+            _exit(5);
+        /* a third of the jobs take four leases: a job whose lease
+         * ran out sorts behind the jobs pushed before its deadline,
+         * so a slow holder must outlast the rest of the queue for
+         * the redelivery to happen before its late ack */
+        seed = seed * 1103515245u + 12345u;
+        int slow = (seed >> 16) % 3 == 0;
+        th_sleep_ms(slow ? 4 * LEASE : 10);
+        int rc = dq_ack(cc, q, dq_job_id(j), dq_job_token(j));
+        if (rc != 0 && rc != DQ_ESTALE && rc != DQ_ENOTFOUND)
+            _exit(6);
+        dq_jobs_free(jobs);
+    }
+    dq_close(cc);
+    return 0;
+}
+
 /* Short leases with slow consumers: a job may be redelivered after its lease,
  * but never while a lease on it is valid.  Each delivery is logged with its
  * server-side lease window [claim, deadline); windows of one job never
  * overlap. */
 START_TEST(short_leases_never_overlap) {
-    enum { N = 60, LEASE = 150 };
     dq_client *c = open_client();
     for (int i = 0; i < N; i++) {
         char id[16];
         snprintf(id, sizeof(id), "j%d", i);
         push_text(c, Q, id, 0, id, 0, NULL);
     }
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
     pid_t pids[NCONS];
-    for (int k = 0; k < NCONS; k++) {
-        pids[k] = fork();
-        ck_assert_int_ge(pids[k], 0);
-        if (pids[k] == 0) {
-            close(fds[0]);
-            /* A lease that runs out is noticed by the consumer that owns
-             * the queue's next event, or else by the others within their
-             * idle cap: when the owner is a slow holder itself, that cap
-             * must be shorter than its sleep for a redelivery to happen
-             * while it still holds the job. */
-            dq_options *o = dq_options_new();
-            dq_client *cc = NULL;
-            if (o == NULL ||
-                dq_options_set_int(o, DQ_OPT_WAIT_CAP_MS, LEASE / 2) != 0 ||
-                dq_open(g_srv.uri, o, &cc) != 0)
-                _exit(2);
-            dq_options_free(o);
-            int64_t end = th_mono_ms() + 8000;
-            unsigned seed = (unsigned)getpid();
-            while (th_mono_ms() < end) {
-                dq_jobs *jobs = NULL;
-                int n = dq_poll_wait(cc, Q, 1, LEASE, 300, &jobs);
-                if (n < 0)
-                    _exit(3);
-                if (n == 0) {
-                    int64_t s[5];
-                    if (dq_stats(cc, Q, &s[0], &s[1], &s[2], NULL, NULL) != 0)
-                        _exit(4);
-                    if (s[0] + s[1] + s[2] == 0)
-                        break;
-                    continue;
-                }
-                const dq_job *j = dq_jobs_at(jobs, 0);
-                char line[96];
-                int64_t dl = dq_job_lease_deadline_ms(j);
-                int len = snprintf(line, sizeof(line), "%s %" PRId64 " %" PRId64 "\n",
-                                   dq_job_id(j), dl - LEASE, dl);
-                if (write(fds[1], line, (size_t)len) != len)
-                    _exit(5);
-                /* a third of the jobs take four leases: a job whose lease
-                 * ran out sorts behind the jobs pushed before its deadline,
-                 * so a slow holder must outlast the rest of the queue for
-                 * the redelivery to happen before its late ack */
-                seed = seed * 1103515245u + 12345u;
-                int slow = (seed >> 16) % 3 == 0;
-                th_sleep_ms(slow ? 4 * LEASE : 10);
-                int rc = dq_ack(cc, Q, dq_job_id(j), dq_job_token(j));
-                if (rc != 0 && rc != DQ_ESTALE && rc != DQ_ENOTFOUND)
-                    _exit(6);
-                dq_jobs_free(jobs);
-            }
-            dq_close(cc);
-            _exit(0);
-        }
-    }
-    close(fds[1]);
+    int rd = tu_fork_writers(pids, NCONS, slow_holder, Q);
     enum { MAXD = 4000 };
     static int job[MAXD];
     static int64_t from[MAXD], to[MAXD];
     int nd = 0;
-    FILE *f = fdopen(fds[0], "r");
+    FILE *f = fdopen(rd, "r");
     int idx;
     long long a, b;
     while (nd < MAXD && fscanf(f, " j%d %lld %lld", &idx, &a, &b) == 3) {
@@ -258,12 +247,7 @@ START_TEST(short_leases_never_overlap) {
         nd++;
     }
     fclose(f);
-    for (int k = 0; k < NCONS; k++) {
-        int status = 0;
-        ck_assert_int_eq(waitpid(pids[k], &status, 0), pids[k]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "consumer %d: status %d", k, status);
-    }
+    tu_reap(pids, NCONS);
     /* slow consumers outlived some leases: those jobs came again */
     ck_assert_msg(nd > N, "only %d deliveries of %d jobs", nd, N);
     int seen[N];

@@ -488,3 +488,32 @@ long tu_last_error(dq_client *c, const char *q, const char *id, char *buf,
     dq_job_info_free(in);
     return n;
 }
+
+int tu_fork_writers(pid_t *pids, int n, tu_proc_fn proc, const void *arg) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    for (int k = 0; k < n; k++) {
+        pids[k] = fork();
+        ck_assert_int_ge(pids[k], 0);
+        if (pids[k] == 0) {
+            close(fds[0]);
+            _exit(proc(k, fds[1], arg));
+        }
+    }
+    close(fds[1]);
+    return fds[0];
+}
+
+void tu_kill(pid_t pid) {
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+
+void tu_reap(const pid_t *pids, int n) {
+    for (int k = 0; k < n; k++) {
+        int status = 0;
+        ck_assert_int_eq(waitpid(pids[k], &status, 0), pids[k]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "worker %d: status %d", k, status);
+    }
+}

@@ -246,6 +246,20 @@ typedef struct tu_waiter {
 } tu_waiter;
 void *tu_wait_thread(void *arg);
 
+/* ---- worker processes --------------------------------------------------- */
+
+/* A worker process's body: k its index, fd the write end of the shared
+ * pipe; the process exits with what it returns. */
+typedef int (*tu_proc_fn)(int k, int fd, const void *arg);
+/* Forks n workers (pids[k]) around one pipe, each running proc(k, fd, arg)
+ * with the read end closed; returns the read end, the write end closed in
+ * this process.  A failed pipe or fork fails the test. */
+int tu_fork_writers(pid_t *pids, int n, tu_proc_fn proc, const void *arg);
+/* SIGKILLs pid and reaps it; fails the test if either fails. */
+void tu_kill(pid_t pid);
+/* Reaps the n workers; fails unless each exited with status 0. */
+void tu_reap(const pid_t *pids, int n);
+
 /* g_srv.uri with the query parameters extra ("db=5", "db=3&user=u") added
  * after '?' or, when the URI already has a query (a partitioned run),
  * '&'.  Written to buf; returns buf.  Fails the test if it does not fit. */
