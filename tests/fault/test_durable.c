@@ -88,16 +88,6 @@ static void stop_set(th_redis *m, th_redis *reps, int n) {
     th_redis_stop(m);
 }
 
-static dq_options *durable_opts(int n, int timeout_ms) {
-    dq_options *o = dq_options_new();
-    ck_assert_ptr_nonnull(o);
-    ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS, n), 0);
-    ck_assert_int_eq(
-        dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, timeout_ms), 0);
-    ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_DURABLE, 1), 0);
-    return o;
-}
-
 /* scheduled + due, and in flight, as client c (a replica's) sees them. */
 static void counts(dq_client *c, const char *q, int64_t *pending,
                    int64_t *inflight) {
@@ -142,7 +132,7 @@ static dq_jobs *poll_confirmed(dq_client *c, const char *q, const char *want,
 static void confirmed_ops(int n) {
     th_redis m, reps[2];
     start_set(&m, reps, n, NULL);
-    dq_options *o = durable_opts(n, 2000);
+    dq_options *o = ft_wait_opts(n, 2000, 1);
     dq_client *c = open_uri(m.uri, o);
     dq_client *rc[2];
     for (int i = 0; i < n; i++)
@@ -240,24 +230,38 @@ static dq_jobs *poll_back(dq_client *c, const char *q, const char *want,
     }
 }
 
-/* A primary, one replica, and a durable client of the primary (WAIT
- * 300 ms); *o receives its options. */
-static dq_client *one_replica(th_redis *m, th_redis *rep, dq_options **o) {
-    start_set(m, rep, 1, NULL);
-    *o = durable_opts(1, 300);
-    return open_uri(m->uri, *o);
+/* A primary, one replica, and a durable client c of the primary (WAIT
+ * 300 ms) with options o. */
+typedef struct one_set {
+    th_redis m, rep;
+    dq_options *o;
+    dq_client *c;
+} one_set;
+
+/* Starts s (extra: more primary config, may be NULL); returns s->c. */
+static dq_client *one_replica(one_set *s, const char *extra) {
+    start_set(&s->m, &s->rep, 1, extra);
+    s->o = ft_wait_opts(1, 300, 1);
+    s->c = open_uri(s->m.uri, s->o);
+    return s->c;
+}
+
+/* Closes s->c and stops the servers (a paused replica is woken first). */
+static void one_replica_end(one_set *s) {
+    dq_close(s->c);
+    dq_options_free(s->o);
+    stop_set(&s->m, &s->rep, 1);
 }
 
 START_TEST(paused_replica) {
-    th_redis m, rep;
-    dq_options *o;
-    dq_client *c = one_replica(&m, &rep, &o);
+    one_set s;
+    dq_client *c = one_replica(&s, NULL);
     const char *q = "pz";
     push_id(c, q, "aj");
     push_id(c, q, "held");
     dq_jobs *held = poll_confirmed(c, q, "aj", 30000);
 
-    kill(rep.pid, SIGSTOP);
+    kill(s.rep.pid, SIGSTOP);
     int64_t t = th_mono_ms();
     poll_refused(c, q, 3000);
     int64_t refused_ms = th_mono_ms() - t;
@@ -277,7 +281,7 @@ START_TEST(paused_replica) {
     ck_assert_int_eq(p, 0); /* both made on the primary */
     ck_assert_int_eq(f, 1);
 
-    kill(rep.pid, SIGCONT);
+    kill(s.rep.pid, SIGCONT);
     dq_jobs *back = poll_back(c, q, "held", 5000);
     int64_t back_ms = th_mono_ms() - t;
     ck_assert_int_ge(back_ms, 2900); /* not before the lease ran out */
@@ -290,23 +294,20 @@ START_TEST(paused_replica) {
     fflush(stdout);
     dq_jobs_free(held);
     dq_jobs_free(back);
-    dq_close(c);
-    dq_options_free(o);
-    stop_set(&m, &rep, 1);
+    one_replica_end(&s);
 }
 END_TEST
 
 START_TEST(replica_gone) {
-    th_redis m, rep;
-    dq_options *o;
-    dq_client *c = one_replica(&m, &rep, &o);
+    one_set s;
+    dq_client *c = one_replica(&s, NULL);
     const char *q = "gone";
     push_id(c, q, "n");
     push_id(c, q, "k");
     dq_jobs *jobs = NULL;
     ck_assert_int_eq(dq_poll(c, q, 2, 30000, &jobs, NULL), 2);
 
-    th_redis_kill(&rep);
+    th_redis_kill(&s.rep);
     /* A nack and a batch ack are made and say so; the batch's results are
      * those of the primary. */
     const dq_job *jn = dq_jobs_at(jobs, 0), *jk = dq_jobs_at(jobs, 1);
@@ -324,16 +325,14 @@ START_TEST(replica_gone) {
     poll_refused(c, q, 1000);
     /* The replica comes back (empty: it resyncs); after the lease the job
      * is delivered, confirmed. */
-    ck_assert_int_eq(th_redis_restart(&rep), 0);
+    ck_assert_int_eq(th_redis_restart(&s.rep), 0);
     dq_jobs *back = poll_back(c, q, nid, 20000);
     ck_assert_int_ge(th_mono_ms() - t, 900);
     ck_assert_int_eq(dq_ack(c, q, nid, dq_job_token(dq_jobs_at(back, 0))), 0);
     ck_assert(ft_queue_empty(c, q));
     dq_jobs_free(jobs);
     dq_jobs_free(back);
-    dq_close(c);
-    dq_options_free(o);
-    stop_set(&m, &rep, 1);
+    one_replica_end(&s);
 }
 END_TEST
 
@@ -344,22 +343,21 @@ END_TEST
  * sets a client's WAIT offset to the primary's after every command, so
  * the WAIT after the read-only script covers the first ack's write.) */
 START_TEST(nowrite_retry_unconfirmed) {
-    th_redis m, rep;
-    dq_options *o;
-    dq_client *c = one_replica(&m, &rep, &o);
+    one_set s;
+    dq_client *c = one_replica(&s, NULL);
     const char *q = "nw";
     push_id(c, q, "k");
     dq_jobs *jobs = poll_confirmed(c, q, "k", 30000);
     const char *tok = dq_job_token(dq_jobs_at(jobs, 0));
-    kill(rep.pid, SIGSTOP);
+    kill(s.rep.pid, SIGSTOP);
     ck_assert_int_eq(dq_ack(c, q, "k", tok), DQ_EREPLICAS);
     /* The retry, as after a lost reply: a new connection. */
-    dq_client *again = open_uri(m.uri, o);
+    dq_client *again = open_uri(s.m.uri, s.o);
     int r = dq_ack(again, q, "k", tok);
     /* Valkey 8 keeps a connection's WAIT offset at its own writes, so
      * there the retry confirms without covering the first ack: the limit
      * the README's durable-mode guarantee names. */
-    redisContext *pc = th_redis_connect(&m);
+    redisContext *pc = th_redis_connect(&s.m);
     ck_assert_ptr_nonnull(pc);
     redisReply *info = rcmd_try(pc, "INFO server");
     int valkey = info != NULL && info->type == REDIS_REPLY_STRING &&
@@ -369,27 +367,23 @@ START_TEST(nowrite_retry_unconfirmed) {
     ck_assert_msg(r == (valkey ? DQ_OK : DQ_EREPLICAS),
                   "retried ack on a fresh link (%s): %s",
                   valkey ? "valkey" : "redis", dq_errname(r));
-    kill(rep.pid, SIGCONT);
+    kill(s.rep.pid, SIGCONT);
     dq_jobs_free(jobs);
     dq_close(again);
-    dq_close(c);
-    dq_options_free(o);
-    stop_set(&m, &rep, 1);
+    one_replica_end(&s);
 }
 END_TEST
 
 /* min-replicas-to-write: the primary refuses writes while its replica is
  * away; the durable calls say DQ_EREPLICAS and nothing was written. */
 START_TEST(min_replicas_refuse) {
-    th_redis m, rep;
-    start_set(&m, &rep, 1,
-              "min-replicas-to-write 1\nmin-replicas-max-lag 1\n");
-    dq_options *o = durable_opts(1, 300);
-    dq_client *c = open_uri(m.uri, o);
+    one_set s;
+    dq_client *c = one_replica(
+        &s, "min-replicas-to-write 1\nmin-replicas-max-lag 1\n");
     ck_assert_str_eq(dq_warnings(c), "");
     const char *q = "mr";
     push_id(c, q, "a");
-    kill(rep.pid, SIGSTOP);
+    kill(s.rep.pid, SIGSTOP);
     /* The primary counts the replica out after the lag (1 s) passed. */
     int64_t end = th_mono_ms() + 10000;
     int r;
@@ -406,10 +400,8 @@ START_TEST(min_replicas_refuse) {
     int64_t p, f;
     counts(c, q, &p, &f);
     ck_assert_int_eq(f, 0); /* refused before it ran: nothing leased */
-    kill(rep.pid, SIGCONT);
-    dq_close(c);
-    dq_options_free(o);
-    stop_set(&m, &rep, 1);
+    kill(s.rep.pid, SIGCONT);
+    one_replica_end(&s);
 }
 END_TEST
 
@@ -417,7 +409,7 @@ END_TEST
 START_TEST(warnings) {
     th_redis m, reps[2];
     start_set(&m, reps, 2, NULL);
-    dq_options *o = durable_opts(1, 300);
+    dq_options *o = ft_wait_opts(1, 300, 1);
     dq_client *c = open_uri(m.uri, o);
     const char *w = dq_warnings(c);
     ck_assert_msg(strstr(w, "min-replicas-to-write is 0") != NULL, "%s", w);
@@ -425,7 +417,7 @@ START_TEST(warnings) {
                   "%s", w);
     dq_close(c);
     dq_options_free(o);
-    o = durable_opts(3, 300);
+    o = ft_wait_opts(3, 300, 1);
     c = open_uri(m.uri, o);
     w = dq_warnings(c);
     ck_assert_msg(strstr(w, "has 2 of the 3 replicas") != NULL, "%s", w);
@@ -434,7 +426,7 @@ START_TEST(warnings) {
     redisContext *mc = th_redis_connect(&m);
     ck_assert_ptr_nonnull(mc);
     freeReplyObject(rcmd_try(mc, "CONFIG SET min-replicas-to-write 1"));
-    o = durable_opts(2, 300);
+    o = ft_wait_opts(2, 300, 1);
     c = open_uri(m.uri, o);
     w = dq_warnings(c);
     ck_assert_msg(strstr(w, "min-replicas-to-write is 1, below the 2") != NULL,
@@ -479,7 +471,7 @@ START_TEST(bad_input) {
     dq_close(x);
     dq_options_free(o);
 
-    o = durable_opts(1, 300);
+    o = ft_wait_opts(1, 300, 1);
     x = open_uri(m.uri, o);
     dq_client *d = open_uri(m.uri, NULL);
     redisContext *mc = th_redis_connect(&m);
@@ -525,11 +517,10 @@ END_TEST
  * replica paused a poll delivers nothing, a batch ack and a cancel are
  * made and say so; the job comes back after its lease. */
 START_TEST(async_durable) {
-    th_redis m, rep;
-    dq_options *o;
-    dq_client *c = one_replica(&m, &rep, &o);
-    dq_client *rc = open_uri(rep.uri, NULL);
-    dq_async *a = aopen_uri(m.uri, o, NULL);
+    one_set s;
+    one_replica(&s, NULL); /* the durable sync client is not used */
+    dq_client *rc = open_uri(s.rep.uri, NULL);
+    dq_async *a = aopen_uri(s.m.uri, s.o, NULL);
     const char *q = "az";
     res r;
     ACALL(r, dq_async_push(a, q, "p", 1, 0, "a1", 0, push_rec, &r), 0);
@@ -547,7 +538,7 @@ START_TEST(async_durable) {
     ACALL(e, dq_async_extend(a, q, "a1", tok, 60000, extend_rec, &e), 0);
     ck_assert_int_gt(e.v, 0);
 
-    kill(rep.pid, SIGSTOP);
+    kill(s.rep.pid, SIGSTOP);
     ACALL(r, dq_async_poll(a, q, 10, 3000, jobs_rec, &r), DQ_EREPLICAS);
     ck_assert_int_eq((int)r.n, 0);
     ck_assert_ptr_nonnull(strstr(r.msg, "not handed out"));
@@ -559,7 +550,7 @@ START_TEST(async_durable) {
     ck_assert_int_eq(r.results[1], DQ_ENOTFOUND);
     ACALL(r, dq_async_cancel(a, q, "later", 0, st_rec, &r), DQ_EREPLICAS);
     ck_assert_ptr_nonnull(strstr(r.msg, "cancel: written"));
-    kill(rep.pid, SIGCONT);
+    kill(s.rep.pid, SIGCONT);
 
     /* a2 was leased by the refused poll: back after its lease. */
     for (;;) {
@@ -578,9 +569,7 @@ START_TEST(async_durable) {
     on_replicas(&rc, 1, q, 0, 0, "async nack");
     dq_async_free(a);
     dq_close(rc);
-    dq_close(c);
-    dq_options_free(o);
-    stop_set(&m, &rep, 1);
+    one_replica_end(&s);
 }
 END_TEST
 

@@ -50,19 +50,10 @@ static int64_t pending(dq_client *c, const char *q) {
     return s + d + f;
 }
 
-static dq_options *wait_opts(int n, int timeout_ms) {
-    dq_options *o = dq_options_new();
-    ck_assert_ptr_nonnull(o);
-    ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS, n), 0);
-    ck_assert_int_eq(
-        dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, timeout_ms), 0);
-    return o;
-}
-
 START_TEST(wait_replicas) {
     th_redis m, rep;
     start_pair(&m, &rep);
-    dq_options *o = wait_opts(1, 1000);
+    dq_options *o = ft_wait_opts(1, 1000, 0);
     dq_client *c = open_uri(m.uri, o);
     /* The replica is read-only; stats is a no-writes script. */
     dq_client *rc = open_uri(rep.uri, NULL);
@@ -85,7 +76,7 @@ START_TEST(wait_replicas) {
     ck_assert_int_eq(pending(rc, "rq"), 101);
 
     /* Two replicas asked, one there: DQ_EREPLICAS, written anyway. */
-    dq_options *o2 = wait_opts(2, 300);
+    dq_options *o2 = ft_wait_opts(2, 300, 0);
     dq_client *c2 = open_uri(m.uri, o2);
     r = dq_push(c2, "rq", "two", 3, 60000, "j2", 0, NULL, 0, &outcome);
     ck_assert_msg(r == DQ_EREPLICAS, "push with 2 of 1: %s", dq_errname(r));
@@ -130,7 +121,7 @@ END_TEST
 START_TEST(failover_keeps_waited_jobs) {
     th_redis m, rep;
     start_pair(&m, &rep);
-    dq_options *o = wait_opts(1, 2000);
+    dq_options *o = ft_wait_opts(1, 2000, 0);
     dq_client *c = open_uri(m.uri, o);
     enum { N = 500 };
     const void *pl[N];

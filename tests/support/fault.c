@@ -146,6 +146,17 @@ int ft_queue_empty(dq_client *c, const char *queue) {
     return s == 0 && d == 0 && f == 0 && x == 0;
 }
 
+dq_options *ft_wait_opts(int n, int timeout_ms, int durable) {
+    dq_options *o = dq_options_new();
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS, n), 0);
+    ck_assert_int_eq(
+        dq_options_set_int(o, DQ_OPT_WAIT_REPLICAS_TIMEOUT_MS, timeout_ms), 0);
+    if (durable)
+        ck_assert_int_eq(dq_options_set_int(o, DQ_OPT_DURABLE, 1), 0);
+    return o;
+}
+
 int ft_wait_empty(dq_client *c, const char *queue, long timeout_ms) {
     int64_t end = th_mono_ms() + timeout_ms;
     while (!ft_queue_empty(c, queue)) {

@@ -67,6 +67,10 @@ long long ft_cmd_int(redisContext *ctx, const char *fmt, ...);
 int ft_info_field(redisContext *ctx, const char *section, const char *field,
                   char *out, size_t size);
 
+/* Options of a client whose writes wait for n replicas (up to timeout_ms),
+ * in the durable mode (DQ_OPT_DURABLE) when durable is 1. */
+dq_options *ft_wait_opts(int n, int timeout_ms, int durable);
+
 /* 1 when dq_stats says the queue holds nothing (pending, in flight, dead). */
 int ft_queue_empty(dq_client *c, const char *queue);
 /* Waits up to timeout_ms for the queue to be empty; 1 if it became so. */
