@@ -12,17 +12,6 @@
 
 #include <pthread.h>
 
-/* dq_get that must find the job; fails the test otherwise. */
-static dq_job_info *must_get(dq_client *c, const char *q, const char *id) {
-    dq_job_info *in = (dq_job_info *)&in; /* not NULL: must be overwritten */
-    int rc = dq_get(c, q, id, &in);
-    ck_assert_msg(rc == 1, "dq_get %s: %d (%s) %s", id, rc, dq_errname(rc),
-                  dq_errmsg(c));
-    ck_assert_ptr_nonnull(in);
-    ck_assert_str_eq(dq_job_info_id(in), id);
-    return in;
-}
-
 /* dq_get that must find no job. */
 static void must_miss(dq_client *c, const char *q, const char *id) {
     dq_job_info *in = (dq_job_info *)&in;
@@ -95,7 +84,7 @@ START_TEST(get_every_state) {
     push_text(c, Q, "later", 60000, "s1", 0, NULL);
     push_text(c, Q, "now", 0, "d1", 0, NULL);
 
-    dq_job_info *in = must_get(c, Q, "s1");
+    dq_job_info *in = tu_must_get(c, Q, "s1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_SCHEDULED);
     ck_assert_int_ge(dq_job_info_due_ms(in), t0 + 60000);
     ck_assert_int_le(dq_job_info_due_ms(in), server_ms(r) + 60000);
@@ -108,7 +97,7 @@ START_TEST(get_every_state) {
     no_reason(in);
     dq_job_info_free(in);
 
-    in = must_get(c, Q, "d1");
+    in = tu_must_get(c, Q, "d1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DUE);
     ck_assert_int_le(dq_job_info_due_ms(in), dq_job_info_now_ms(in));
     dq_job_info_free(in);
@@ -116,7 +105,7 @@ START_TEST(get_every_state) {
     /* in flight: the lease deadline the poll gave, attempt 1 */
     char tok[DQ_TOKEN_BUF];
     int64_t dl = take(c, Q, "d1", 60000, tok);
-    in = must_get(c, Q, "d1");
+    in = tu_must_get(c, Q, "d1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_INFLIGHT);
     ck_assert_int_eq(dq_job_info_lease_deadline_ms(in), dl);
     ck_assert_int_eq(dq_job_info_due_ms(in), dl);
@@ -132,7 +121,7 @@ START_TEST(get_every_state) {
     /* dead: due_ms is the time of death */
     int64_t before = server_ms(r);
     ck_assert_int_eq(dq_nack(c, Q, "d1", tok, 0, DQ_NACK_DEAD), 1);
-    in = must_get(c, Q, "d1");
+    in = tu_must_get(c, Q, "d1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
     ck_assert_int_ge(dq_job_info_due_ms(in), before);
     ck_assert_int_le(dq_job_info_due_ms(in), server_ms(r));
@@ -179,7 +168,7 @@ START_TEST(get_expired_lease) {
     char tok[DQ_TOKEN_BUF];
     int64_t dl = take(c, Q, "e1", 20, tok);
     th_sleep_ms(60);
-    dq_job_info *in = must_get(c, Q, "e1");
+    dq_job_info *in = tu_must_get(c, Q, "e1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_INFLIGHT);
     ck_assert_int_eq(dq_job_info_lease_deadline_ms(in), dl);
     ck_assert_int_lt(dq_job_info_lease_deadline_ms(in),
@@ -204,7 +193,7 @@ START_TEST(reason_through_dead_list) {
     ck_assert_int_eq(dq_nack_reason(c, Q, "r1", tok, 0, 0, "db timeout", 10),
                      0);
     int64_t t1 = server_ms(r);
-    dq_job_info *in = must_get(c, Q, "r1");
+    dq_job_info *in = tu_must_get(c, Q, "r1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DUE);
     reason_is(in, "db timeout", 10);
     ck_assert_int_ge(dq_job_info_failed_ms(in), t0);
@@ -219,7 +208,7 @@ START_TEST(reason_through_dead_list) {
                      "db timeout");
     dq_jobs_free(jobs);
     take(c, Q, "r1", 60000, tok);
-    in = must_get(c, Q, "r1");
+    in = tu_must_get(c, Q, "r1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_INFLIGHT);
     ck_assert_int_eq(dq_job_info_attempts(in), 2);
     reason_is(in, "db timeout", 10);
@@ -245,7 +234,7 @@ START_TEST(reason_through_dead_list) {
     dq_job *kept = dq_job_dup(j);
     dq_jobs_free(jobs);
     ck_assert_str_eq(dq_job_last_error(kept, NULL), "gave up");
-    in = must_get(c, Q, "r1");
+    in = tu_must_get(c, Q, "r1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
     reason_is(in, "gave up", 7);
     ck_assert_int_eq(dq_job_info_failed_ms(in), dq_job_failed_ms(kept));
@@ -254,13 +243,13 @@ START_TEST(reason_through_dead_list) {
 
     /* a requeue keeps it (why it had died); a plain nack keeps it too */
     ck_assert_int_eq(dq_dead_requeue(c, Q, "r1", 0), 1);
-    in = must_get(c, Q, "r1");
+    in = tu_must_get(c, Q, "r1");
     ck_assert_int_eq(dq_job_info_attempts(in), 0);
     reason_is(in, "gave up", 7);
     dq_job_info_free(in);
     take(c, Q, "r1", 60000, tok);
     ck_assert_int_eq(dq_nack(c, Q, "r1", tok, 0, 0), 0);
-    in = must_get(c, Q, "r1");
+    in = tu_must_get(c, Q, "r1");
     reason_is(in, "gave up", 7);
     dq_job_info_free(in);
 
@@ -268,7 +257,7 @@ START_TEST(reason_through_dead_list) {
     int oc = push_text(c, Q, "v2", 0, "r1", DQ_PUSH_REPLACE, NULL);
     ck_assert_int_eq(oc, DQ_REPLACED);
     ck_assert_int_eq(has_reason_field(r, Q, "r1"), 0);
-    in = must_get(c, Q, "r1");
+    in = tu_must_get(c, Q, "r1");
     no_reason(in);
     dq_job_info_free(in);
     redisFree(r);
@@ -298,7 +287,7 @@ START_TEST(reason_binary) {
                                         DQ_NACK_DEAD, cases[k].reason,
                                         cases[k].len),
                          1);
-        dq_job_info *in = must_get(c, Q, cases[k].id);
+        dq_job_info *in = tu_must_get(c, Q, cases[k].id);
         reason_is(in, cases[k].reason ? cases[k].reason : "", cases[k].len);
         dq_job_info_free(in);
     }
@@ -339,7 +328,7 @@ START_TEST(reason_max_attempts) {
     ck_assert_str_eq(dq_job_last_error(dq_jobs_at(jobs, 0), NULL),
                      "max attempts");
     dq_jobs_free(jobs);
-    dq_job_info *in = must_get(c, Q, "m1");
+    dq_job_info *in = tu_must_get(c, Q, "m1");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
     ck_assert_int_eq(dq_job_info_attempts(in), 2);
     reason_is(in, "max attempts", 12);
@@ -429,7 +418,7 @@ START_TEST(bad_inputs) {
     push_text(c, Q, "x", 0, "h1", 0, NULL);
     char tok[DQ_TOKEN_BUF];
     take(c, Q, "h1", 60000, tok);
-    dq_job_info *before = must_get(c, Q, "h1");
+    dq_job_info *before = tu_must_get(c, Q, "h1");
     long long fields = job_fields(r, Q);
     char longq[DQ_QUEUE_MAX + 2], longid[DQ_ID_MAX + 2];
     memset(longq, 'q', sizeof(longq) - 1);
@@ -485,7 +474,7 @@ START_TEST(bad_inputs) {
     /* nothing changed: the job is as it was and still its holder's */
     ck_assert_int_eq(job_fields(r, Q), fields);
     ck_assert_int_eq(has_reason_field(r, Q, "h1"), 0);
-    dq_job_info *after = must_get(c, Q, "h1");
+    dq_job_info *after = tu_must_get(c, Q, "h1");
     ck_assert_int_eq(dq_job_info_state(after), dq_job_info_state(before));
     ck_assert_int_eq(dq_job_info_due_ms(after), dq_job_info_due_ms(before));
     ck_assert_int_eq(dq_job_info_attempts(after),
@@ -590,7 +579,7 @@ START_TEST(race_nack_reason_ack_get) {
             ck_assert_int_eq(job_fields(r, Q), 0);
         } else {
             nacked++;
-            in = must_get(c, Q, x.id);
+            in = tu_must_get(c, Q, x.id);
             ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
             reason_is(in, want, strlen(want));
             dq_job_info_free(in);

@@ -43,17 +43,9 @@ static int push_rep(dq_client *c, const char *q, const char *id, int64_t when,
     return outcome;
 }
 
-/* dq_get that must find the job. */
-static dq_job_info *must_get(dq_client *c, const char *q, const char *id) {
-    dq_job_info *in = NULL;
-    int rc = dq_get(c, q, id, &in);
-    ck_assert_msg(rc == 1, "dq_get %s: %d %s", id, rc, dq_errmsg(c));
-    return in;
-}
-
 /* The due time of the scheduled (pending) job id. */
 static int64_t due_of(dq_client *c, const char *q, const char *id) {
-    dq_job_info *in = must_get(c, q, id);
+    dq_job_info *in = tu_must_get(c, q, id);
     ck_assert_msg(dq_job_info_state(in) == DQ_JOB_SCHEDULED ||
                       dq_job_info_state(in) == DQ_JOB_DUE,
                   "%s: state %d", id, dq_job_info_state(in));
@@ -93,7 +85,7 @@ START_TEST(every_reschedules_on_ack) {
     dq_push_opts *o = every_opts(1000);
     int64_t t0 = server_ms(r);
     ck_assert_int_eq(push_rep(c, Q, "tick", 0, DQ_PUSH_KEEP, o), DQ_PUSHED);
-    dq_job_info *in = must_get(c, Q, "tick");
+    dq_job_info *in = tu_must_get(c, Q, "tick");
     ck_assert_ptr_nonnull(dq_job_info_repeat(in));
     ck_assert_msg(strncmp(dq_job_info_repeat(in), "every 1000 ms from ", 19) ==
                       0,
@@ -113,7 +105,7 @@ START_TEST(every_reschedules_on_ack) {
         /* the first start + k * 1000 strictly after the ack */
         ck_assert_int_gt(next, a0);
         ck_assert_int_le(next, a1 + 1000);
-        in = must_get(c, Q, "tick");
+        in = tu_must_get(c, Q, "tick");
         ck_assert_int_eq(dq_job_info_attempts(in), 0);
         const char *rule = dq_job_info_repeat(in);
         long long every = 0, start = 0;
@@ -189,7 +181,7 @@ static void cron_case(const char *q, const char *expr, int tz,
                       first == expect_next(f, tz, p1, 0),
                   "%s tz %d: first run %lld, expected %lld", expr, tz,
                   (long long)first, (long long)expect_next(f, tz, p0, 0));
-    dq_job_info *in = must_get(c, q, id);
+    dq_job_info *in = tu_must_get(c, q, id);
     char want[128];
     snprintf(want, sizeof(want), "cron %s tz %+d", expr, tz);
     ck_assert_str_eq(dq_job_info_repeat(in), want);
@@ -514,7 +506,7 @@ START_TEST(nack_retry_keeps_series) {
     take(c, Q, "n", tok, &att);
     ck_assert_int_eq(att, 2);
     ck_assert_int_eq(dq_ack(c, Q, "n", tok), 0);
-    dq_job_info *in = must_get(c, Q, "n");
+    dq_job_info *in = tu_must_get(c, Q, "n");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(dq_job_info_attempts(in), 0);
     size_t len = 9;
@@ -539,7 +531,7 @@ START_TEST(dead_stops_until_requeue) {
         usleep(20000);
     ck_assert_int_eq(live(c, Q), 0); /* no run while it is dead */
     ck_stats(c, Q, 0, 0, 0, 1);
-    dq_job_info *in = must_get(c, Q, "d");
+    dq_job_info *in = tu_must_get(c, Q, "d");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
     ck_assert_ptr_nonnull(dq_job_info_repeat(in));
     dq_job_info_free(in);
@@ -554,7 +546,7 @@ START_TEST(dead_stops_until_requeue) {
     take(c, Q, "d2", tok, NULL);
     /* a retry nack past max attempts dead-letters it */
     ck_assert_int_eq(dq_nack(c, Q, "d2", tok, 0, 0), 1);
-    in = must_get(c, Q, "d2");
+    in = tu_must_get(c, Q, "d2");
     ck_assert_int_eq(dq_job_info_state(in), DQ_JOB_DEAD);
     dq_job_info_free(in);
     ck_assert_int_eq(dq_dead_purge(c, Q, "d2"), 1);
@@ -573,14 +565,14 @@ START_TEST(replace_changes_rule) {
     /* replace with a cron rule */
     dq_push_opts *k = cron_opts("0 3 * * *", 0);
     ck_assert_int_eq(push_rep(c, Q, "x", 0, DQ_PUSH_REPLACE, k), DQ_REPLACED);
-    dq_job_info *in = must_get(c, Q, "x");
+    dq_job_info *in = tu_must_get(c, Q, "x");
     ck_assert_str_eq(dq_job_info_repeat(in), "cron 0 3 * * * tz +0");
     dq_job_info_free(in);
     /* replace without a rule: a one-off job, gone after its ack */
     ck_assert_int_eq(dq_push_ex(c, Q, "x", 1, 0, "x", DQ_PUSH_REPLACE, NULL,
                                 NULL, 0, NULL),
                      0);
-    in = must_get(c, Q, "x");
+    in = tu_must_get(c, Q, "x");
     ck_assert_ptr_null(dq_job_info_repeat(in));
     dq_job_info_free(in);
     char tok[DQ_TOKEN_BUF];

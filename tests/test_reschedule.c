@@ -13,24 +13,6 @@
 #include "test_suite.h"
 #include "test_utils.h"
 
-/* dq_get that must find the job. */
-static dq_job_info *must_get(dq_client *c, const char *q, const char *id) {
-    dq_job_info *in = NULL;
-    int rc = dq_get(c, q, id, &in);
-    ck_assert_msg(rc == 1, "dq_get %s: %d %s", id, rc, dq_errmsg(c));
-    return in;
-}
-
-/* The state of job id and its due time (or other time) into *t. */
-static int state_of(dq_client *c, const char *q, const char *id, int64_t *t) {
-    dq_job_info *in = must_get(c, q, id);
-    int st = dq_job_info_state(in);
-    if (t != NULL)
-        *t = dq_job_info_due_ms(in);
-    dq_job_info_free(in);
-    return st;
-}
-
 /* dq_reschedule that must succeed; returns its outcome. */
 static int resched(dq_client *c, const char *q, const char *id, int64_t when,
                    int flags) {
@@ -77,12 +59,12 @@ START_TEST(moves_scheduled) {
     push_text(c, Q, "pay", 3600000, "a", 0, NULL);
     int64_t at = server_ms(r) + 7200000, due = 0;
     ck_assert_int_eq(resched(c, Q, "a", at, DQ_RESCHED_AT), DQ_RESCHED_MOVED);
-    ck_assert_int_eq(state_of(c, Q, "a", &due), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "a", &due), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(due, at);
     int64_t t0 = server_ms(r);
     ck_assert_int_eq(resched(c, Q, "a", 300, 0), DQ_RESCHED_MOVED);
     int64_t t1 = server_ms(r);
-    ck_assert_int_eq(state_of(c, Q, "a", &due), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "a", &due), DQ_JOB_SCHEDULED);
     ck_assert_msg(due >= t0 + 300 && due <= t1 + 300,
                   "due %" PRId64 " not in [%" PRId64 ", %" PRId64 "]", due,
                   t0 + 300, t1 + 300);
@@ -138,7 +120,7 @@ START_TEST(keeps_everything) {
     ck_assert_int_eq(tu_last_error(c, Q, "k", why, &st), 4);
     ck_assert_int_eq(st, DQ_JOB_DUE);
     ck_assert_mem_eq(why, "boom", 4);
-    dq_job_info *in = must_get(c, Q, "k");
+    dq_job_info *in = tu_must_get(c, Q, "k");
     ck_assert_int_eq(dq_job_info_attempts(in), 1);
     dq_job_info_free(in);
     dq_jobs *j = poll_one(c, Q, 30000);
@@ -196,7 +178,7 @@ START_TEST(dead_and_revive) {
     int64_t at = server_ms(r) + 3600000, due = 0;
     ck_assert_int_eq(resched(c, Q, "d", at, DQ_RESCHED_AT | DQ_RESCHED_REVIVE),
                      DQ_RESCHED_REVIVED);
-    ck_assert_int_eq(state_of(c, Q, "d", &due), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "d", &due), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(due, at);
     ck_stats(c, Q, 1, 0, 0, 0);
     char why[DQ_REASON_MAX + 1];
@@ -225,16 +207,16 @@ START_TEST(repeat_next_run_only) {
     dq_client *c = open_client();
     push_opt(c, Q, "rp", "r", 600000, DQ_PUSHOPT_EVERY_MS, 600000);
     int64_t start = 0;
-    ck_assert_int_eq(state_of(c, Q, "r", &start), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "r", &start), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(dq_promote(c, Q, "r", 0), DQ_RESCHED_MOVED);
-    dq_job_info *in = must_get(c, Q, "r");
+    dq_job_info *in = tu_must_get(c, Q, "r");
     ck_assert_str_ne(dq_job_info_repeat(in), "");
     dq_job_info_free(in);
     char tok[DQ_TOKEN_BUF];
     take(c, Q, "r", tok);
     ck_assert_int_eq(dq_ack(c, Q, "r", tok), 0);
     int64_t next = 0;
-    ck_assert_int_eq(state_of(c, Q, "r", &next), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "r", &next), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(next, start + 600000);
     dq_close(c);
 }
@@ -311,7 +293,7 @@ START_TEST(compact_job) {
     ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
     ck_assert_str_eq(rep->str, "small");
     freeReplyObject(rep);
-    ck_assert_int_eq(state_of(c, Q, "cj", &due), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "cj", &due), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(due, at);
     ck_assert_int_eq(tu_job_fields(r, "dq", Q), 2);
     dq_jobs *j = poll_until(c, Q, 1, 30000, 5000);

@@ -8,16 +8,6 @@
  */
 #include "test_async.h"
 
-/* dq_get (sync) of job id: its state and due time. */
-static int state_of(dq_client *c, const char *q, const char *id, int64_t *t) {
-    dq_job_info *in = NULL;
-    ck_assert_int_eq(dq_get(c, q, id, &in), 1);
-    int st = dq_job_info_state(in);
-    *t = dq_job_info_due_ms(in);
-    dq_job_info_free(in);
-    return st;
-}
-
 START_TEST(outcomes) {
     dq_async *a = aopen();
     dq_client *c = open_client();
@@ -46,12 +36,12 @@ START_TEST(outcomes) {
     WAIT_CB(un, DQ_RESCHED_UNKNOWN);
     WAIT_CB(fl, DQ_RESCHED_INFLIGHT);
     WAIT_CB(dd, DQ_RESCHED_DEAD);
-    ck_assert_int_eq(state_of(c, Q, "p", &due), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, "p", &due), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(due, at);
     ck_assert_int_eq(dq_async_reschedule(a, Q, other, 3600000,
                                          DQ_RESCHED_REVIVE, st_rec, &rv), 0);
     WAIT_CB(rv, DQ_RESCHED_REVIVED);
-    ck_assert_int_eq(state_of(c, Q, other, &due), DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_state_of(c, Q, other, &due), DQ_JOB_SCHEDULED);
     ck_assert_int_eq(dq_async_promote(a, Q, "p", 0, st_rec, &pr), 0);
     WAIT_CB(pr, DQ_RESCHED_MOVED);
     res pl = {0};

@@ -517,3 +517,22 @@ void tu_reap(const pid_t *pids, int n) {
                       "worker %d: status %d", k, status);
     }
 }
+
+dq_job_info *tu_must_get(dq_client *c, const char *queue, const char *id) {
+    dq_job_info *in = (dq_job_info *)&in; /* not NULL: must be overwritten */
+    int rc = dq_get(c, queue, id, &in);
+    ck_assert_msg(rc == 1, "dq_get %s: %d (%s) %s", id, rc, dq_errname(rc),
+                  dq_errmsg(c));
+    ck_assert_ptr_nonnull(in);
+    ck_assert_str_eq(dq_job_info_id(in), id);
+    return in;
+}
+
+int tu_state_of(dq_client *c, const char *queue, const char *id, int64_t *t) {
+    dq_job_info *in = tu_must_get(c, queue, id);
+    int st = dq_job_info_state(in);
+    if (t != NULL)
+        *t = dq_job_info_due_ms(in);
+    dq_job_info_free(in);
+    return st;
+}

@@ -87,6 +87,12 @@ dq_jobs *poll_one(dq_client *c, const char *queue, int64_t lease_ms);
 /* Stats as an array: scheduled, due, inflight, dead, next_due_ms. */
 void stats5(dq_client *c, const char *queue, int64_t s[5]);
 
+/* dq_get that must find job id (fails the test otherwise); free the info. */
+dq_job_info *tu_must_get(dq_client *c, const char *queue, const char *id);
+/* The state of job id (tu_must_get) and, when t is not NULL, its due time
+ * (or other time) into *t. */
+int tu_state_of(dq_client *c, const char *queue, const char *id, int64_t *t);
+
 /* Checks the counts (next_due_ms not compared). */
 #define ck_stats(c, q, sched, due, infl, dead)                                \
     do {                                                                      \
