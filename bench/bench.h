@@ -110,6 +110,9 @@ typedef struct dqb_series {
 } dqb_series;
 
 void dqb_s_add(dqb_series *s, double x);
+/* dqb_percentiles of v (sorted in place), each added to its series of s:
+ * p50, p95, p99, max; returns them. */
+dqb_pctl dqb_s_add_pctl(dqb_series s[4], double *v, size_t n);
 double dqb_s_med(const dqb_series *s);
 /* Median over runs of a[i] / b[i] (ratios only within one run). */
 double dqb_s_ratio(const dqb_series *a, const dqb_series *b);
@@ -287,6 +290,10 @@ void dqb_late_free(dqb_late_run *lr);
  * limit and, with target, the target "<= 5 ms" on its median. */
 void dqb_late_row(const char *name, const dqb_series *s, double unc_ms,
                   int target);
+/* The rows "lateness p50, <who>" (then p95, p99, max) of s[0..3]; with
+ * target, the p99 row has the target of dqb_late_row. */
+void dqb_late_rows(const char *who, const dqb_series s[4], double unc_ms,
+                   int target);
 
 /* ---- the scenarios (scen_*.c; their list is scenarios.h) ------------ */
 

@@ -119,6 +119,15 @@ void dqb_s_add(dqb_series *s, double x) {
         s->v[s->n++] = x;
 }
 
+dqb_pctl dqb_s_add_pctl(dqb_series s[4], double *v, size_t n) {
+    dqb_pctl p = dqb_percentiles(v, n);
+    dqb_s_add(&s[0], p.p50);
+    dqb_s_add(&s[1], p.p95);
+    dqb_s_add(&s[2], p.p99);
+    dqb_s_add(&s[3], p.max);
+    return p;
+}
+
 double dqb_s_med(const dqb_series *s) {
     return dqb_median(s->v, (size_t)s->n);
 }

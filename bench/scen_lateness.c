@@ -174,12 +174,7 @@ static dqb_pctl dqb_late_record(int kind, dqb_late_res *res) {
                got * sizeof(double));
         dqb_late_nall[kind] += got;
     }
-    dqb_pctl p = dqb_percentiles(res->lat_ms, got);
-    dqb_s_add(&dqb_late[kind][0], p.p50);
-    dqb_s_add(&dqb_late[kind][1], p.p95);
-    dqb_s_add(&dqb_late[kind][2], p.p99);
-    dqb_s_add(&dqb_late[kind][3], p.max);
-    return p;
+    return dqb_s_add_pctl(dqb_late[kind], res->lat_ms, got);
 }
 
 int dqb_late_begin(dqb_late_run *lr, redisContext *adm, const char *uri,
@@ -306,6 +301,16 @@ void dqb_late_row(const char *name, const dqb_series *s, double unc_ms,
         dqb_set_target(rw, "<= 5 ms", dqb_s_med(s), 5.0, 0);
 }
 
+void dqb_late_rows(const char *who, const dqb_series s[4], double unc_ms,
+                   int target) {
+    static const char *const names[4] = {"p50", "p95", "p99", "max"};
+    for (int i = 0; i < 4; i++) {
+        char nm[64];
+        snprintf(nm, sizeof(nm), "lateness %s, %s", names[i], who);
+        dqb_late_row(nm, &s[i], unc_ms, target && i == 2);
+    }
+}
+
 void dqb_scen_lateness_rows(const dqb_cfg *c) {
     char title[200];
     snprintf(title, sizeof(title),
@@ -314,14 +319,8 @@ void dqb_scen_lateness_rows(const dqb_cfg *c) {
              "both server clock", c->late_n, c->late_base_ms,
              c->late_base_ms + c->late_spread_ms);
     dqb_add_section(title);
-    static const char *const names[4] = {"p50", "p95", "p99", "max"};
     for (int k = 0; k < DQB_NLATE; k++) {
-        for (int i = 0; i < 4; i++) {
-            char nm[64];
-            snprintf(nm, sizeof(nm), "lateness %s, %s", names[i],
-                     dqb_late_desc[k]);
-            dqb_late_row(nm, &dqb_late[k][i], dqb_late_unc, i == 2);
-        }
+        dqb_late_rows(dqb_late_desc[k], dqb_late[k], dqb_late_unc, 1);
         dqb_late_write_cdf(c, k);
         free(dqb_late_all[k]);
         dqb_late_all[k] = NULL;

@@ -67,10 +67,7 @@ static double dqb_promo_record(dqb_late_res *res, int kind) {
     double *v = malloc(sizeof(double) * ((size_t)res->got / 2 + 1));
     for (long i = kind; v != NULL && i < res->got; i += 2)
         v[m++] = res->lat_ms[i];
-    dqb_pctl p = dqb_percentiles(v, m);
-    const double q[4] = {p.p50, p.p95, p.p99, p.max};
-    for (int k = 0; k < 4; k++)
-        dqb_s_add(&dqb_promo[kind][k], q[k]);
+    dqb_pctl p = dqb_s_add_pctl(dqb_promo[kind], v, m);
     dqb_log("promote, %s: p50 %.2f p95 %.2f p99 %.2f max %.2f ms",
             dqb_promo_kind[kind], p.p50, p.p95, p.p99, p.max);
     free(v);
@@ -120,12 +117,6 @@ void dqb_scen_promote_rows(const dqb_cfg *c) {
              "due time (the push's or the promote's), both server clock",
              dqb_promo_n(c), DQB_PROMO_PACE_MS);
     dqb_add_section(title);
-    static const char *const names[4] = {"p50", "p95", "p99", "max"};
     for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 4; i++) {
-            char nm[64];
-            snprintf(nm, sizeof(nm), "lateness %s, %s", names[i],
-                     dqb_promo_kind[k]);
-            dqb_late_row(nm, &dqb_promo[k][i], dqb_promo_unc, 0);
-        }
+        dqb_late_rows(dqb_promo_kind[k], dqb_promo[k], dqb_promo_unc, 0);
 }
