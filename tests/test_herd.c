@@ -91,19 +91,41 @@ static void join_waiters(tu_waiter *w, pthread_t *th, int k) {
     }
 }
 
+/* A test of K waiters: a hiredis link, the warmed producer, and the K
+ * waiters on q, all registered. */
+typedef struct herd {
+    redisContext *r;
+    dq_client *c;
+    tu_waiter w[K];
+    pthread_t th[K];
+} herd;
+
+static void herd_start(herd *h, const char *q) {
+    h->r = rconn();
+    h->c = producer(q);
+    start_waiters(h->w, h->th, K, q);
+    wait_registered(h->r, q, K);
+}
+
+/* Joins the waiters (join_waiters) and closes the rest. */
+static void herd_end(herd *h) {
+    join_waiters(h->w, h->th, K);
+    dq_close(h->c);
+    redisFree(h->r);
+}
+
 /* Pushes the n-th job (due in delay_ms) while K waiters wait on q and
  * checks that exactly one more waiter got a job, no earlier than due, with
  * exactly one poll (a herd would poll in the 100 ms after). */
-static void push_one_poll(redisContext *r, dq_client *c, tu_waiter *w,
-                          const char *q, int n, int64_t delay_ms) {
-    long long before = tu_script_calls(r);
+static void push_one_poll(herd *h, const char *q, int n, int64_t delay_ms) {
+    long long before = tu_script_calls(h->r);
     int64_t t0 = wall_ms();
-    push_text(c, q, "x", delay_ms, NULL, 0, NULL);
-    ck_assert_int_eq(wait_returned(w, K, n), n);
+    push_text(h->c, q, "x", delay_ms, NULL, 0, NULL);
+    ck_assert_int_eq(wait_returned(h->w, K, n), n);
     int64_t took = wall_ms() - t0;
     th_sleep_ms(100);
-    ck_assert_int_eq(returned(w, K), n);
-    long long polls = tu_script_calls(r) - before - 1; /* - the push */
+    ck_assert_int_eq(returned(h->w, K), n);
+    long long polls = tu_script_calls(h->r) - before - 1; /* - the push */
     ck_assert_msg(polls == 1, "job %d: %lld polls by %d waiters", n, polls,
                   K - n + 1);
     ck_assert_msg(took >= delay_ms - 10, "delivered after %lld ms",
@@ -112,30 +134,20 @@ static void push_one_poll(redisContext *r, dq_client *c, tu_waiter *w,
 
 /* A job due now wakes exactly one of K waiting consumers: one poll. */
 START_TEST(one_consumer_per_push) {
-    redisContext *r = rconn();
-    dq_client *c = producer(Q);
-    tu_waiter w[K];
-    pthread_t th[K];
-    start_waiters(w, th, K, Q);
-    wait_registered(r, Q, K);
+    herd h;
+    herd_start(&h, Q);
     for (int n = 1; n <= K; n++)
-        push_one_poll(r, c, w, Q, n, 0);
-    join_waiters(w, th, K);
-    dq_close(c);
-    redisFree(r);
+        push_one_poll(&h, Q, n, 0);
+    herd_end(&h);
 }
 END_TEST
 
 /* A poll that leaves due work behind wakes one more consumer: K jobs due
  * at once reach K waiters (max 1 each), with one poll each. */
 START_TEST(handoff_to_next) {
-    redisContext *r = rconn();
-    dq_client *c = producer(Q);
-    tu_waiter w[K];
-    pthread_t th[K];
-    start_waiters(w, th, K, Q);
-    wait_registered(r, Q, K);
-    long long before = tu_script_calls(r);
+    herd h;
+    herd_start(&h, Q);
+    long long before = tu_script_calls(h.r);
     const void *pl[K];
     size_t len[K];
     int64_t delays[K];
@@ -152,38 +164,30 @@ START_TEST(handoff_to_next) {
         snprintf(base, sizeof(base), "h%d", i);
         ids[i] = tu_id_in(id[i], sizeof(id[i]), base, 0);
     }
-    ck_assert_int_eq(dq_push_batch(c, Q, K, pl, len, delays, ids, 0, NULL,
+    ck_assert_int_eq(dq_push_batch(h.c, Q, K, pl, len, delays, ids, 0, NULL,
                                    NULL),
                      K);
-    ck_assert_int_eq(wait_returned(w, K, K), K);
+    ck_assert_int_eq(wait_returned(h.w, K, K), K);
     th_sleep_ms(100);
-    long long polls = tu_script_calls(r) - before - 1;
+    long long polls = tu_script_calls(h.r) - before - 1;
     ck_assert_msg(polls <= K + 1, "%lld polls for %d jobs", polls, K);
-    join_waiters(w, th, K);
-    dq_close(c);
-    redisFree(r);
+    herd_end(&h);
 }
 END_TEST
 
 /* A job due later is polled for by the one consumer that owns its due
  * time, when it is due. */
 START_TEST(one_owner_per_due_time) {
-    redisContext *r = rconn();
-    dq_client *c = producer(Q);
-    tu_waiter w[K];
-    pthread_t th[K];
-    start_waiters(w, th, K, Q);
-    wait_registered(r, Q, K);
+    herd h;
+    herd_start(&h, Q);
     for (int n = 1; n <= 3; n++)
-        push_one_poll(r, c, w, Q, n, 300);
+        push_one_poll(&h, Q, n, 300);
     /* the rest get one job each, due at once, one after the other (a
      * waiter that just returned is still registered until its thread
      * closed its client: a push in between could be told to it) */
     for (int n = 4; n <= K; n++)
-        push_one_poll(r, c, w, Q, n, 0);
-    join_waiters(w, th, K);
-    dq_close(c);
-    redisFree(r);
+        push_one_poll(&h, Q, n, 0);
+    herd_end(&h);
 }
 END_TEST
 
