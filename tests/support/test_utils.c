@@ -3,6 +3,8 @@
  */
 #include "test_utils.h"
 
+#include <delayq-consumer.h>
+
 #include "cluster_harness.h"
 
 int64_t wall_ms(void) {
@@ -535,4 +537,35 @@ int tu_state_of(dq_client *c, const char *queue, const char *id, int64_t *t) {
         *t = dq_job_info_due_ms(in);
     dq_job_info_free(in);
     return st;
+}
+
+/* A reason one byte over DQ_REASON_MAX (not NUL-terminated). */
+static char big[DQ_REASON_MAX + 1];
+
+void tu_reason_refused(dq_consumer *c, const dq_job *job, const void *not_job) {
+    memset(big, 'r', sizeof(big));
+    ck_assert_int_eq(dq_consumer_set_reason(NULL, job, "x", 1), DQ_ENULL);
+    ck_assert_int_eq(dq_consumer_set_reason(c, NULL, "x", 1), DQ_ENULL);
+    ck_assert_int_eq(dq_consumer_set_reason(c, job, NULL, 1), DQ_ENULL);
+    ck_assert_int_eq(dq_consumer_set_reason(c, job, big, sizeof(big)),
+                     DQ_EINVAL);
+    ck_assert_int_eq(
+        dq_consumer_set_reason(c, (const dq_job *)not_job, "x", 1), DQ_EINVAL);
+}
+
+void tu_reason_retry_later(dq_consumer *c, const dq_job *job) {
+    memset(big, 'r', sizeof(big));
+    ck_assert_int_eq(dq_consumer_set_reason(c, job, "retry later", 11), 0);
+    ck_assert_int_eq(dq_consumer_set_reason(c, job, big, sizeof(big)),
+                     DQ_EINVAL);
+}
+
+void tu_reasons_of_retries(dq_client *c, const char *queue) {
+    static char buf[DQ_REASON_MAX + 1];
+    int st = 0;
+    ck_assert_int_eq(tu_last_error(c, queue, "j0", buf, &st), -1);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
+    ck_assert_int_eq(tu_last_error(c, queue, "j1", buf, &st), 11);
+    ck_assert(memcmp(buf, "retry later", 11) == 0);
+    ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
 }

@@ -252,6 +252,20 @@ typedef struct tu_waiter {
 } tu_waiter;
 void *tu_wait_thread(void *arg);
 
+/* ---- handler reasons (dq_consumer_set_reason) ---------------------------- */
+
+typedef struct dq_consumer dq_consumer;
+/* Inside consumer c's handler of job: every bad call of
+ * dq_consumer_set_reason is refused (NULL consumer, job or reason, a reason
+ * over DQ_REASON_MAX, not_job, which is no job of c). */
+void tu_reason_refused(dq_consumer *c, const dq_job *job, const void *not_job);
+/* Inside the handler of job: sets the reason "retry later"; a too long one
+ * after it is refused (and changes nothing). */
+void tu_reason_retry_later(dq_consumer *c, const dq_job *job);
+/* After the handlers above ran for j0 (refused calls, then a retry) and j1
+ * (retry later): j0 has no reason, j1 "retry later", both scheduled. */
+void tu_reasons_of_retries(dq_client *c, const char *queue);
+
 /* ---- worker processes --------------------------------------------------- */
 
 /* A worker process's body: k its index, fd the write end of the shared
