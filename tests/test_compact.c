@@ -87,6 +87,20 @@ static void set_layout(dq_client *c, const char *q, int64_t layout) {
                   (long long)got, (long long)layout);
 }
 
+/* A test's client, with queue q in the run's layout (g_layout), and a
+ * hiredis link into *r; end_test closes both. */
+static dq_client *layout_client(const char *q, redisContext **r) {
+    dq_client *c = open_client();
+    *r = rconn();
+    set_layout(c, q, g_layout);
+    return c;
+}
+
+static void end_test(dq_client *c, redisContext *r) {
+    redisFree(r);
+    dq_close(c);
+}
+
 /* The partitions of a run: 0..nparts()-1, each named by pidx(i) for
  * tu_part_key (-1, the plain keys, on a plain run). */
 static int nparts(void) { return tu_parts(); }
@@ -1420,8 +1434,7 @@ START_TEST(compact_is_compact) {
     fprintf(stderr, "compact_is_compact: %lld native, %lld compact in %lld "
             "buckets\n", s.native, s.compact, s.buckets);
     snap_free(&s);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -1558,17 +1571,15 @@ START_TEST(idle_mover) {
     ck_assert_int_eq(dq_cancel(c, Q, ids[0], 0), 0);
     drop_queue(r, Q);
     dq_push_opts_free(o);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
 /* ---- uniform_bucket ------------------------------------------------------ */
 
 START_TEST(uniform_bucket) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     const int64_t now = server_ms(r), t = now - HOUR_MS;
     enum { NU = 1000, NE = 40, NL = 60, NF = 100 };
     static char ids[NU + NE + NL + NF][16];
@@ -1687,8 +1698,7 @@ START_TEST(uniform_bucket) {
     ck_assert_int_eq(poll_n(c, Q, 10, 1000, &none, &next), 0);
     ck_assert_int_eq(next, -1);
     assert_no_job_keys(r, Q);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -1697,9 +1707,8 @@ END_TEST
 /* A poll merges three sources by time: compact jobs, native due jobs and
  * leases that ran out (due again at their deadline, with attempt + 1). */
 START_TEST(lease_merge) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     const int64_t now = server_ms(r);
     enum { NA = 300, NB = 50, NL = 50 };
     static char ids[NA + NB][16];
@@ -1801,8 +1810,7 @@ START_TEST(lease_merge) {
     dq_jobs_free(jobs);
     ck_stats(c, Q, 0, 0, 0, 0);
     assert_no_job_keys(r, Q);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -1844,9 +1852,8 @@ static void push_uniform(dq_client *c, const char *q, char prefix, int n,
  * Both ways it shrinks: a poll's claims (part A) and cancels (part B,
  * another due time). */
 START_TEST(uniform_shrinks) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     const int64_t now = server_ms(r);
     enum { NU = 600, NCANCEL = NU - C_CAP + 10 };
     static char ids[2][NU][32];
@@ -1885,8 +1892,7 @@ START_TEST(uniform_shrinks) {
                       later[0], left);
         snap_free(&s);
     }
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -1896,9 +1902,8 @@ END_TEST
  * bucket whose range holds it, so it is found by id, listed and polled in
  * due order. */
 START_TEST(uniform_first_bucket) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     const int64_t t = server_ms(r) - 5 * HOUR_MS;
     enum { NU = 200 };
     static char ids[NU][32];
@@ -1962,8 +1967,7 @@ START_TEST(uniform_first_bucket) {
     dq_jobs_free(jobs);
     ck_stats(c, Q, 0, 0, 0, 0);
     assert_no_job_keys(r, Q);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -1974,9 +1978,8 @@ END_TEST
  * bucket value of at most 64 bytes (hash-max-listpack-value), so their
  * bucket stays a listpack; and found, listed and cancelled like others. */
 START_TEST(far_future) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     char pl[C_PAYLOAD_MAX];
     memset(pl, 'x', sizeof(pl));
     const int64_t when[] = {DQ_AT_MAX, DQ_AT_MAX - 1, DQ_AT_MAX - 2,
@@ -2000,17 +2003,15 @@ START_TEST(far_future) {
     snap_free(&s);
     ck_assert_int_eq(dq_cancel(c, Q, ids[0], 0), DQ_CANCELED_PENDING);
     ck_stats(c, Q, NW - 1, 0, 0, 0);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
 /* ---- switch_back --------------------------------------------------------- */
 
 START_TEST(switch_back) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     model m = {0};
     m.cap = M_IDS;
     m.r = r;
@@ -2140,8 +2141,7 @@ START_TEST(switch_back) {
     assert_no_job_keys(r, Q);
     dq_close(c2);
     free(m.j);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -2153,9 +2153,8 @@ END_TEST
  * hash-max-listpack-entries, 512, becomes a hashtable for good, and a
  * hashtable bucket costs about what the default layout does). */
 START_TEST(big_batch_listpacks) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     const size_t n = 600 * (size_t)nparts();
     char (*ids)[16] = malloc(n * sizeof(*ids));
     const char **ip = malloc(n * sizeof(*ip));
@@ -2189,8 +2188,7 @@ START_TEST(big_batch_listpacks) {
     free(pp);
     free(lens);
     free(at);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
@@ -2218,9 +2216,8 @@ static void drop_queue(redisContext *r, const char *q) {
  * per partition due now.  Counts, stats, deep listings and polls of 1000
  * (over 16 buckets each) against the model. */
 START_TEST(many_buckets) {
-    dq_client *c = open_client();
-    redisContext *r = rconn();
-    set_layout(c, Q, g_layout);
+    redisContext *r;
+    dq_client *c = layout_client(Q, &r);
     const int np = nparts(), per = 19200, past = 3000;
     const int n = per * np, npast = past * np;
     const int64_t step = 10000;
@@ -2304,8 +2301,7 @@ START_TEST(many_buckets) {
     free(pls);
     free(lens);
     free(m.j);
-    redisFree(r);
-    dq_close(c);
+    end_test(c, r);
 }
 END_TEST
 
