@@ -100,11 +100,7 @@ START_TEST(connections_killed) {
                                         "Redis had closed" : "");
     ck_assert_msg(producers_left == 0, "producers did not finish in 60 s");
     ck_assert_msg(empty, "queue not empty after 60 s");
-    ck_assert_msg(L->errors == 0, "%" PRId64 " unexpected errors, last: %s",
-                  L->errors, L->last_error);
-    ft_assert_clean(L, &rep);
-    ck_assert_int_eq(rep.pushed, NJOBS);
-    ck_assert_int_eq(rep.acked, NJOBS);
+    ft_assert_all_done(L, &rep, NJOBS);
     ck_assert_msg(killed > 0 && L->io_errors > 0,
                   "no fault reached the clients (%ld killed)", killed);
     redisFree(admin);

@@ -101,11 +101,7 @@ START_TEST(consumers_sigkilled) {
     for (int k = 0; k < NCONS; k++)
         ft_assert_exit_ok(status[k], "consumer");
     ck_assert_msg(empty, "queue not empty after 60 s");
-    ck_assert_msg(L->errors == 0, "%" PRId64 " unexpected errors, last: %s",
-                  L->errors, L->last_error);
-    ft_assert_clean(L, &rep);
-    ck_assert_int_eq(rep.pushed, NJOBS);
-    ck_assert_int_eq(rep.acked, NJOBS);
+    ft_assert_all_done(L, &rep, NJOBS);
     ck_assert_msg(kills > 0, "no consumer was killed");
     /* Every delivery a killed consumer left unacked came back (or its ack
      * had already landed), and every redelivery is such a one (or follows

@@ -78,11 +78,7 @@ START_TEST(redis_sigkilled) {
                rep.unrecorded, aof, secs / 1000.0, seed);
     ck_assert_str_eq(aof, "1");
     ck_assert_msg(empty, "queue not empty after 60 s");
-    ck_assert_msg(L->errors == 0, "%" PRId64 " unexpected errors, last: %s",
-                  L->errors, L->last_error);
-    ft_assert_clean(L, &rep);
-    ck_assert_int_eq(rep.pushed, NJOBS);
-    ck_assert_int_eq(rep.acked, NJOBS);
+    ft_assert_all_done(L, &rep, NJOBS);
     ck_assert_msg(kills > 0 && L->io_errors > 0,
                   "no crash reached the clients");
     redisFree(admin);

@@ -95,11 +95,7 @@ START_TEST(script_cache_flushed) {
                evalshas, evals, L->errors, secs / 1000.0, seed);
     ck_assert_msg(producers_left == 0, "producers did not finish");
     ck_assert_msg(empty, "queue not empty after 120 s");
-    ck_assert_msg(L->errors == 0, "%" PRId64 " errors, last: %s", L->errors,
-                  L->last_error);
-    ft_assert_clean(L, &rep);
-    ck_assert_int_eq(rep.pushed, NJOBS);
-    ck_assert_int_eq(rep.acked, NJOBS);
+    ft_assert_all_done(L, &rep, NJOBS);
     ck_assert_int_eq(rep.redelivered, 0);
     ck_assert_msg(evals > 0, "no script was ever reloaded");
     redisFree(admin);

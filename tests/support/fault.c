@@ -594,3 +594,12 @@ void ft_assert_clean(const ft_ledger *L, const ft_report *rep) {
                   "%ld redeliveries of jobs a live consumer had acked",
                   rep->unexplained);
 }
+
+void ft_assert_all_done(const ft_ledger *L, const ft_report *rep,
+                        long njobs) {
+    ck_assert_msg(L->errors == 0, "%" PRId64 " unexpected errors, last: %s",
+                  L->errors, L->last_error);
+    ft_assert_clean(L, rep);
+    ck_assert_int_eq(rep->pushed, njobs);
+    ck_assert_int_eq(rep->acked, njobs);
+}

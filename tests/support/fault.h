@@ -208,5 +208,9 @@ void ft_figures(const char *test, const ft_report *rep, long faults,
 /* Fails the test unless the report shows no loss, no duplicate ack, no
  * delivery within a valid lease, no phantom and no bad payload. */
 void ft_assert_clean(const ft_ledger *L, const ft_report *rep);
+/* ft_assert_clean, and no unexpected worker error, and each of the njobs
+ * pushed and acked: the end of a run that delivered everything. */
+void ft_assert_all_done(const ft_ledger *L, const ft_report *rep,
+                        long njobs);
 
 #endif
