@@ -1234,24 +1234,33 @@ static void op_idle(model *m, dq_client *c) {
     }
 }
 
+/* A model of queue q over link r, empty, at the server's time now; the
+ * test's seed (plus salt) seeds the random numbers and the due times of
+ * the ties (g_ties) are set from now. */
+static void model_init(model *m, redisContext *r, const char *q,
+                       unsigned salt) {
+    memset(m, 0, sizeof(*m));
+    m->cap = M_IDS;
+    m->r = r;
+    m->j = calloc(M_IDS, sizeof(*m->j));
+    ck_assert_ptr_nonnull(m->j);
+    m->seed = test_seed();
+    m->q = q;
+    m->t0 = server_ms(r);
+    rng_seed(m->seed + salt);
+    g_ties[0] = m->t0 - 2 * HOUR_MS - 1;
+    g_ties[1] = m->t0 + 5 * HOUR_MS;
+    g_ties[2] = m->t0 + 30 * HOUR_MS + 7;
+}
+
 /* The random model run on queue q in layout lay (compact-push or compact;
  * in compact, idle polls (op_idle) are what moves jobs into buckets). */
 static void model_run(const char *q, int64_t lay) {
     dq_client *c = open_client();
     redisContext *r = rconn();
     set_layout(c, q, lay);
-    model m = {0};
-    m.cap = M_IDS;
-    m.r = r;
-    m.j = calloc(M_IDS, sizeof(*m.j));
-    ck_assert_ptr_nonnull(m.j);
-    m.seed = test_seed();
-    m.q = q;
-    m.t0 = server_ms(r);
-    rng_seed(m.seed);
-    g_ties[0] = m.t0 - 2 * HOUR_MS - 1;
-    g_ties[1] = m.t0 + 5 * HOUR_MS;
-    g_ties[2] = m.t0 + 30 * HOUR_MS + 7;
+    model m;
+    model_init(&m, r, q, 0);
     dq_push_opts *o = dq_push_opts_new();
     ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_MAX_ATTEMPTS, 5), 0);
     const int ops = 2500;
@@ -2012,18 +2021,8 @@ END_TEST
 START_TEST(switch_back) {
     redisContext *r;
     dq_client *c = layout_client(Q, &r);
-    model m = {0};
-    m.cap = M_IDS;
-    m.r = r;
-    m.j = calloc(M_IDS, sizeof(*m.j));
-    ck_assert_ptr_nonnull(m.j);
-    m.seed = test_seed();
-    m.q = Q;
-    m.t0 = server_ms(r);
-    rng_seed(m.seed + 1);
-    g_ties[0] = m.t0 - 2 * HOUR_MS - 1;
-    g_ties[1] = m.t0 + 5 * HOUR_MS;
-    g_ties[2] = m.t0 + 30 * HOUR_MS + 7;
+    model m;
+    model_init(&m, r, Q, 1);
     /* 1500 jobs, 100 per batch (a fifth of the batches at a tie) */
     enum { NB = 100 };
     int idx[NB];
