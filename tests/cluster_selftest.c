@@ -11,6 +11,7 @@
 #endif
 
 #include "cluster_harness.h"
+#include "support/selftest.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -19,26 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (cond) {                                                                 \
-            passed++;                                                               \
-        } else {                                                                    \
-            failed++;                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
-        }                                                                           \
-    } while (0)
-
 #define NKEYS 10
-
-static int is_dir(const char *path)
-{
-    struct stat st;
-
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 /* 1 if pid is gone (or a zombie). */
 static int dead(pid_t pid)

@@ -9,6 +9,7 @@
 #endif
 
 #include "harness.h"
+#include "support/selftest.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -21,18 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (cond) {                                                                 \
-            passed++;                                                               \
-        } else {                                                                    \
-            failed++;                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
-        }                                                                           \
-    } while (0)
-
 /* Monotonic seconds (the harness's clock). */
 static double now(void)
 {
@@ -40,13 +29,6 @@ static double now(void)
 }
 
 /* 1 if path is a directory. */
-static int is_dir(const char *path)
-{
-    struct stat st;
-
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* 1 if pid is gone or a zombie (the harness must not leave servers running). */
 static int dead(pid_t pid)
 {
