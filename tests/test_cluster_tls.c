@@ -53,40 +53,8 @@
 static char g_dir[256];
 
 static void rm_certs(void) {
-    if (g_dir[0] && strstr(g_dir, "/tmp/dq-cluster-tls") == g_dir) {
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "cannot remove %s\n", g_dir);
-    }
+    tu_rm_dir(g_dir, "/tmp/dq-cluster-tls");
     g_dir[0] = '\0';
-}
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[2048], full[2400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof(full), "cd '%s' && { %s; } >>openssl.log 2>&1",
-             g_dir, cmd);
-    int rc = system(full);
-    ck_assert_msg(rc == 0, "failed (%d): %s (see %s/openssl.log)", rc, cmd,
-                  g_dir);
-}
-
-static void make_cert(const char *name, const char *cn, const char *san) {
-    sh("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-       "-nodes -keyout %s.key -out %s.csr -subj /CN=%s",
-       name, name, cn);
-    if (san != NULL)
-        sh("printf 'subjectAltName=%s\\n' > %s.ext", san, name);
-    else
-        sh(": > %s.ext", name);
-    sh("openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key "
-       "-CAcreateserial -out %s.crt -days 2 -extfile %s.ext",
-       name, name, name);
 }
 
 /* A CA, a server certificate for 127.0.0.1 / localhost (the nodes also
@@ -95,10 +63,10 @@ static void make_certs(void) {
     snprintf(g_dir, sizeof(g_dir), "/tmp/dq-cluster-tlsXXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(g_dir));
     atexit(rm_certs);
-    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-       "-nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=dq-test-ca");
-    make_cert("server", "localhost", "IP:127.0.0.1,DNS:localhost");
-    make_cert("client", "dq-client", NULL);
+    tu_make_ca(g_dir, "ca", "dq-test-ca");
+    tu_make_cert(g_dir, "server", "ca", "localhost",
+                 "IP:127.0.0.1,DNS:localhost");
+    tu_make_cert(g_dir, "client", "ca", "dq-client", NULL);
 }
 
 static dq_options *tls_opts(int parts) {

@@ -648,51 +648,18 @@ START_TEST(auth_and_select) {
 END_TEST
 
 #ifdef DQ_TEST_TLS
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-/* Runs a shell command in dir; fails the test if it fails. */
-static void sh_in(const char *dir, const char *cmd) {
-    char full[2400];
-    snprintf(full, sizeof(full), "cd '%s' && { %s; } >>openssl.log 2>&1", dir,
-             cmd);
-    ck_assert_msg(system(full) == 0, "failed: %s (see %s/openssl.log)", cmd,
-                  dir);
-}
-
-static int free_tcp_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* hiredis >= 1.0 only: the TLS handshake runs inside the async connect. */
 START_TEST(tls_round_trip) {
     char dir[64] = "/tmp/dq-async-tlsXXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    sh_in(dir, "openssl req -x509 -newkey ec -pkeyopt "
-               "ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out "
-               "ca.crt -days 2 -subj /CN=ca");
-    sh_in(dir, "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-               "-nodes -keyout server.key -out server.csr -subj /CN=localhost"
-               " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > "
-               "server.ext && openssl x509 -req -in server.csr -CA ca.crt "
-               "-CAkey ca.key -CAcreateserial -out server.crt -days 2 "
-               "-extfile server.ext");
+    tu_make_ca(dir, "ca", "ca");
+    tu_make_cert(dir, "server", "ca", "localhost",
+                 "IP:127.0.0.1,DNS:localhost");
     th_redis srv;
     int port = 0, started = -1;
     for (int i = 0; i < 5 && started != 0; i++) {
         char conf[1200];
-        port = free_tcp_port();
+        port = tu_free_port();
         snprintf(conf, sizeof(conf),
                  "tls-port %d\ntls-cert-file %s/server.crt\n"
                  "tls-key-file %s/server.key\ntls-ca-cert-file %s/ca.crt\n"

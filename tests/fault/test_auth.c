@@ -23,14 +23,11 @@
  */
 #include "fault.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 /* The commands the library needs, as README states them.  Keys and
@@ -405,81 +402,27 @@ END_TEST
 
 static char tls_dir[256];
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    char full[2400];
-    snprintf(full, sizeof(full), "cd '%s' && { %s; } >>openssl.log 2>&1",
-             tls_dir, cmd);
-    int rc = system(full);
-    ck_assert_msg(rc == 0, "failed (%d): %s (see %s/openssl.log)", rc, cmd,
-                  tls_dir);
-}
-
-/* A CA, and certificates it signs: EC P-256 keys, 2 days. */
-static void make_ca(const char *name) {
-    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-       "-nodes -keyout %s.key -out %s.crt -days 2 -subj /CN=%s",
-       name, name, name);
-}
-
-static void make_cert(const char *name, const char *ca, const char *cn,
-                      const char *san) {
-    sh("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-       "-nodes -keyout %s.key -out %s.csr -subj /CN=%s",
-       name, name, cn);
-    if (san != NULL)
-        sh("printf 'subjectAltName=%s\\n' > %s.ext", san, name);
-    else
-        sh(": > %s.ext", name);
-    sh("openssl x509 -req -in %s.csr -CA %s.crt -CAkey %s.key "
-       "-CAcreateserial -out %s.crt -days 2 -extfile %s.ext",
-       name, ca, ca, name, name);
-}
-
 static void tls_setup(void) {
     snprintf(tls_dir, sizeof(tls_dir), "/tmp/dq-redis-tlsXXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tls_dir));
-    make_ca("ca");
-    make_ca("otherca");
-    make_cert("server", "ca", "localhost", "IP:127.0.0.1,DNS:localhost");
-    make_cert("wrongname", "ca", "wrong.example", "DNS:wrong.example");
-    make_cert("client", "ca", "dq-client", NULL);
-    make_cert("badclient", "otherca", "dq-bad-client", NULL);
+    /* CAs, and certificates they sign */
+    tu_make_ca(tls_dir, "ca", "ca");
+    tu_make_ca(tls_dir, "otherca", "otherca");
+    tu_make_cert(tls_dir, "server", "ca", "localhost",
+                 "IP:127.0.0.1,DNS:localhost");
+    tu_make_cert(tls_dir, "wrongname", "ca", "wrong.example",
+                 "DNS:wrong.example");
+    tu_make_cert(tls_dir, "client", "ca", "dq-client", NULL);
+    tu_make_cert(tls_dir, "badclient", "otherca", "dq-bad-client", NULL);
 }
 
-static void tls_teardown(void) {
-    if (tls_dir[0] && strstr(tls_dir, "/tmp/dq-redis-tls") == tls_dir) {
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tls_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "cannot remove %s\n", tls_dir);
-    }
-}
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
+static void tls_teardown(void) { tu_rm_dir(tls_dir, "/tmp/dq-redis-tls"); }
 
 /* A server with a tls-port presenting cert (in tls_dir), trusting ca for
  * client certificates when auth_clients is "yes". */
 static int start_tls(th_redis *r, const char *cert, const char *auth) {
     for (int attempt = 0; attempt < 5; attempt++) {
-        int port = free_port();
+        int port = tu_free_port();
         char conf[1200];
         snprintf(conf, sizeof(conf),
                  "tls-port %d\ntls-cert-file %s/%s.crt\n"

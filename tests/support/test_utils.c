@@ -569,3 +569,58 @@ void tu_reasons_of_retries(dq_client *c, const char *queue) {
     ck_assert(memcmp(buf, "retry later", 11) == 0);
     ck_assert_int_eq(st, DQ_JOB_SCHEDULED);
 }
+
+/* Runs the command fmt (printf) in dir, its output appended to
+ * dir/openssl.log; fails the test if it fails. */
+static void sh_in(const char *dir, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sh_in(const char *dir, const char *fmt, ...) {
+    char cmd[2048], full[2400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof(full), "cd '%s' && { %s; } >>openssl.log 2>&1",
+             dir, cmd);
+    int rc = system(full);
+    ck_assert_msg(rc == 0, "failed (%d): %s (see %s/openssl.log)", rc, cmd,
+                  dir);
+}
+
+void tu_make_ca(const char *dir, const char *name, const char *cn) {
+    sh_in(dir,
+          "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+          "-nodes -keyout %s.key -out %s.crt -days 2 -subj /CN=%s",
+          name, name, cn);
+}
+
+void tu_make_cert(const char *dir, const char *name, const char *ca,
+                  const char *cn, const char *san) {
+    sh_in(dir,
+          "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+          "-nodes -keyout %s.key -out %s.csr -subj /CN=%s",
+          name, name, cn);
+    if (san != NULL)
+        sh_in(dir, "printf 'subjectAltName=%s\\n' > %s.ext", san, name);
+    else
+        sh_in(dir, ": > %s.ext", name);
+    sh_in(dir,
+          "openssl x509 -req -in %s.csr -CA %s.crt -CAkey %s.key "
+          "-CAcreateserial -out %s.crt -days 2 -extfile %s.ext",
+          name, ca, ca, name, name);
+}
+
+void tu_rm_dir(const char *dir, const char *prefix) {
+    if (dir[0] && strstr(dir, prefix) == dir) {
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", dir);
+    }
+}
+
+int tu_free_port(void) {
+    int port = th_free_port();
+    ck_assert_int_gt(port, 0);
+    return port;
+}

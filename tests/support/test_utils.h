@@ -266,6 +266,21 @@ void tu_reason_retry_later(dq_consumer *c, const dq_job *job);
  * (retry later): j0 has no reason, j1 "retry later", both scheduled. */
 void tu_reasons_of_retries(dq_client *c, const char *queue);
 
+/* ---- TLS certificates and ports ------------------------------------------ */
+
+/* In dir (openssl on PATH, its output appended to dir/openssl.log; a
+ * failure fails the test): tu_make_ca a CA name.crt / name.key with CN cn,
+ * tu_make_cert name.crt / name.key signed by CA ca, with CN cn and, when
+ * san is not NULL, that subjectAltName.  EC P-256 keys, 2 days. */
+void tu_make_ca(const char *dir, const char *name, const char *cn);
+void tu_make_cert(const char *dir, const char *name, const char *ca,
+                  const char *cn, const char *san);
+/* Removes the directory dir (rm -rf) when it starts with prefix (a test's
+ * mkdtemp template); says so on stderr if it cannot. */
+void tu_rm_dir(const char *dir, const char *prefix);
+/* A free TCP port on 127.0.0.1 (th_free_port); fails the test if none. */
+int tu_free_port(void);
+
 /* ---- worker processes --------------------------------------------------- */
 
 /* A worker process's body: k its index, fd the write end of the shared
