@@ -1318,43 +1318,76 @@ static int read_entry(const dq__reply *eid, const dq__reply *epl,
     return elem_reason(ere, &en->reason, &en->rlen, &en->failed_ms);
 }
 
+/* A listed job's fair element (list.lua): nil, none; else its priority
+ * digit then its group (none when empty).  0, or -1 for anything else. */
+static int elem_fair(const dq__reply *e, dq__job_text *t, int *prio) {
+    *prio = 0;
+    if (dq__reply_type(e) == DQ_R_NIL)
+        return 0;
+    size_t n;
+    const char *s = dq__reply_str(e, &n);
+    if (dq__reply_type(e) != DQ_R_STRING || n < 1 || n > 1 + DQ_GROUP_MAX ||
+        s[0] < '0' || s[0] > '0' + DQ_PRIORITY_MAX || memchr(s, 0, n))
+        return -1;
+    *prio = s[0] - '0';
+    t->group = n > 1 ? s + 1 : NULL;
+    t->group_len = n - 1;
+    return 0;
+}
+
+/* Reads listed job i of r (list.lua's 6 elements from b) into t and j's
+ * numbers; 0 or -1 when one is not what the script sends. */
+static int read_listed(const dq__reply *r, size_t b, dq__job_text *t,
+                       dq_job *j) {
+    entry en;
+    if (read_entry(dq__reply_at(r, b), dq__reply_at(r, b + 1),
+                   dq__reply_at(r, b + 4), &en) ||
+        elem_i64(dq__reply_at(r, b + 2), &j->attempt) ||
+        elem_i64(dq__reply_at(r, b + 3), &j->due_ms) ||
+        elem_fair(dq__reply_at(r, b + 5), t, &j->priority))
+        return -1;
+    t->id = en.id;
+    t->idlen = en.idlen;
+    t->payload = en.pl;
+    t->len = en.plen;
+    t->reason = en.reason;
+    t->reason_len = en.rlen;
+    j->failed_ms = en.failed_ms;
+    return 0;
+}
+
 int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
                    int64_t *now_ms, dq__err *err) {
     *jobs = NULL;
     size_t n = dq__reply_len(r);
     int64_t now;
-    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 5 != 0 ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 6 != 0 ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "list: unexpected reply");
     if (now_ms != NULL)
         *now_ms = now;
-    size_t cnt = (n - 1) / 5;
+    size_t cnt = (n - 1) / 6;
     if (cnt == 0)
         return 0;
     dq_jobs *l = dq__jobs_new(cnt);
     if (l == NULL)
         return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
     for (size_t i = 0; i < cnt; i++) {
-        size_t b = 1 + i * 5;
-        entry en;
-        int64_t att, t;
-        dq_job *j = NULL;
-        if (read_entry(dq__reply_at(r, b), dq__reply_at(r, b + 1),
-                       dq__reply_at(r, b + 4), &en) ||
-            elem_i64(dq__reply_at(r, b + 2), &att) ||
-            elem_i64(dq__reply_at(r, b + 3), &t)) {
+        dq__job_text t = {0};
+        dq_job nums = {0}, *j;
+        if (read_listed(r, 1 + i * 6, &t, &nums)) {
             dq_jobs_free(l);
             return dq__err_set(err, DQ_EPROTO, "list: unexpected job entry");
         }
-        if ((j = dq__jobs_add(l, en.id, en.idlen, en.pl, en.plen, en.reason,
-                              en.rlen)) == NULL) {
+        if ((j = dq__jobs_add_text(l, &t)) == NULL) {
             dq_jobs_free(l);
             return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
         }
-        j->attempt = att;
-        j->due_ms = t;
-        j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? t : 0;
-        j->failed_ms = en.failed_ms;
+        j->attempt = nums.attempt;
+        j->due_ms = nums.due_ms;
+        j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? nums.due_ms : 0;
+        j->failed_ms = nums.failed_ms;
+        j->priority = nums.priority;
     }
     *jobs = l;
     return (int)cnt;

@@ -7,11 +7,13 @@
 -- runs on replicas and under maxmemory, and never changes anything).
 -- ARGV[2] which: 1 scheduled (due set), 2 in flight (lease set), 3 dead
 -- ARGV[3] offset (>= 0), ARGV[4] count (1..1000)
--- Returns { now_ms, id, payload, attempts, time_ms, reason, ... } in time
---   order: time_ms = due time (scheduled), lease deadline (in flight) or
---   time of death (dead); attempts = deliveries so far (from meta); reason
---   = the job's last failure reason field "<ms>:<reason>", or nil (false)
---   when it has none.  Expired leases
+-- Returns { now_ms, id, payload, attempts, time_ms, reason, fair, ... } in
+--   time order: time_ms = due time (scheduled), lease deadline (in flight)
+--   or time of death (dead); attempts = deliveries so far (from meta);
+--   reason = the job's last failure reason field "<ms>:<reason>", or nil
+--   (false) when it has none; fair = nil (false) for a job without group
+--   and priority (include/fair.lua), else its priority digit then its
+--   group ("3", "0acme", "9acme").  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
 --   returned: a listing never hands out a lease.
 local now = dq_now()
@@ -106,6 +108,13 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
+-- A meta's options -> the fair element (false for most jobs: no options).
+local function fair_of(ext)
+    if ext == '' then return false end
+    local g, p = string.match(ext, '|g([^|]*)'), string.match(ext, '|p(%d)')
+    if not g and not p then return false end
+    return (p or '0') .. (g or '')
+end
 -- One HMGET per 1000 jobs: unpack takes at most ~8000 values, and a
 -- partitioned listing asks each partition for offset + count jobs.
 for lo = 1, #ids, 1000 do
@@ -116,9 +125,11 @@ for lo = 1, #ids, 1000 do
     for j, id in ipairs(slice) do
         out[#out + 1] = id
         out[#out + 1] = got[j] or (cpay and cpay[id]) or ''
-        out[#out + 1] = (parse_meta(got[m + j]))
+        local attempts, _, _, ext = parse_meta(got[m + j])
+        out[#out + 1] = attempts
         out[#out + 1] = page[2 * (lo + j - 1)]
         out[#out + 1] = got[2 * m + j] or false
+        out[#out + 1] = fair_of(ext)
     end
 end
 return out
