@@ -429,6 +429,9 @@ _OPTIONAL_PROTOTYPES = {
     "dq_group_list_later": (_c_i64, [_P_GLIST, _c_size]),
     "dq_group_list_inflight": (_c_i64, [_P_GLIST, _c_size]),
     "dq_group_list_free": (None, [_P_GLIST]),
+    # a listed job's group and priority
+    "dq_job_group": (_c_str, [_P_JOB]),
+    "dq_job_priority": (_c_int, [_P_JOB]),
 }
 
 
@@ -469,6 +472,7 @@ HAVE_COUNT_DUE = hasattr(_lib, "dq_count_due")
 HAVE_QUEUES = hasattr(_lib, "dq_queues")
 HAVE_RESCHEDULE = hasattr(_lib, "dq_reschedule_batch")
 HAVE_GROUP_STATS = hasattr(_lib, "dq_group_stats")
+HAVE_JOB_GROUP = hasattr(_lib, "dq_job_group")
 COUNT_DUE_MAX = 64
 
 
@@ -553,13 +557,16 @@ class Job:
     jobs: deliveries made), due_ms (server epoch ms; for dead jobs: time of
     death), token (str, "" if not leased), lease_deadline_ms (0 if not
     leased), queue (str), last_error (bytes: the job's last failure reason,
-    from list() and dead_list(); None when none was recorded) and
-    failed_ms (when it was, 0 if none).  ack()/nack()/extend() act on the
-    job through the client that delivered it."""
+    from list() and dead_list(); None when none was recorded),
+    failed_ms (when it was, 0 if none), group (str: its tenant group, from
+    list() and dead_list(); None when it has none, and for a polled job)
+    and priority (from list() and dead_list(); 0 when it has none, and for
+    a polled job).  ack()/nack()/extend() act on the job through the client
+    that delivered it."""
 
     __slots__ = ("id", "payload", "attempt", "due_ms", "token",
                  "lease_deadline_ms", "queue", "last_error", "failed_ms",
-                 "_client")
+                 "group", "priority", "_client")
 
     def __init__(self, client, queue, job):
         n = _c_size(0)
@@ -574,6 +581,11 @@ class Job:
         if HAVE_GET:
             self.last_error = _bytes_at(_lib.dq_job_last_error, job)
             self.failed_ms = _lib.dq_job_failed_ms(job)
+        self.group, self.priority = None, 0
+        if HAVE_JOB_GROUP:
+            grp = _lib.dq_job_group(job)
+            self.group = None if grp is None else _dec(grp)
+            self.priority = _lib.dq_job_priority(job)
         self.queue = queue
         self._client = client
 
