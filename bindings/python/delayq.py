@@ -568,7 +568,7 @@ class Job:
                  "lease_deadline_ms", "queue", "last_error", "failed_ms",
                  "group", "priority", "_client")
 
-    def __init__(self, client, queue, job):
+    def __init__(self, client, queue, job, listed=False):
         n = _c_size(0)
         ptr = _lib.dq_job_payload(job, ctypes.byref(n))
         self.id = _dec(_lib.dq_job_id(job))
@@ -582,7 +582,7 @@ class Job:
             self.last_error = _bytes_at(_lib.dq_job_last_error, job)
             self.failed_ms = _lib.dq_job_failed_ms(job)
         self.group, self.priority = None, 0
-        if HAVE_JOB_GROUP:
+        if listed and HAVE_JOB_GROUP:   # only listings fill them in
             grp = _lib.dq_job_group(job)
             self.group = None if grp is None else _dec(grp)
             self.priority = _lib.dq_job_priority(job)
@@ -987,10 +987,11 @@ class Client:
 
     # -- consuming
 
-    def _jobs(self, queue, ptr):
-        """Copies a dq_jobs list into Job objects and frees it."""
+    def _jobs(self, queue, ptr, listed=False):
+        """Copies a dq_jobs list into Job objects and frees it (listed: of
+        a listing, which has groups and priorities)."""
         try:
-            return [Job(self, queue, _lib.dq_jobs_at(ptr, i))
+            return [Job(self, queue, _lib.dq_jobs_at(ptr, i), listed)
                     for i in range(_lib.dq_jobs_count(ptr))]
         finally:
             _lib.dq_jobs_free(ptr)
@@ -1159,7 +1160,7 @@ class Client:
         with self._lock:
             self._check(_lib.dq_dead_list(self._handle(), q, offset, count,
                                           ctypes.byref(ptr)))
-        return self._jobs(_dec(q), ptr)
+        return self._jobs(_dec(q), ptr, True)
 
     def dead_requeue(self, queue, id=None, delay_ms=0):
         """Moves dead jobs back to pending: id, or id=None for every dead
@@ -1200,7 +1201,7 @@ class Client:
         with self._lock:
             self._check(_lib.dq_list(self._handle(), q, which, offset, count,
                                      ctypes.byref(ptr), None))
-        return self._jobs(_dec(q), ptr)
+        return self._jobs(_dec(q), ptr, True)
 
     def stats(self, queue):
         """Counts of a queue read atomically: dict with scheduled, due,

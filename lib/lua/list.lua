@@ -7,13 +7,15 @@
 -- runs on replicas and under maxmemory, and never changes anything).
 -- ARGV[2] which: 1 scheduled (due set), 2 in flight (lease set), 3 dead
 -- ARGV[3] offset (>= 0), ARGV[4] count (1..1000)
--- Returns { now_ms, id, payload, attempts, time_ms, reason, fair, ... } in
---   time order: time_ms = due time (scheduled), lease deadline (in flight)
---   or time of death (dead); attempts = deliveries so far (from meta);
---   reason = the job's last failure reason field "<ms>:<reason>", or nil
---   (false) when it has none; fair = nil (false) for a job without group
---   and priority (include/fair.lua), else its priority digit then its
---   group ("3", "0acme", "9acme").  Expired leases
+-- Returns { now_ms, id, payload, attempts, time_ms, reason, ... } in time
+--   order: time_ms = due time (scheduled), lease deadline (in flight) or
+--   time of death (dead); attempts = deliveries so far (from meta); reason
+--   = the job's last failure reason field "<ms>:<reason>", or nil (false)
+--   when it has none.  When some listed jobs have a group or a priority
+--   (include/fair.lua), one more element ends the reply: { pos, fair, ... }
+--   for each of them, pos its place in the page (1 first, increasing),
+--   fair its priority digit then its group ("3", "0acme", "9acme"); a page
+--   of jobs without them is what it was before groups.  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
 --   returned: a listing never hands out a lease.
 local now = dq_now()
@@ -108,13 +110,13 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
--- A meta's options -> the fair element (false for most jobs: no options).
+-- A meta's options ("|.." or '') -> the fair element, or nil.
 local function fair_of(ext)
-    if ext == '' then return false end
     local g, p = string.match(ext, '|g([^|]*)'), string.match(ext, '|p(%d)')
-    if not g and not p then return false end
+    if not g and not p then return nil end
     return (p or '0') .. (g or '')
 end
+local fair = {} -- { pos, fair } of the listed jobs that have one
 -- One HMGET per 1000 jobs: unpack takes at most ~8000 values, and a
 -- partitioned listing asks each partition for offset + count jobs.
 for lo = 1, #ids, 1000 do
@@ -129,7 +131,9 @@ for lo = 1, #ids, 1000 do
         out[#out + 1] = attempts
         out[#out + 1] = page[2 * (lo + j - 1)]
         out[#out + 1] = got[2 * m + j] or false
-        out[#out + 1] = fair_of(ext)
+        local f = ext ~= '' and fair_of(ext)
+        if f then fair[#fair + 1], fair[#fair + 2] = lo + j - 1, f end
     end
 end
+if #fair > 0 then out[#out + 1] = fair end
 return out

@@ -162,8 +162,8 @@ static void decode_all(const dq__reply *r, dq__core *core) {
         } else {
             check_jobs(jobs, rc, 0);
             for (int i = 0; i < rc; i++) {
-                CHECK(num_ok(r, 3 + 6 * (size_t)i) &&
-                      num_ok(r, 4 + 6 * (size_t)i));
+                CHECK(num_ok(r, 3 + 5 * (size_t)i) &&
+                      num_ok(r, 4 + 5 * (size_t)i));
                 check_reason(dq_jobs_at(jobs, (size_t)i));
                 check_group(dq_jobs_at(jobs, (size_t)i));
             }
