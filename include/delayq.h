@@ -368,6 +368,16 @@ DQ_EXTERN const char *dq_job_token(const dq_job *job);
 DQ_EXTERN const void *dq_job_last_error(const dq_job *job, size_t *len);
 /* When the last failure reason was recorded (server epoch ms), 0 if none. */
 DQ_EXTERN int64_t dq_job_failed_ms(const dq_job *job);
+/* Defined when dq_job_group and dq_job_priority exist (added in the same
+ * version as they). */
+#define DQ_HAVE_JOB_GROUP 1
+/* The job's group (DQ_PUSHOPT_GROUP), NUL-terminated, or NULL when it has
+ * none.  Filled in by dq_list and dq_dead_list (and dq_async_list,
+ * dq_async_dead_list); jobs from a poll carry none (use dq_get). */
+DQ_EXTERN const char *dq_job_group(const dq_job *job);
+/* The job's priority (DQ_PUSHOPT_PRIORITY, 0..DQ_PRIORITY_MAX), 0 when it
+ * has none; filled in by the same calls as dq_job_group. */
+DQ_EXTERN int dq_job_priority(const dq_job *job);
 /* A deep copy that outlives its list; free it with dq_job_free.  NULL if out
  * of memory or job is NULL. */
 DQ_EXTERN dq_job *dq_job_dup(const dq_job *job);

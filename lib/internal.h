@@ -78,6 +78,9 @@ struct dq_job {
     int64_t lease_deadline_ms; /* 0 if not leased */
     char token[DQ_TOKEN_BUF];  /* lease token, "" if none */
     char *buf;                 /* the allocation behind id and payload */
+    char *group;               /* its group (NUL-terminated, in buf), NULL
+                                  when none or not filled in */
+    int priority;              /* its priority (0 none or not filled in) */
 };
 
 /* A list of jobs returned by one call. */
@@ -128,6 +131,15 @@ struct dq_push_opts {
 
 /* Allocates a list with room for n jobs (count 0).  NULL on ENOMEM. */
 dq_jobs *dq__jobs_new(size_t n);
+/* The text of a job a decoder hands over, each as bytes and length:
+ * reason and group NULL when none. */
+typedef struct dq__job_text {
+    const char *id, *payload, *reason, *group;
+    size_t idlen, len, reason_len, group_len;
+} dq__job_text;
+
+/* Appends a job with copies of t's bytes; returns it, NULL on ENOMEM. */
+dq_job *dq__jobs_add_text(dq_jobs *list, const dq__job_text *t);
 /* Appends a job with copies of id/payload and reason (NULL: none);
  * returns it, NULL on ENOMEM. */
 dq_job *dq__jobs_add(dq_jobs *list, const char *id, size_t idlen,

@@ -18,45 +18,57 @@ dq_jobs *dq__jobs_new(size_t n) {
     return l;
 }
 
-/* Fills j with one allocation holding "id\0payload\0" and, when reason
- * is not NULL, "reason\0" after them. */
-static int job_fill(dq_job *j, const char *id, size_t idlen,
-                    const char *payload, size_t len, const char *reason,
-                    size_t rlen) {
-    size_t rsize = reason != NULL ? rlen + 1 : 0;
-    char *buf = malloc(idlen + 1 + len + 1 + rsize);
-    if (buf == NULL)
+/* Copies n bytes of s and a NUL to *at and moves *at past them; returns
+ * where they went. */
+static char *put(char **at, const char *s, size_t n) {
+    char *p = *at;
+    if (n > 0)
+        memcpy(p, s, n);
+    p[n] = '\0';
+    *at = p + n + 1;
+    return p;
+}
+
+/* Fills j with one allocation holding "id\0payload\0" and, when t has
+ * them, "reason\0" and "group\0" after them. */
+static int job_fill(dq_job *j, const dq__job_text *t) {
+    size_t rsize = t->reason != NULL ? t->reason_len + 1 : 0;
+    size_t gsize = t->group != NULL ? t->group_len + 1 : 0;
+    char *at = malloc(t->idlen + 1 + t->len + 1 + rsize + gsize);
+    if (at == NULL)
         return -1;
-    memcpy(buf, id, idlen);
-    buf[idlen] = '\0';
-    if (len > 0)
-        memcpy(buf + idlen + 1, payload, len);
-    buf[idlen + 1 + len] = '\0';
-    j->buf = buf;
-    j->id = buf;
-    j->payload = buf + idlen + 1;
-    j->len = len;
-    j->reason = NULL;
-    j->reason_len = 0;
-    if (reason != NULL) {
-        j->reason = buf + idlen + 1 + len + 1;
-        if (rlen > 0)
-            memcpy(j->reason, reason, rlen);
-        j->reason[rlen] = '\0';
-        j->reason_len = rlen;
-    }
+    j->buf = at;
+    j->id = put(&at, t->id, t->idlen);
+    j->payload = put(&at, t->payload, t->len);
+    j->len = t->len;
+    j->reason = rsize > 0 ? put(&at, t->reason, t->reason_len) : NULL;
+    j->reason_len = rsize > 0 ? t->reason_len : 0;
+    j->group = gsize > 0 ? put(&at, t->group, t->group_len) : NULL;
     return 0;
+}
+
+/* The text of a job without a group. */
+static dq__job_text plain_text(const char *id, size_t idlen,
+                               const char *payload, size_t len,
+                               const char *reason, size_t reason_len) {
+    dq__job_text t = {id, payload, reason, NULL, idlen, len, reason_len, 0};
+    return t;
+}
+
+dq_job *dq__jobs_add_text(dq_jobs *l, const dq__job_text *t) {
+    dq_job *j = &l->jobs[l->count];
+    memset(j, 0, sizeof(*j));
+    if (job_fill(j, t) != 0)
+        return NULL;
+    l->count++;
+    return j;
 }
 
 dq_job *dq__jobs_add(dq_jobs *l, const char *id, size_t idlen,
                     const char *payload, size_t len, const char *reason,
                     size_t reason_len) {
-    dq_job *j = &l->jobs[l->count];
-    memset(j, 0, sizeof(*j));
-    if (job_fill(j, id, idlen, payload, len, reason, reason_len) != 0)
-        return NULL;
-    l->count++;
-    return j;
+    dq__job_text t = plain_text(id, idlen, payload, len, reason, reason_len);
+    return dq__jobs_add_text(l, &t);
 }
 
 size_t dq_jobs_count(const dq_jobs *l) { return l == NULL ? 0 : l->count; }
@@ -105,11 +117,20 @@ int64_t dq_job_failed_ms(const dq_job *j) {
     return j == NULL ? 0 : j->failed_ms;
 }
 
+const char *dq_job_group(const dq_job *j) {
+    return j == NULL ? NULL : j->group;
+}
+
+int dq_job_priority(const dq_job *j) { return j == NULL ? 0 : j->priority; }
+
 /* Copies j into c (fields and a buffer of its own); 0 or -1. */
 static int job_copy(dq_job *c, const dq_job *j) {
+    dq__job_text t = plain_text(j->id, strlen(j->id), j->payload, j->len,
+                                j->reason, j->reason_len);
+    t.group = j->group;
+    t.group_len = j->group != NULL ? strlen(j->group) : 0;
     *c = *j;
-    return job_fill(c, j->id, strlen(j->id), j->payload, j->len, j->reason,
-                    j->reason_len);
+    return job_fill(c, &t);
 }
 
 dq_job *dq_job_dup(const dq_job *j) {
@@ -184,7 +205,8 @@ dq_job_info *dq__job_info_new(const char *id, size_t idlen,
     dq_job_info *in = calloc(1, sizeof(*in));
     if (in == NULL)
         return NULL;
-    if (job_fill(&in->job, id, idlen, payload, len, reason, reason_len) != 0) {
+    dq__job_text t = plain_text(id, idlen, payload, len, reason, reason_len);
+    if (job_fill(&in->job, &t) != 0) {
         free(in);
         return NULL;
     }

@@ -1318,43 +1318,111 @@ static int read_entry(const dq__reply *eid, const dq__reply *epl,
     return elem_reason(ere, &en->reason, &en->rlen, &en->failed_ms);
 }
 
+/* A listed job's fair element (list.lua): NULL, none; else its priority
+ * digit then its group (none when empty).  0, or -1 for anything else. */
+static int elem_fair(const dq__reply *e, dq__job_text *t, int *prio) {
+    *prio = 0;
+    if (e == NULL)
+        return 0;
+    size_t n;
+    const char *s = dq__reply_str(e, &n);
+    if (dq__reply_type(e) != DQ_R_STRING || n < 1 || n > 1 + DQ_GROUP_MAX ||
+        s[0] < '0' || s[0] > '0' + DQ_PRIORITY_MAX || memchr(s, 0, n))
+        return -1;
+    *prio = s[0] - '0';
+    t->group = n > 1 ? s + 1 : NULL;
+    t->group_len = n - 1;
+    return 0;
+}
+
+/* list.lua's last element when some listed jobs have a group or priority:
+ * { pos (1..cnt, increasing), fair element, ... }; sets fair[pos - 1] of
+ * each.  0, or -1 when it is not that. */
+static int read_fair(const dq__reply *t, size_t cnt, const dq__reply **fair) {
+    size_t n = dq__reply_len(t);
+    int64_t last = 0, pos;
+    if (dq__reply_type(t) != DQ_R_ARRAY || n == 0 || n % 2 != 0)
+        return -1;
+    for (size_t i = 0; i < n; i += 2) {
+        if (elem_i64(dq__reply_at(t, i), &pos) || pos <= last ||
+            pos > (int64_t)cnt)
+            return -1;
+        fair[pos - 1] = dq__reply_at(t, i + 1);
+        last = pos;
+    }
+    return 0;
+}
+
+/* Reads listed job i of r (list.lua's 5 elements from b, its fair element
+ * fe or NULL) into t and j's numbers; 0 or -1 when one is not what the
+ * script sends. */
+static int read_listed(const dq__reply *r, size_t b, const dq__reply *fe,
+                       dq__job_text *t, dq_job *j) {
+    entry en;
+    if (read_entry(dq__reply_at(r, b), dq__reply_at(r, b + 1),
+                   dq__reply_at(r, b + 4), &en) ||
+        elem_i64(dq__reply_at(r, b + 2), &j->attempt) ||
+        elem_i64(dq__reply_at(r, b + 3), &j->due_ms) ||
+        elem_fair(fe, t, &j->priority))
+        return -1;
+    t->id = en.id;
+    t->idlen = en.idlen;
+    t->payload = en.pl;
+    t->len = en.plen;
+    t->reason = en.reason;
+    t->reason_len = en.rlen;
+    j->failed_ms = en.failed_ms;
+    return 0;
+}
+
+/* Decodes the cnt jobs of a list reply (fair: their fair elements, or NULL
+ * when none has one) into l. */
+static int decode_listed(const dq__reply *r, int which, size_t cnt,
+                         const dq__reply **fair, dq_jobs *l, dq__err *err) {
+    for (size_t i = 0; i < cnt; i++) {
+        dq__job_text t = {0};
+        dq_job nums = {0}, *j;
+        if (read_listed(r, 1 + i * 5, fair ? fair[i] : NULL, &t, &nums))
+            return dq__err_set(err, DQ_EPROTO, "list: unexpected job entry");
+        if ((j = dq__jobs_add_text(l, &t)) == NULL)
+            return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+        j->attempt = nums.attempt;
+        j->due_ms = nums.due_ms;
+        j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? nums.due_ms : 0;
+        j->failed_ms = nums.failed_ms;
+        j->priority = nums.priority;
+    }
+    return DQ_OK;
+}
+
 int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
                    int64_t *now_ms, dq__err *err) {
     *jobs = NULL;
     size_t n = dq__reply_len(r);
     int64_t now;
-    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 5 != 0 ||
+    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 5 > 1 ||
         elem_i64(dq__reply_at(r, 0), &now))
         return dq__err_set(err, DQ_EPROTO, "list: unexpected reply");
     if (now_ms != NULL)
         *now_ms = now;
     size_t cnt = (n - 1) / 5;
-    if (cnt == 0)
+    int has_fair = (n - 1) % 5 == 1;
+    if (cnt == 0 && !has_fair)
         return 0;
+    const dq__reply **fair = has_fair ? calloc(cnt + 1, sizeof(*fair)) : NULL;
     dq_jobs *l = dq__jobs_new(cnt);
-    if (l == NULL)
+    if (l == NULL || (has_fair && fair == NULL)) {
+        free(fair);
+        dq_jobs_free(l);
         return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-    for (size_t i = 0; i < cnt; i++) {
-        size_t b = 1 + i * 5;
-        entry en;
-        int64_t att, t;
-        dq_job *j = NULL;
-        if (read_entry(dq__reply_at(r, b), dq__reply_at(r, b + 1),
-                       dq__reply_at(r, b + 4), &en) ||
-            elem_i64(dq__reply_at(r, b + 2), &att) ||
-            elem_i64(dq__reply_at(r, b + 3), &t)) {
-            dq_jobs_free(l);
-            return dq__err_set(err, DQ_EPROTO, "list: unexpected job entry");
-        }
-        if ((j = dq__jobs_add(l, en.id, en.idlen, en.pl, en.plen, en.reason,
-                              en.rlen)) == NULL) {
-            dq_jobs_free(l);
-            return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-        }
-        j->attempt = att;
-        j->due_ms = t;
-        j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? t : 0;
-        j->failed_ms = en.failed_ms;
+    }
+    int rc = has_fair && read_fair(dq__reply_at(r, n - 1), cnt, fair)
+                 ? dq__err_set(err, DQ_EPROTO, "list: unexpected reply")
+                 : decode_listed(r, which, cnt, fair, l, err);
+    free(fair);
+    if (rc != DQ_OK) {
+        dq_jobs_free(l);
+        return rc;
     }
     *jobs = l;
     return (int)cnt;

@@ -202,7 +202,8 @@ const char dqt_help_get[] =
     "Shows one job, in one round trip and without changing it: its state\n"
     "(scheduled, due, inflight, dead), its due time (in flight: when its\n"
     "lease ends; dead: when it died), its attempts, its last error (the\n"
-    "reason of a `nack --reason`, or \"max attempts\", and when) and its\n"
+    "reason of a `nack --reason`, or \"max attempts\", and when), its group\n"
+    "and priority (push --group, --priority) when it has them, and its\n"
     "payload, escaped onto one line (\\n, \\t, \\\\, \\xHH).  A lease that ran\n"
     "out is in flight until a poll claims the job again.  Exits 1 if there\n"
     "is no such job.\n"
@@ -211,8 +212,9 @@ const char dqt_help_get[] =
     "  --json         {\"id\", \"state\", \"due_ms\" | \"lease_deadline_ms\" |\n"
     "                 \"died_ms\", \"attempts\", \"now_ms\", \"payload\" |\n"
     "                 \"payload_base64\", \"last_error\" | \"last_error_base64\"\n"
-    "                 and \"failed_ms\" when it has one}; a missing job prints\n"
-    "                 {\"id\", \"state\": \"unknown\"} and exits 1\n";
+    "                 and \"failed_ms\" when it has one, \"group\" (null\n"
+    "                 when none), \"priority\" (0 when none)}; a missing\n"
+    "                 job prints {\"id\", \"state\": \"unknown\"} and exits 1\n";
 
 const char dqt_help_groups[] =
     "Usage: delayq groups [QUEUE] [--max N] [--json]\n"
@@ -246,7 +248,8 @@ const char dqt_help_list[] =
     "       delayq peek ...   (the same)\n"
     "\n"
     "Lists the jobs of a queue in one state, in time order, with their ids,\n"
-    "attempts, a payload preview and their times in human form (\"in 29m 58s\",\n"
+    "attempts, priority and group (push --priority, --group; blank when\n"
+    "none), a payload preview and their times in human form (\"in 29m 58s\",\n"
     "\"3s ago\"):\n"
     "  scheduled   pending jobs, by due time (those due now included)\n"
     "  inflight    jobs leased to a consumer, by lease deadline\n"
@@ -262,7 +265,8 @@ const char dqt_help_list[] =
     "                 \"attempt\", \"due_ms\" | \"lease_deadline_ms\" |\n"
     "                 \"died_ms\", \"payload\" | \"payload_base64\",\n"
     "                 \"last_error\" | \"last_error_base64\" and \"failed_ms\"\n"
-    "                 for a job with a last error}]}\n"
+    "                 for a job with a last error, \"group\" (null when\n"
+    "                 none), \"priority\" (0 when none)}]}\n"
     "A job with a last error (see `delayq nack --reason`) gets a second line\n"
     "in the table: \"failed 3s ago: REASON\".\n";
 

@@ -565,6 +565,8 @@ static void print_info(const dq_job_info *in, int json) {
             fputs(",\"repeat\":", stdout);
             dqt_json_cstr(stdout, dq_job_info_repeat(in));
         }
+        dqt_json_group(stdout, dq_job_info_group(in),
+                       dq_job_info_priority(in));
         puts("}");
         return;
     }
@@ -581,6 +583,10 @@ static void print_info(const dq_job_info *in, int json) {
     printf("attempts   %" PRId64 "\n", dq_job_info_attempts(in));
     if (dq_job_info_repeat(in) != NULL)
         printf("repeats    %s\n", dq_job_info_repeat(in));
+    if (dq_job_info_group(in) != NULL)
+        printf("group      %s\n", dq_job_info_group(in));
+    if (dq_job_info_priority(in) > 0)
+        printf("priority   %d\n", dq_job_info_priority(in));
     if (reason != NULL) {
         fputs("last error ", stdout);
         dqt_escaped(stdout, reason, rlen, 0);

@@ -273,38 +273,63 @@ size_t dqt_escaped_width(const char *s) {
 
 /* ---- Jobs and counts ----------------------------------------------------- */
 
-/* Prints one state's page of jobs as a table with a heading. */
+/* A listed job's group ("" when none). */
+const char *dqt_job_group(const dq_job *j) {
+    const char *g = dq_job_group(j);
+    return g != NULL ? g : "";
+}
+
+/* The width of a column of text of jobs (each job's text by get, escaped):
+ * the widest, at least min and at most max. */
+static size_t col_width(const dq_jobs *jobs, const char *(*get)(const dq_job *),
+                        size_t min, size_t max) {
+    size_t w = min;
+    for (size_t i = 0; i < dq_jobs_count(jobs); i++) {
+        size_t l = dqt_escaped_width(get(dq_jobs_at(jobs, i)));
+        if (l > w)
+            w = l;
+    }
+    return w > max ? max : w;
+}
+
+/* Writes s escaped in a column of width w (cut with "..." when longer). */
+static void print_col(const char *s, size_t w) {
+    dqt_escaped(stdout, s, strlen(s), w);
+    size_t l = dqt_escaped_width(s);
+    printf("%*s", l >= w ? 0 : (int)(w - l), "");
+}
+
+/* Prints one state's page of jobs as a table with a heading.  PRIO and
+ * GROUP are blank for a job without them. */
 void dqt_print_jobs_table(int st, const dq_jobs *jobs, int64_t now,
                           int64_t offset) {
     static const char *const when[3] = {"DUE", "LEASE ENDS", "DIED"};
-    size_t n = dq_jobs_count(jobs), idw = 2;
-    for (size_t i = 0; i < n; i++) {
-        size_t l = dqt_escaped_width(dq_job_id(dq_jobs_at(jobs, i)));
-        if (l > idw)
-            idw = l;
-    }
-    if (idw > 40)
-        idw = 40;
+    size_t n = dq_jobs_count(jobs);
+    size_t idw = col_width(jobs, dq_job_id, 2, 40);
+    size_t gw = col_width(jobs, dqt_job_group, 5, 24);
     printf("%s jobs (from %" PRId64 "): %zu\n", state_names[st], offset, n);
     if (n == 0)
         return;
-    printf("  %-*s  %-14s  %-20s  %7s  %s\n", (int)idw, "ID", when[st],
-           "AT (UTC)", "ATTEMPT", "PAYLOAD");
+    printf("  %-*s  %-14s  %-20s  %7s  %4s  %-*s  %s\n", (int)idw, "ID",
+           when[st], "AT (UTC)", "ATTEMPT", "PRIO", (int)gw, "GROUP",
+           "PAYLOAD");
     for (size_t i = 0; i < n; i++) {
         const dq_job *j = dq_jobs_at(jobs, i);
         int64_t t = st == DQT_ST_INFLIGHT && dq_job_lease_deadline_ms(j)
                         ? dq_job_lease_deadline_ms(j)
                         : dq_job_due_ms(j);
-        char rel[64], iso[40];
+        char rel[64], iso[40], prio[8] = "";
         size_t len;
         const void *p = dq_job_payload(j, &len);
+        if (dq_job_priority(j) > 0)
+            snprintf(prio, sizeof(prio), "%d", dq_job_priority(j));
         printf("  ");
-        dqt_escaped(stdout, dq_job_id(j), strlen(dq_job_id(j)), idw);
-        size_t w = dqt_escaped_width(dq_job_id(j));
-        int pad = w >= idw ? 0 : (int)(idw - w);
-        printf("%*s  %-14s  %-20s  %7" PRId64 "  ", pad > 0 ? pad : 0, "",
+        print_col(dq_job_id(j), idw);
+        printf("  %-14s  %-20s  %7" PRId64 "  %4s  ",
                dqt_fmt_rel(t, now, rel, sizeof(rel)),
-               dqt_fmt_iso(t, iso, sizeof(iso)), dq_job_attempt(j));
+               dqt_fmt_iso(t, iso, sizeof(iso)), dq_job_attempt(j), prio);
+        print_col(dqt_job_group(j), gw);
+        printf("  ");
         dqt_escaped(stdout, p, len, 48);
         putchar('\n');
         size_t rlen;
@@ -315,6 +340,17 @@ void dqt_print_jobs_table(int st, const dq_jobs *jobs, int64_t now,
             putchar('\n');
         }
     }
+}
+
+/* ,"group":<name or null>,"priority":<n> of a job, as the listings give
+ * them. */
+void dqt_json_group(FILE *f, const char *group, int priority) {
+    fputs(",\"group\":", f);
+    if (group != NULL && group[0] != '\0')
+        dqt_json_cstr(f, group);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"priority\":%d", priority);
 }
 
 /* Prints jobs as JSON objects of an array (first: none printed yet). */
@@ -337,6 +373,7 @@ void dqt_print_jobs_json(int st, const dq_jobs *jobs, int *first) {
         size_t rlen;
         const void *reason = dq_job_last_error(j, &rlen);
         dqt_json_reason(stdout, reason, rlen, dq_job_failed_ms(j));
+        dqt_json_group(stdout, dqt_job_group(j), dq_job_priority(j));
         putchar('}');
         *first = 0;
     }

@@ -160,6 +160,10 @@ size_t dqt_escaped_width(const char *s);
 void dqt_print_jobs_table(int st, const dq_jobs *jobs, int64_t now,
                           int64_t offset);
 void dqt_print_jobs_json(int st, const dq_jobs *jobs, int *first);
+/* A listed job's group ("" none), for the tables. */
+const char *dqt_job_group(const dq_job *j);
+/* Writes ,"group":<name or null>,"priority":<n> (group NULL or "": null). */
+void dqt_json_group(FILE *f, const char *group, int priority);
 void dqt_print_stats(char **queues, int nq, const dqt_qstats *st, int mode,
                      int64_t now);
 

@@ -379,6 +379,16 @@ static void j_job_fields(struct evbuffer *b, const char *id,
     }
 }
 
+/* ,"group":"name" (null when none; a _hex twin as j_name),"priority":n. */
+static void j_fair(struct evbuffer *b, const char *group, int priority) {
+    W_ADD(b, ",");
+    if (group != NULL)
+        j_name(b, "group", group);
+    else
+        W_ADD(b, "\"group\":null");
+    evbuffer_add_printf(b, ",\"priority\":%d", priority);
+}
+
 static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
     size_t len, elen;
     const void *p = dq_job_payload(j, &len);
@@ -387,6 +397,7 @@ static void j_job(struct evbuffer *b, int st, const dq_job *j, size_t max) {
     j_job_fields(b, dq_job_id(j), state_names[st], dq_job_attempt(j),
                  dq_job_due_ms(j), dq_job_lease_deadline_ms(j), p, len, max, e,
                  elen, dq_job_failed_ms(j));
+    j_fair(b, dq_job_group(j), dq_job_priority(j));
     W_ADD(b, "}");
 }
 
@@ -1000,6 +1011,7 @@ static void h_job(web *w, struct evhttp_request *req, const char *q,
         W_ADD(b, "null");
     evbuffer_add_printf(b, ",\"followup_ms\":%" PRId64,
                         dq_job_info_followup_ms(info));
+    j_fair(b, dq_job_info_group(info), dq_job_info_priority(info));
     W_ADD(b, "}}");
     dq_job_info_free(info);
     send_json(req, 200, b);

@@ -452,6 +452,32 @@ class TestDeadLetters(Base):
         [j] = self.c.list(self.q, delayq.LIST_SCHEDULED)
         self.assertEqual((j.id, j.payload, j.token), ("s1", b"later", ""))
 
+    def test_listed_jobs_carry_group_and_priority(self):
+        self.assertTrue(delayq.HAVE_JOB_GROUP)
+        want = {"plain": (None, 0), "a": ("acme", 0), "a5": ("acme", 5),
+                "p9": (None, 9)}
+        for jid, (g, p) in want.items():
+            self.c.push(self.q, jid.encode(), id=jid, group=g,
+                        priority=p or None)
+
+        def listed(which):
+            return {j.id: (j.group, j.priority)
+                    for j in self.c.list(self.q, which)}
+
+        self.assertEqual(listed(delayq.LIST_SCHEDULED), want)
+        held = self.c.poll(self.q, max=4, lease_ms=60000)
+        self.assertEqual(len(held), 4)
+        for j in held:      # a poll does not fill them in (get tells)
+            self.assertEqual((j.group, j.priority), (None, 0))
+        self.assertEqual(listed(delayq.LIST_INFLIGHT), want)
+        for j in held:
+            self.assertTrue(j.nack(dead=True))
+        self.assertEqual(listed(delayq.LIST_DEAD), want)
+        self.assertEqual({j.id: (j.group, j.priority)
+                          for j in self.c.dead_list(self.q)}, want)
+        self.assertEqual(self.c.dead_requeue(self.q), 4)
+        self.assertEqual(listed(delayq.LIST_SCHEDULED), want)
+
 
 class TestGetAndReasons(Base):
     def test_get_every_state(self):

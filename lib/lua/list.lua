@@ -11,7 +11,11 @@
 --   order: time_ms = due time (scheduled), lease deadline (in flight) or
 --   time of death (dead); attempts = deliveries so far (from meta); reason
 --   = the job's last failure reason field "<ms>:<reason>", or nil (false)
---   when it has none.  Expired leases
+--   when it has none.  When some listed jobs have a group or a priority
+--   (include/fair.lua), one more element ends the reply: { pos, fair, ... }
+--   for each of them, pos its place in the page (1 first, increasing),
+--   fair its priority digit then its group ("3", "0acme", "9acme"); a page
+--   of jobs without them is what it was before groups.  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
 --   returned: a listing never hands out a lease.
 local now = dq_now()
@@ -106,6 +110,13 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
+-- A meta's options ("|.." or '') -> the fair element, or nil.
+local function fair_of(ext)
+    local g, p = string.match(ext, '|g([^|]*)'), string.match(ext, '|p(%d)')
+    if not g and not p then return nil end
+    return (p or '0') .. (g or '')
+end
+local fair = {} -- { pos, fair } of the listed jobs that have one
 -- One HMGET per 1000 jobs: unpack takes at most ~8000 values, and a
 -- partitioned listing asks each partition for offset + count jobs.
 for lo = 1, #ids, 1000 do
@@ -116,9 +127,13 @@ for lo = 1, #ids, 1000 do
     for j, id in ipairs(slice) do
         out[#out + 1] = id
         out[#out + 1] = got[j] or (cpay and cpay[id]) or ''
-        out[#out + 1] = (parse_meta(got[m + j]))
+        local attempts, _, _, ext = parse_meta(got[m + j])
+        out[#out + 1] = attempts
         out[#out + 1] = page[2 * (lo + j - 1)]
         out[#out + 1] = got[2 * m + j] or false
+        local f = ext ~= '' and fair_of(ext)
+        if f then fair[#fair + 1], fair[#fair + 2] = lo + j - 1, f end
     end
 end
+if #fair > 0 then out[#out + 1] = fair end
 return out

@@ -282,6 +282,60 @@ START_TEST(dead_ops) {
 }
 END_TEST
 
+/* The listing twins carry each job's group and priority (as dq_list and
+ * dq_dead_list do, tests/test_listing.c), kept by dq_job_dup (kept()). */
+START_TEST(list_group_priority) {
+    dq_async *a = aopen();
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, "acme"), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, 7), 0);
+    res p1 = {0}, p2 = {0}, ls = {0}, pl = {0}, nk = {0}, dl = {0}, ld = {0};
+    dq_async_push_ex(a, Q, "g", 1, 0, "grouped", 0, o, push_rec, &p1);
+    dq_async_push(a, Q, "p", 1, 0, "plain", 0, push_rec, &p2);
+    dq_push_opts_free(o);
+    WAIT_CB(p1, 0);
+    WAIT_CB(p2, 0);
+    ck_assert_int_eq(
+        dq_async_list(a, Q, DQ_LIST_SCHEDULED, 0, 10, jobs_rec, &ls), 0);
+    WAIT_CB(ls, 2);
+    ck_assert_uint_eq(ls.n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const dq_job *j = kept(&ls, i);
+        int g = strcmp(dq_job_id(j), "grouped") == 0;
+        if (g)
+            ck_assert_str_eq(dq_job_group(j), "acme");
+        else
+            ck_assert_ptr_null(dq_job_group(j));
+        ck_assert_int_eq(dq_job_priority(j), g ? 7 : 0);
+    }
+    /* the grouped job to the dead set, then both dead-list twins */
+    dq_async_cancel(a, Q, "plain", 0, st_rec, &nk);
+    WAIT_CB(nk, DQ_CANCELED_PENDING);
+    ck_assert_int_eq(dq_async_poll(a, Q, 1, 5000, jobs_rec, &pl), 0);
+    WAIT_CB(pl, 1);
+    ck_assert_uint_eq(pl.n, 1);
+    nk = (res){0};
+    dq_async_nack(a, Q, "grouped", dq_job_token(kept(&pl, 0)), 0,
+                  DQ_NACK_DEAD, st_rec, &nk);
+    WAIT_CB(nk, 1);
+    dq_async_dead_list(a, Q, 0, 10, jobs_rec, &dl);
+    dq_async_list(a, Q, DQ_LIST_DEAD, 0, 10, jobs_rec, &ld);
+    WAIT_CB(dl, 1);
+    WAIT_CB(ld, 1);
+    ck_assert_uint_eq(dl.n, 1);
+    ck_assert_uint_eq(ld.n, 1);
+    ck_assert_str_eq(dq_job_group(kept(&dl, 0)), "acme");
+    ck_assert_int_eq(dq_job_priority(kept(&dl, 0)), 7);
+    ck_assert_str_eq(dq_job_group(kept(&ld, 0)), "acme");
+    ck_assert_int_eq(dq_job_priority(kept(&ld, 0)), 7);
+    res_clear(&ls);
+    res_clear(&pl);
+    res_clear(&dl);
+    res_clear(&ld);
+    dq_async_free(a);
+}
+END_TEST
+
 /* Every argument error: returned at once, no callback, nothing queued. */
 START_TEST(bad_args_no_callback) {
     dq_options *o = dq_options_new();
@@ -708,6 +762,7 @@ TEST_SUITE("async_ops", TU_SRV_UNIX,
     {"batch", batch_ops, 60, &async_fixture},
     {"nack_extend_cancel", nack_extend_cancel, 60, &async_fixture},
     {"dead", dead_ops, 60, &async_fixture},
+    {"list_group_priority", list_group_priority, 60, &async_fixture},
     {"bad_args", bad_args_no_callback, 60, &async_fixture},
     {"noscript", noscript_reload, 60, &async_fixture},
     {"free_inside_callback", free_inside_callback, 60, &async_fixture},

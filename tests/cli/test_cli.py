@@ -740,6 +740,63 @@ class TestList(CliCase):
             for head in ("scheduled jobs", "inflight jobs", "dead jobs"):
                 self.assertIn(head, out)
 
+    def test_list_group_and_priority(self):
+        q = new_queue("listgrp")
+        self.push(q, "a", "--id", "plain")
+        self.push(q, "b", "--id", "g1", "--group", "acme", "--priority", "3")
+        self.push(q, "c", "--id", "g2", "--group", "billing.team-2")
+        self.push(q, "d", "--id", "p7", "--priority", "7", "--in", "1h")
+        want = {"plain": (None, 0), "g1": ("acme", 3),
+                "g2": ("billing.team-2", 0), "p7": (None, 7)}
+
+        def check(doc, state, ids):
+            got = {j["id"]: (j["group"], j["priority"]) for j in doc["jobs"]}
+            self.assertEqual(got, {i: want[i] for i in ids})
+            for j in doc["jobs"]:
+                self.assertEqual(j["state"], state)
+
+        check(json.loads(self.ok(["list", "scheduled", "--json"], q)),
+              "scheduled", want)
+        out = self.ok(["list", "scheduled"], q)
+        head = out.splitlines()[1]
+        self.assertRegex(head, r"ATTEMPT  PRIO  GROUP +PAYLOAD$")
+        col = head.index("GROUP")
+        rows = {ln.split()[0]: ln for ln in out.splitlines()[2:]}
+        self.assertEqual(rows["g1"][col:].split()[0], "acme")
+        self.assertRegex(rows["g1"], r"\s0\s+3\s+acme\s+b$")
+        self.assertEqual(rows["g2"][col:].split()[0], "billing.team-2")
+        self.assertRegex(rows["p7"], r"\s0\s+7\s+d$")
+        # a plain job: both columns blank
+        self.assertEqual(rows["plain"][col - 6:].strip(), "a")
+        # in flight, then dead (both spellings), then requeued
+        for _ in range(3):
+            self.poll_one(q, "--lease", "2m")
+        check(json.loads(self.ok(["list", "inflight", "--json"], q)),
+              "inflight", ["plain", "g1", "g2"])
+        for j in json.loads(self.ok(["list", "inflight", "--json"],
+                                    q))["jobs"]:
+            doc = self.get_json(q, j["id"])
+            self.assertEqual((doc["group"], doc["priority"]), want[j["id"]])
+        for job_id in ("plain", "g1", "g2"):
+            self.ok(["cancel", job_id, "--inflight"], q)
+        self.push(q, "e", "--id", "g3", "--group", "acme", "--priority", "9")
+        want["g3"] = ("acme", 9)
+        j = self.poll_one(q)
+        self.ok(["nack", "g3", j["token"], "--dead"], q)
+        check(json.loads(self.ok(["list", "dead", "--json"], q)), "dead",
+              ["g3"])
+        out = self.ok(["dead", "list"], q)
+        self.assertRegex(out, r"g3\s.*\s1\s+9\s+acme\s+e\n")
+        self.ok(["dead", "requeue", "g3"], q)
+        check(json.loads(self.ok(["list", "scheduled", "--json"], q)),
+              "scheduled", ["g3", "p7"])
+        self.assertRegex(self.ok(["get", "g3"], q),
+                         r"\ngroup      acme\npriority   9\n")
+        self.assertNotIn("group", self.ok(["get", "p7"], q))
+
+    def get_json(self, queue, job_id):
+        return json.loads(self.ok(["get", job_id, "--json"], queue))
+
 
 class TestGroups(CliCase):
     def test_counts_text_and_json(self):

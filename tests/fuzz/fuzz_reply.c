@@ -77,6 +77,20 @@ static void check_reason(const dq_job *j) {
     dq_job_free(copy);
 }
 
+/* A listed job's group (NULL, or 1..DQ_GROUP_MAX bytes) and priority, kept
+ * by a copy. */
+static void check_group(const dq_job *j) {
+    const char *g = dq_job_group(j);
+    CHECK(g == NULL || (strlen(g) >= 1 && strlen(g) <= DQ_GROUP_MAX));
+    CHECK(dq_job_priority(j) >= 0 && dq_job_priority(j) <= DQ_PRIORITY_MAX);
+    dq_job *copy = dq_job_dup(j);
+    CHECK(copy != NULL);
+    const char *g2 = dq_job_group(copy);
+    CHECK((g == NULL) == (g2 == NULL) && (g == NULL || strcmp(g, g2) == 0));
+    CHECK(dq_job_priority(copy) == dq_job_priority(j));
+    dq_job_free(copy);
+}
+
 /* Oracle, independent of the library: 1 if element i of array r is a
  * number a decoder may accept: an integer reply, or a string that strtod
  * reads whole as a finite value inside int64_t.  Anything else (1e300,
@@ -151,6 +165,7 @@ static void decode_all(const dq__reply *r, dq__core *core) {
                 CHECK(num_ok(r, 3 + 5 * (size_t)i) &&
                       num_ok(r, 4 + 5 * (size_t)i));
                 check_reason(dq_jobs_at(jobs, (size_t)i));
+                check_group(dq_jobs_at(jobs, (size_t)i));
             }
         }
         dq_jobs_free(jobs);

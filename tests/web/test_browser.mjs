@@ -327,6 +327,45 @@ try {
     assert(job.payload === 'promo mail' && job.attempts === 0, 'kept: ' + JSON.stringify(job));
   });
 
+  await check('job lists show each job\'s group and priority, and so does its page', async () => {
+    const QG = 'tenants';
+    cli(['-q', QG, 'push', 'plain job', '--id', 't-plain']);
+    cli(['-q', QG, 'push', 'acme job', '--id', 't-acme', '--group', 'acme', '--priority', '4']);
+    cli(['-q', QG, 'push', 'globex job', '--id', 't-globex', '--group', 'globex', '--in', '1h']);
+    await page.goto(base + '/#/q/' + Buffer.from(QG).toString('hex'));
+    await page.locator('#queue-name').waitFor();
+    const heads = await page.locator('#jobs thead th').allTextContents();
+    assert(heads.includes('group') && heads.includes('priority'), 'columns: ' + heads);
+    const cols = async id => {
+      const row = page.locator(`tr.job-row[data-id="${id}"]`);
+      await row.waitFor({ timeout: 10000 });
+      return [await row.locator('td.group').textContent(), await row.locator('td.prio').textContent()];
+    };
+    const want = { 't-plain': ['', ''], 't-acme': ['acme', '4'], 't-globex': ['globex', ''] };
+    for (const [id, w] of Object.entries(want)) {
+      const got = await cols(id);
+      assert(got[0] === w[0] && got[1] === w[1], id + ': ' + got);
+    }
+    // dead: the same columns
+    const f = cli(['-q', QG, 'poll', '--max', '1']).split('\t');
+    assert(f[0] === 't-acme', 'polled ' + f[0]);
+    cli(['-q', QG, 'nack', f[0], f[2], '--dead']);
+    await page.locator('button[data-state="dead"]').click();
+    const got = await cols('t-acme');
+    assert(got[0] === 'acme' && got[1] === '4', 'dead t-acme: ' + got);
+    // the job's page
+    await page.locator('tr.job-row[data-id="t-acme"] a.id').click();
+    await page.locator('#job-page').waitFor({ timeout: 10000 });
+    const fld = async k => (await page.locator(`#job-page tr[data-field="${k}"] td`).textContent());
+    assert(await fld('group') === 'acme', 'group: ' + await fld('group'));
+    assert(await fld('priority') === '4', 'priority: ' + await fld('priority'));
+    await page.goto(base + '/#/q/' + Buffer.from(QG).toString('hex') + '/j/' + Buffer.from('t-plain').toString('hex'));
+    await page.waitForFunction(() => document.querySelector('#job-id')?.textContent === 't-plain', null, { timeout: 10000 });
+    assert(await fld('group') === 'none', 'plain group: ' + await fld('group'));
+    assert(await fld('priority') === '0', 'plain priority: ' + await fld('priority'));
+    assert(pageErrors.length === 0, 'page errors: ' + pageErrors);
+  });
+
   await check('a queue without counters says how to get them', async () => {
     await page.goto(base + '/');
     await page.locator('tr.queue-row[data-queue="emails"] a').click();

@@ -533,6 +533,35 @@ class TestQueuesAndJobs(WebCase):
         by = {x["group"]: (x["due"], x["later"], x["inflight"]) for x in g}
         self.assertEqual(by, {"A": (1, 0, 2), "B": (0, 1, 0)})
 
+    def test_jobs_carry_group_and_priority(self):
+        """Every list (scheduled, in flight, dead, requeued) and the job's
+        own page give each job's group (null when none) and priority."""
+        q = new_queue("grpcol")
+        push(q, "p", "--id", "plain")
+        push(q, "a", "--id", "a3", "--group", "acme", "--priority", "3")
+        push(q, "b", "--id", "b0", "--group", "billing:eu")
+        push(q, "c", "--id", "c7", "--priority", "7")
+        want = {"plain": (None, 0), "a3": ("acme", 3),
+                "b0": ("billing:eu", 0), "c7": (None, 7)}
+
+        def listed(state):
+            r = self.srv.get("/api/queues/%s/jobs?state=%s" % (seg(q), state))
+            return {j["id"]: (j["group"], j["priority"]) for j in r["jobs"]}
+
+        self.assertEqual(listed("scheduled"), want)
+        for jid, (g, p) in want.items():
+            j = self.srv.get("/api/queues/%s/jobs/%s" % (seg(q), jid))["job"]
+            self.assertEqual((j["group"], j["priority"]), (g, p), jid)
+        r = cli(["-q", q, "poll", "--max", "4", "--lease", "60s"])
+        held = [ln.split("\t")[:3] for ln in r.stdout.decode().splitlines()]
+        self.assertEqual(len(held), 4, r.stdout)
+        self.assertEqual(listed("inflight"), want)
+        for jid, _att, token in held:
+            cli(["-q", q, "nack", jid, token, "--dead"])
+        self.assertEqual(listed("dead"), want)
+        self.srv.post("/api/queues/%s/dead/requeue-all" % seg(q))
+        self.assertEqual(listed("scheduled"), want)
+
     def test_histogram_counts_exact(self):
         """Jobs pushed at known delays, each well inside its window, are
         counted exactly in each bucket."""

@@ -307,7 +307,7 @@ async function queuePage(hex) {
       n.kind === 'purge' ? 'Purge the next 1000' : 'Requeue the next 1000') : null,
     el('button', { class: 'link', onclick: () => { view.notice = null; queuePage(hex); } }, 'dismiss')) : null;
   const head = el('tr', {}, el('th', {}, 'id'), el('th', {}, view.state === 'inflight' ? 'lease ends' : view.state === 'dead' ? 'died' : 'due'),
-    el('th', { class: 'num' }, 'attempt'), el('th', {}, 'payload'),
+    el('th', { class: 'num' }, 'attempt'), el('th', { class: 'num' }, 'priority'), el('th', {}, 'group'), el('th', {}, 'payload'),
     view.state === 'dead' ? el('th', {}, 'last error') : null, el('th', {}, ''));
   const body = el('tbody', {}, ...jobs.jobs.map(j => {
     const jpath = path + '/jobs/' + seg(j, 'id');
@@ -326,6 +326,8 @@ async function queuePage(hex) {
       el('td', {}, el('a', { class: 'id', href: jhash }, j.id)),
       el('td', { title: iso(t) }, rel(t, jobs.now_ms)),
       el('td', { class: 'num' }, String(j.attempt)),
+      el('td', { class: 'num prio' }, j.priority ? String(j.priority) : ''),
+      el('td', { class: 'group' }, j.group || ''),
       el('td', { class: 'payload' }, payloadText(j.payload), j.truncated ? el('span', { class: 'muted' }, ' … (' + j.size + ' bytes)') : null),
       view.state === 'dead' ? el('td', { class: 'payload last-error' }, j.last_error ? payloadText(j.last_error) : '') : null,
       btns);
@@ -412,6 +414,8 @@ async function jobPage(qhex, idhex) {
       row('attempt', 'attempts', String(j.attempt)),
       row('lease', 'lease deadline', j.lease_deadline_ms ? when(j.lease_deadline_ms) + (j.lease_deadline_ms < now ? ', ran out' : '') : '-'),
       row('repeat', 'repeats', j.repeat === null ? 'no' : j.repeat),
+      row('group', 'group', j.group === null ? 'none' : j.group, j.group === null ? 'muted' : ''),
+      row('priority', 'priority', String(j.priority || 0)),
       j.followup_ms ? row('followup', 'follow-up queued', 'runs after this delivery is acked, due ' + when(j.followup_ms) + ' at the earliest', 'followup') : null,
       row('last-error', 'last error', j.last_error ? payloadText(j.last_error) : 'none', 'payload'),
       j.last_error ? row('failed', 'failed at', when(j.failed_ms)) : null,
