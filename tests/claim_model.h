@@ -496,13 +496,13 @@ static int cm_best(const cm_model *m, int p, int g, int64_t t, int *all) {
 }
 
 /* Strict: group g's jobs handed out from partition p are the best of its
- * due jobs there, in order. */
+ * due jobs there, in order (of those the picks promise: cm_promised). */
 static void cm_check_prefix(cm_model *m, const cm_poll *P, int p, int g) {
     int64_t t = P->now[p], dr = 0, dh = 0, dprev = 0;
     int prev = -1;
     for (int e = 0; e < P->n; e++) {
         const cm_job *r = &m->j[P->job[e]];
-        if (r->part != p || r->g != g)
+        if (r->part != p || r->g != g || !cm_promised(r))
             continue;
         cm_eligible(r, t, &dr);
         CM_CK(m, prev < 0 || !cm_better(r->prio, dr, m->j[prev].prio, dprev),
@@ -515,7 +515,8 @@ static void cm_check_prefix(cm_model *m, const cm_poll *P, int p, int g) {
             int out = 0;
             for (int f = 0; f < P->n; f++)
                 out |= P->job[f] == i;
-            if (out || h->part != p || h->g != g || !cm_eligible(h, t, &dh))
+            if (out || h->part != p || h->g != g ||
+                !cm_eligible(h, t, &dh) || !cm_promised(h))
                 continue;
             CM_CK(m, !cm_better(h->prio, dh, r->prio, dr), "group '%s': %s "
                   "(priority %d, due %" PRId64 ") handed out while %s "
