@@ -101,7 +101,7 @@ typedef struct cm_ops {
 } cm_ops;
 
 enum { CM_PEND = 1, CM_LEASE, CM_DEAD, CM_DONE };
-enum { CM_MAXJ = 150, CM_NG = 4, CM_MAXP = 8, CM_POLLMAX = 64 };
+enum { CM_MAXJ = 200, CM_NG = 4, CM_MAXP = 8, CM_POLLMAX = 64 };
 static const char *const cm_gname[CM_NG] = {"", "A", "B", "C"};
 static const int cm_levels[3] = {0, 3, 7};
 
@@ -145,6 +145,7 @@ typedef struct cm_model {
     int nturns[CM_MAXP];
     /* counts of what was checked, printed at the end */
     long polls, handed, fair_checked, fair_groups, fair_excused, prio_checked;
+    long refilled; /* slots found free again after the holders vanished */
     char trace[3000];
 } cm_model;
 
@@ -538,8 +539,8 @@ static void cm_check_prio(cm_model *m, const cm_poll *P, int p, int g) {
             first = P->job[e];
     if (first < 0)
         return;
-    m->prio_checked++;
     if (cm_strict_prio()) {
+        m->prio_checked++;
         cm_check_prefix(m, P, p, g);
         return;
     }
@@ -547,6 +548,7 @@ static void cm_check_prio(cm_model *m, const cm_poll *P, int p, int g) {
     if (!all || cm_excused(m, p, g, t) ||
         cm_turns_come(m, p, t) > cm_max_eff(m, P, p, t))
         return;
+    m->prio_checked++;
     cm_eligible(&m->j[first], t, &d);
     cm_eligible(&m->j[best], t, &db);
     CM_CK(m, !cm_better(m->j[best].prio, db, m->j[first].prio, d),
@@ -895,6 +897,21 @@ static void cm_set(cm_model *m, int s, int64_t v) {
           dq_errmsg(m->obs));
 }
 
+/* Before the holders vanish: more due work than the slots, and holders
+ * with short leases take what they can. */
+static void cm_fill_up(cm_model *m) {
+    int want = 3 * (m->L > 0 ? m->L : 6 * m->np);
+    for (int i = 0; i < want && m->n < CM_MAXJ; i++)
+        cm_push(m, cm_pick(m, CM_NG), cm_rand_prio(m), -50, NULL);
+    cm_poll P;
+    for (int k = 0; k < 12; k++) {
+        cm_poll_checked(m, &P, 6, 150 + cm_pick(m, 150), 1);
+        cm_sample(m);
+        if (P.n == 0)
+            break;
+    }
+}
+
 /* Holders vanish; once the last lease has ended nothing counts in flight
  * (Redis and dq_group_stats), and the next poll takes as many as the
  * limits allow: no slot leaked. */
@@ -959,6 +976,7 @@ static void cm_refill(cm_model *m) {
         w = w < ask ? w : ask;
         CM_CK(m, P.seg[p] >= w, "after every lease ended, partition %d gave "
               "%d of the %d it could", p, P.seg[p], w);
+        m->refilled += w;
     }
 }
 
@@ -1017,6 +1035,7 @@ static int cm_round(cm_model *m, const char *base, int round, int steps,
         cm_sample(m);
     }
     int ran = m->step;
+    cm_fill_up(m);
     cm_vanish(m);
     cm_refill(m);
     cm_drain(m);
@@ -1056,9 +1075,10 @@ static int cm_run(cm_model *m, const cm_ops *o, void *cx, const char *base,
         total += cm_round(m, base, r, steps, end);
     fprintf(stderr, "claim model: seed %u: %d rounds, %d steps, %ld polls, "
             "%ld jobs handed out, fairness checked in %ld polls for %ld "
-            "groups (%ld excused), priority checked %ld times, %" PRId64
-            " ms\n", m->seed, r, total, m->polls, m->handed, m->fair_checked,
-            m->fair_groups, m->fair_excused, m->prio_checked,
+            "groups (%ld excused), priority checked %ld times, %ld slots "
+            "back after holders vanished, %" PRId64 " ms\n", m->seed, r,
+            total, m->polls, m->handed, m->fair_checked, m->fair_groups,
+            m->fair_excused, m->prio_checked, m->refilled,
             th_mono_ms() - t0);
     return total;
 }
