@@ -1083,4 +1083,20 @@ static int cm_run(cm_model *m, const cm_ops *o, void *cx, const char *base,
     return total;
 }
 
+/* A test's whole run: the model with its own observers (a sync client,
+ * a hiredis link) over the client cx under test; at least 100 steps and
+ * some fairness checked. */
+static void cm_test(const cm_ops *o, void *cx, const char *base, int rounds,
+                    int steps, int limit_s) {
+    static cm_model m;
+    memset(&m, 0, sizeof(m));
+    m.obs = open_client();
+    m.r = rconn();
+    int ran = cm_run(&m, o, cx, base, rounds, steps, limit_s);
+    ck_assert_int_ge(ran, 100);
+    ck_assert_int_gt(m.fair_groups, 0);
+    dq_close(m.obs);
+    redisFree(m.r);
+}
+
 #endif
