@@ -84,10 +84,10 @@ static int a_requeue(void *cx, const char *q, const char *id,
 static const cm_ops async_ops = {a_push,   a_poll,   a_ack,    a_nack,
                                  a_cancel, a_extend, a_requeue};
 
-/* Two rounds of 200 steps, within 15 s (DQ_MODEL_SECONDS for longer). */
+/* Three rounds of 200 steps, within 15 s (DQ_MODEL_SECONDS for longer). */
 START_TEST(async_claim_model) {
     dq_async *a = aopen_uri(g_srv.uri, NULL, NULL);
-    cm_test(&async_ops, a, Q, 2, 200, 15);
+    cm_test(&async_ops, a, Q, 3, 200, 15);
     dq_async_free(a);
 }
 END_TEST
