@@ -636,21 +636,34 @@ static void between(void *arg) {
     run_for(30);
 }
 
-START_TEST(slot_moves) {
-    cluster_up();
-    dq_client *cl = NULL;
-    ck_assert_msg(dq_open(g_uri, NULL, &cl) == 0, "dq_open: %s",
-                  dq_errmsg(cl));
+/* A sync client and an async one (command timeout 15 s, wait cap 10 s)
+ * on the cluster. */
+static dq_async *mig_clients(dq_client **cl) {
+    ck_assert_msg(dq_open(g_uri, NULL, cl) == 0, "dq_open: %s",
+                  dq_errmsg(*cl));
     dq_options *o = opts(15000, 10000, 0);
     dq_async *a = copen(g_uri, o, NULL);
     dq_options_free(o);
-    const char *q = "migq";
-    int slot = slot_of_queue(q), from = owner_of(q), to = -1;
+    return a;
+}
+
+/* A live primary other than the owner of queue's slot. */
+static int mig_target(const char *queue) {
+    int from = owner_of(queue), to = -1;
     for (int i = 0; i < g_c.count && to < 0; i++)
         if (i != from && g_c.nodes[i].role == THC_PRIMARY &&
             g_c.nodes[i].r.pid > 0)
             to = i;
     ck_assert(from >= 0 && to >= 0);
+    return to;
+}
+
+START_TEST(slot_moves) {
+    cluster_up();
+    dq_client *cl = NULL;
+    dq_async *a = mig_clients(&cl);
+    const char *q = "migq";
+    int slot = slot_of_queue(q), to = mig_target(q);
     /* Jobs, and a consumer whose wake-ups must follow the slot. */
     for (int i = 1; i <= 5; i++)
         push_j(cl, q, i, 60000);
@@ -879,11 +892,7 @@ static void afm_fair_after(dq_client *cl, afm *m) {
 START_TEST(fair_slot_moves) {
     cluster_up();
     dq_client *cl = NULL;
-    ck_assert_msg(dq_open(g_uri, NULL, &cl) == 0, "dq_open: %s",
-                  dq_errmsg(cl));
-    dq_options *o = opts(15000, 10000, 0);
-    dq_async *a = copen(g_uri, o, NULL);
-    dq_options_free(o);
+    dq_async *a = mig_clients(&cl);
     const char *q = "fmigq";
     int s = DQ_SET_GROUP_MAX_INFLIGHT;
     int64_t v = AF_LIMIT;
@@ -903,12 +912,7 @@ START_TEST(fair_slot_moves) {
     memset(afm_seen, 0, sizeof(afm_seen));
     m.a = a;
     m.q = q;
-    int slot = slot_of_queue(q), from = owner_of(q), to = -1;
-    for (int i = 0; i < g_c.count && to < 0; i++)
-        if (i != from && g_c.nodes[i].role == THC_PRIMARY &&
-            g_c.nodes[i].r.pid > 0)
-            to = i;
-    ck_assert(from >= 0 && to >= 0);
+    int slot = slot_of_queue(q), to = mig_target(q);
     reset_stats();
     int64_t t0 = th_mono_ms();
     ck_assert_msg(thc_migrate_slot(&g_c, slot, to, 1, afm_between, &m) == 0,
