@@ -284,7 +284,7 @@ static int limit(int procs) {
     const char *qs[2] = {"unlimited", "limited"};
     double ms[2];
     long most[2];
-    long long calls[2], wakes[2];
+    long long calls[2], wakes[2], left[2];
     for (int k = 0; k < 2; k++) {
         if (k == 1) {
             int s = DQ_SET_MAX_INFLIGHT;
@@ -295,17 +295,19 @@ static int limit(int procs) {
         push_at(c, qs[k], NULL, "j", JOBS, server_ms(r) - 10);
         ms[k] = consume(qs[k], procs, JOBS, &most[k], &calls[k],
                         &wakes[k]);
+        char cmd[200]; /* the queue's jobs gone, nothing stays behind */
+        snprintf(cmd, sizeof(cmd), "EXISTS dq:{%s}:jobs", qs[k]);
+        left[k] = rcmd_int(r, cmd);
     }
     for (int k = 0; k < 2; k++) {
         long long polls = calls[k] - JOBS; /* one ack per job */
         printf("limit %s, %d consumer processes: %d jobs (2 ms handler) in "
                "%.0f ms = %.0f jobs/s; most leased at once %ld; %lld polls "
-               "= %.2f per job; %lld wake-ups sent\n",
+               "= %.2f per job; %lld wake-ups sent; jobs hash left %lld\n",
                qs[k], procs, JOBS, ms[k], JOBS / ms[k] * 1000, most[k], polls,
-               (double)polls / JOBS, wakes[k]);
+               (double)polls / JOBS, wakes[k], left[k]);
     }
     printf("limit: throughput limited/unlimited %.2fx\n", ms[0] / ms[1]);
-    (void)rcmd_int;
     redisFree(r);
     dq_close(c);
     return 0;

@@ -222,14 +222,19 @@ local function fair_lib()
     -- After the writes: a slot is free; one waiter (tell: idle_tell or
     -- nil) polls now and counts as on its way (a slot freed before it
     -- polled wakes another one, not the same), or, none registered, all
-    -- hear it on the queue's channel.
+    -- hear it on the queue's channel.  The last job gone (the field is
+    -- all the hash holds), nobody is counted: the hash goes with it.
     function F.freed(w, tell, publish, channel)
-        if tell and tell(w[1], w[2], w[3], nil) then
+        local last = redis.call('HLEN', K_JOBS) <= 1
+        local told = tell and tell(w[1], w[2], w[3], nil)
+        if told and not last then
             set_pending(w[4] + 1, w[2])
             return
         end
         redis.call('HDEL', K_JOBS, F_FULL)
-        redis.call(publish, channel, string.format('%d', w[2]))
+        if not told then
+            redis.call(publish, channel, string.format('%d', w[2]))
+        end
     end
 
     -- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for
