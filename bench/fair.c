@@ -224,10 +224,19 @@ static void consumer(const char *q, long total, long *done) {
     _exit(0);
 }
 
+/* A command's calls from INFO commandstats (info), 0 if none. */
+static long long stat_calls(const char *info, const char *cmd) {
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, key);
+    return p ? atoll(p + strlen(key)) : 0;
+}
+
 /* Runs procs consumers on q (total jobs due): ms taken, most leased at
- * once (sampled), EVALSHA calls. */
+ * once (sampled), script calls (EVALSHA and EVAL) and wake-ups sent
+ * (PUBLISH, from the scripts). */
 static double consume(const char *q, int procs, long total, long *most,
-                      long long *calls) {
+                      long long *calls, long long *wakes) {
     long *done = mmap(NULL, sizeof(long), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     *done = 0;
@@ -242,6 +251,13 @@ static double consume(const char *q, int procs, long total, long *most,
             consumer(q, total, done);
     *most = 0;
     while (__atomic_load_n(done, __ATOMIC_SEQ_CST) < total) {
+        int st;
+        pid_t gone = waitpid(-1, &st, WNOHANG);
+        if (gone > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            for (int i = 0; i < procs; i++)
+                kill(pids[i], SIGKILL);
+            die("a consumer failed (poll 3, ack 4)", NULL);
+        }
         redisReply *rep = redisCommand(r, "ZCOUNT %s (%lld +inf", key,
                                        (long long)server_ms(r));
         if (rep->integer > *most)
@@ -253,11 +269,8 @@ static double consume(const char *q, int procs, long total, long *most,
     for (int i = 0; i < procs; i++)
         waitpid(pids[i], NULL, 0);
     redisReply *rep = redisCommand(r, "INFO commandstats");
-    const char *p = strstr(rep->str, "cmdstat_evalsha:calls=");
-    *calls = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : -1;
-    p = strstr(rep->str, "cmdstat_eval:calls=");
-    if (p)
-        *calls += atoll(p + strlen("cmdstat_eval:calls="));
+    *calls = stat_calls(rep->str, "evalsha") + stat_calls(rep->str, "eval");
+    *wakes = stat_calls(rep->str, "publish");
     freeReplyObject(rep);
     redisFree(r);
     munmap(done, sizeof(long));
@@ -271,7 +284,7 @@ static int limit(int procs) {
     const char *qs[2] = {"unlimited", "limited"};
     double ms[2];
     long most[2];
-    long long calls[2];
+    long long calls[2], wakes[2], left[2];
     for (int k = 0; k < 2; k++) {
         if (k == 1) {
             int s = DQ_SET_MAX_INFLIGHT;
@@ -280,18 +293,21 @@ static int limit(int procs) {
                 die("config", c);
         }
         push_at(c, qs[k], NULL, "j", JOBS, server_ms(r) - 10);
-        ms[k] = consume(qs[k], procs, JOBS, &most[k], &calls[k]);
+        ms[k] = consume(qs[k], procs, JOBS, &most[k], &calls[k],
+                        &wakes[k]);
+        char cmd[200]; /* the queue's jobs gone, nothing stays behind */
+        snprintf(cmd, sizeof(cmd), "EXISTS dq:{%s}:jobs", qs[k]);
+        left[k] = rcmd_int(r, cmd);
     }
     for (int k = 0; k < 2; k++) {
         long long polls = calls[k] - JOBS; /* one ack per job */
         printf("limit %s, %d consumer processes: %d jobs (2 ms handler) in "
                "%.0f ms = %.0f jobs/s; most leased at once %ld; %lld polls "
-               "= %.2f per job\n",
+               "= %.2f per job; %lld wake-ups sent; jobs hash left %lld\n",
                qs[k], procs, JOBS, ms[k], JOBS / ms[k] * 1000, most[k], polls,
-               (double)polls / JOBS);
+               (double)polls / JOBS, wakes[k], left[k]);
     }
     printf("limit: throughput limited/unlimited %.2fx\n", ms[0] / ms[1]);
-    (void)rcmd_int;
     redisFree(r);
     dq_close(c);
     return 0;

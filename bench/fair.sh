@@ -27,13 +27,15 @@ for sec in "${SECTIONS[@]}"; do
         redis-cli -s "$d/r.sock" ping >/dev/null 2>&1 && break
         sleep 0.1
     done
+    # (a failed section still stops its server)
     case $sec in
         burst*) "$BUILD/bench/dqfair" burst "$d/r.sock" "${sec#burst}" ;;
         limit*) "$BUILD/bench/dqfair" limit "$d/r.sock" "${sec#limit}" ;;
         prio*) "$BUILD/bench/dqfair" prio "$d/r.sock" "${sec#prio}" ;;
         *) echo "fair.sh: no section $sec" >&2 ;;
-    esac
+    esac || failed=1
     kill "$pid"
     wait "$pid" || true
     rm -rf -- "$d"
 done
+exit "${failed:-0}"

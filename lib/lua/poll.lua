@@ -311,11 +311,20 @@ if n < max or cands or limited_until or held_until then
         first = limited_until
     end
     -- every slot taken: work due before one frees waits for it, and the
-    -- script that frees a slot wakes a waiter
-    if first and held_until and first < held_until then
+    -- script that frees a slot wakes a waiter (a poll that took fewer
+    -- than the slots left did not fill them: its next due time stands,
+    -- unless the limit per group held it back)
+    if first and held_until and first < held_until and
+        (not room or delivered >= room or (pick and pick.free_at and n == 0))
+    then
         first = held_until
         held = true
     end
+    -- every slot left promised to consumers told of one (include/fair.lua):
+    -- a consumer waits to be told too, rather than race them for it
+    local spare = not room or held or not first or first * 1000 > now_us or
+        F.spare(room, delivered, now)
+    if not spare and me ~= '' and cands then first = nil end
     if not first then
         out[2] = -1
     elseif first * 1000 > now_us then
@@ -325,8 +334,12 @@ if n < max or cands or limited_until or held_until then
     end
     if out[2] == 0 then
         -- One more waiting consumer polls now; a consumer that took its
-        -- fill polls again at once itself, so it is not waiting.
-        idle_tell(cands, now, now_us, me)
+        -- fill polls again at once itself, so it is not waiting.  (A
+        -- limited queue: only for a free slot no consumer told already is
+        -- on its way to, include/fair.lua.)
+        if spare and idle_tell(cands, now, now_us, me) and room then
+            F.told()
+        end
         if me ~= '' and cands then
             local listed = #cands >= 12
             for i = 1, #cands, 2 do listed = listed or cands[i] == me end

@@ -6,7 +6,8 @@
  * ack, and a done record that stops answering after a replace and a
  * cancel, on plain and partitioned queues), a big batch, a consumer woken through sharded
  * pub/sub, a slot migrated under the client's feet (TRYAGAIN / ASK / MOVED,
- * and the consumer's subscription moving with the slot), a primary killed
+ * and the consumer's subscription moving with the slot; a grouped queue
+ * with priorities and a limit per group, fair after it), a primary killed
  * with a push issued right after, a Sentinel failover by kill, one by
  * SENTINEL FAILOVER with the old primary alive (followed through
  * +switch-master, never READONLY), and an ACL user refused CLUSTER SHARDS
@@ -635,21 +636,34 @@ static void between(void *arg) {
     run_for(30);
 }
 
-START_TEST(slot_moves) {
-    cluster_up();
-    dq_client *cl = NULL;
-    ck_assert_msg(dq_open(g_uri, NULL, &cl) == 0, "dq_open: %s",
-                  dq_errmsg(cl));
+/* A sync client and an async one (command timeout 15 s, wait cap 10 s)
+ * on the cluster. */
+static dq_async *mig_clients(dq_client **cl) {
+    ck_assert_msg(dq_open(g_uri, NULL, cl) == 0, "dq_open: %s",
+                  dq_errmsg(*cl));
     dq_options *o = opts(15000, 10000, 0);
     dq_async *a = copen(g_uri, o, NULL);
     dq_options_free(o);
-    const char *q = "migq";
-    int slot = slot_of_queue(q), from = owner_of(q), to = -1;
+    return a;
+}
+
+/* A live primary other than the owner of queue's slot. */
+static int mig_target(const char *queue) {
+    int from = owner_of(queue), to = -1;
     for (int i = 0; i < g_c.count && to < 0; i++)
         if (i != from && g_c.nodes[i].role == THC_PRIMARY &&
             g_c.nodes[i].r.pid > 0)
             to = i;
     ck_assert(from >= 0 && to >= 0);
+    return to;
+}
+
+START_TEST(slot_moves) {
+    cluster_up();
+    dq_client *cl = NULL;
+    dq_async *a = mig_clients(&cl);
+    const char *q = "migq";
+    int slot = slot_of_queue(q), to = mig_target(q);
     /* Jobs, and a consumer whose wake-ups must follow the slot. */
     for (int i = 1; i <= 5; i++)
         push_j(cl, q, i, 60000);
@@ -722,6 +736,246 @@ START_TEST(slot_moves) {
     dq_consumer_free(c);
     dq_async_free(a);
     dq_async_free(b);
+    dq_close(cl);
+}
+END_TEST
+
+/* ---- fair claiming while its slot migrates ---- */
+
+/* A grouped queue with priorities and a limit per group (its keys gq,
+ * g:<group>, g<p>:<group>, gl:<group> under the queue's hash tag move with
+ * the slot): between the migration's steps the client pushes grouped jobs
+ * of several priorities, polls, acks what earlier polls gave and reads
+ * dq_async_group_stats; every job comes once, no poll gives a group more
+ * than its limit, every group stats call answers, and after the move a
+ * small group's job comes in the first poll beside a big group's burst
+ * (with its priority job first) and the limit per group holds. */
+enum { AF_LIMIT = 3, AF_SEED = 40, AF_STEPS = 64, AF_IDS = 200 };
+
+typedef struct afm {
+    dq_async *a;
+    const char *q;
+    int n, nack;
+    res push[AF_STEPS], poll[AF_STEPS], ack[AF_STEPS * 5];
+    unsigned char acked[AF_STEPS];
+    int gs_calls, gs_fail, over;
+    int64_t big_inflight;
+    char gs_msg[300];
+} afm;
+
+static void afm_gstats(dq_async *a, const dq_group_list *l, int status,
+                       void *ud) {
+    afm *m = ud;
+    m->gs_calls++;
+    if (status < 0) {
+        m->gs_fail++;
+        snprintf(m->gs_msg, sizeof(m->gs_msg), "%s", dq_async_errmsg(a));
+    }
+    m->big_inflight = -1;
+    for (size_t i = 0; i < dq_group_list_count(l); i++)
+        if (strcmp(dq_group_list_name(l, i), "big") == 0)
+            m->big_inflight = dq_group_list_inflight(l, i);
+}
+
+static dq_push_opts *afm_opts(const char *g, int prio) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, prio), 0);
+    return o;
+}
+
+/* A grouped push through the sync client (due after delay ms). */
+static void afm_spush(dq_client *cl, const char *q, const char *id,
+                      const char *g, int prio, int64_t delay) {
+    dq_push_opts *o = afm_opts(g, prio);
+    int rc = dq_push_ex(cl, q, id, strlen(id), delay, id, 0, o, NULL, 0,
+                        NULL);
+    dq_push_opts_free(o);
+    ck_assert_msg(rc == 0, "push %s: %s", id, dq_errmsg(cl));
+}
+
+/* The ledger slot of id ("s<k>" seeds, "m<k>" pushed in between); -1 for
+ * the others. */
+static int afm_index(const char *id) {
+    if (id[0] == 's' && id[1] >= '0' && id[1] <= '9')
+        return atoi(id + 1);
+    if (id[0] == 'm')
+        return AF_SEED + atoi(id + 1);
+    return -1;
+}
+
+/* Counts a poll's jobs into got (and a group over its limit), acks them
+ * (async). */
+static void afm_take(afm *m, int i, int *got) {
+    int per[5] = {0}; /* g0..g2, small, big */
+    for (size_t k = 0; k < m->poll[i].n; k++) {
+        const dq_job *j = kept(&m->poll[i], k);
+        int x = afm_index(dq_job_id(j));
+        if (x < 0)
+            continue;
+        got[x]++;
+        per[x >= AF_SEED ? (x - AF_SEED) % 3 : x == 0 ? 3 : 4]++;
+        ck_assert_int_lt(m->nack, AF_STEPS * 5);
+        ck_assert_int_eq(dq_async_ack(m->a, m->q, dq_job_id(j),
+                                      dq_job_token(j), st_rec,
+                                      &m->ack[m->nack++]),
+                         0);
+    }
+    for (int g = 0; g < 5; g++)
+        m->over += per[g] > AF_LIMIT;
+    m->acked[i] = 1;
+}
+
+static int afm_seen[AF_IDS];
+
+static void afm_between(void *arg) {
+    afm *m = arg;
+    for (int i = 0; i < m->n; i++)
+        if (m->poll[i].calls > 0 && !m->acked[i])
+            afm_take(m, i, afm_seen);
+    if (m->n < AF_STEPS) {
+        char id[16], g[8];
+        snprintf(id, sizeof(id), "m%d", m->n);
+        snprintf(g, sizeof(g), "g%d", m->n % 3);
+        dq_push_opts *o = afm_opts(g, m->n % 4);
+        ck_assert_int_eq(dq_async_push_ex(m->a, m->q, id, strlen(id), 0, id,
+                                          0, o, push_rec, &m->push[m->n]),
+                         0);
+        dq_push_opts_free(o);
+        ck_assert_int_eq(dq_async_poll(m->a, m->q, 5, 30000, jobs_rec,
+                                       &m->poll[m->n]),
+                         0);
+        ck_assert_int_eq(dq_async_group_stats(m->a, m->q, 100, afm_gstats,
+                                              m),
+                         0);
+        m->n++;
+    }
+    run_for(30);
+}
+
+/* After the move: a big group's burst (one job of priority 5 in it) and a
+ * small group's job; the first poll of 2 takes the small one and the
+ * priority one, the big group then gets no more than its limit. */
+static void afm_fair_after(dq_client *cl, afm *m) {
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "b%d", i);
+        afm_spush(cl, m->q, id, "big", 0, 0);
+    }
+    afm_spush(cl, m->q, "bhi", "big", 5, 0);
+    afm_spush(cl, m->q, "small", "small", 0, 0);
+    res p1, p2;
+    memset(&p1, 0, sizeof(p1));
+    memset(&p2, 0, sizeof(p2));
+    ck_assert_int_eq(dq_async_poll(m->a, m->q, 2, 30000, jobs_rec, &p1), 0);
+    WAIT_CB_MS(p1, 2, 10000);
+    int small = 0, hi = 0;
+    for (size_t k = 0; k < p1.n; k++) {
+        small |= strcmp(dq_job_id(kept(&p1, k)), "small") == 0;
+        hi |= strcmp(dq_job_id(kept(&p1, k)), "bhi") == 0;
+    }
+    ck_assert_msg(small && hi, "first poll after the move: %s, %s (want "
+                  "small and bhi)", dq_job_id(kept(&p1, 0)),
+                  dq_job_id(kept(&p1, 1)));
+    ck_assert_int_eq(dq_async_poll(m->a, m->q, 50, 30000, jobs_rec, &p2), 0);
+    WAIT_CB_MS(p2, AF_LIMIT - 1, 10000);
+    int calls = m->gs_calls;
+    ck_assert_int_eq(dq_async_group_stats(m->a, m->q, 100, afm_gstats, m),
+                     0);
+    ck_assert_msg(RUN_UNTIL(m->gs_calls > calls, 10000), "no group stats");
+    ck_assert_int_eq(m->big_inflight, AF_LIMIT);
+    res_clear(&p1);
+    res_clear(&p2);
+}
+
+START_TEST(fair_slot_moves) {
+    cluster_up();
+    dq_client *cl = NULL;
+    dq_async *a = mig_clients(&cl);
+    const char *q = "fmigq";
+    int s = DQ_SET_GROUP_MAX_INFLIGHT;
+    int64_t v = AF_LIMIT;
+    ck_assert_msg(dq_config_set(cl, q, 1, &s, &v) == 0, "config: %s",
+                  dq_errmsg(cl));
+    /* Seeds: a big group on two levels, a small one, one job of "far"
+     * due in an hour (gq and g2:far exist throughout). */
+    for (int i = 0; i < AF_SEED; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "s%d", i);
+        afm_spush(cl, q, id, i == 0 ? "small" : "big", i % 5 == 0 ? 3 : 0,
+                  0);
+    }
+    afm_spush(cl, q, "far", "far", 2, 3600000);
+    static afm m;
+    memset(&m, 0, sizeof(m));
+    memset(afm_seen, 0, sizeof(afm_seen));
+    m.a = a;
+    m.q = q;
+    int slot = slot_of_queue(q), to = mig_target(q);
+    reset_stats();
+    int64_t t0 = th_mono_ms();
+    ck_assert_msg(thc_migrate_slot(&g_c, slot, to, 1, afm_between, &m) == 0,
+                  "migration failed");
+    int64_t mig_ms = th_mono_ms() - t0;
+    ck_assert_int_eq(owner_of(q), to);
+    /* Every call made in between completes; the last polls' jobs acked. */
+    for (int i = 0; i < m.n; i++) {
+        WAIT_CB_MS(m.push[i], 0, 16000);
+        ck_assert_msg(RUN_UNTIL(m.poll[i].calls > 0, 16000), "poll %d", i);
+        ck_assert_msg(m.poll[i].status >= 0, "poll %d: %s", i,
+                      m.poll[i].msg);
+        if (!m.acked[i])
+            afm_take(&m, i, afm_seen);
+    }
+    ck_assert_msg(RUN_UNTIL(m.gs_calls == m.n, 16000), "group stats: %d "
+                  "answers of %d", m.gs_calls, m.n);
+    for (int i = 0; i < m.nack; i++) {
+        ck_assert_msg(RUN_UNTIL(m.ack[i].calls > 0, 16000), "ack %d", i);
+        ck_assert_msg(m.ack[i].status == 0, "ack %d: %d %s", i,
+                      m.ack[i].status, m.ack[i].msg);
+    }
+    /* What is left, through the sync client. */
+    for (int tries = 0; tries < 100; tries++) {
+        dq_jobs *jobs = NULL;
+        int n = dq_poll(cl, q, 100, 30000, &jobs, NULL);
+        ck_assert_msg(n >= 0, "drain: %s", dq_errmsg(cl));
+        for (int k = 0; k < n; k++) {
+            const dq_job *j = dq_jobs_at(jobs, (size_t)k);
+            int x = afm_index(dq_job_id(j));
+            if (x >= 0)
+                afm_seen[x]++;
+            ck_assert_int_eq(dq_ack(cl, q, dq_job_id(j), dq_job_token(j)),
+                             0);
+        }
+        dq_jobs_free(jobs);
+        if (n == 0)
+            break;
+    }
+    int lost = 0, twice = 0;
+    for (int x = 0; x < AF_SEED + m.n; x++) {
+        lost += afm_seen[x] == 0;
+        twice += afm_seen[x] > 1;
+    }
+    long long moved = errorstat("MOVED"), ask = errorstat("ASK"),
+              tryagain = errorstat("TRYAGAIN");
+    printf("figures: async_cluster: fair queue's slot %d moved in %" PRId64
+           " ms, %d steps with a push, poll and group stats each: jobs %d, "
+           "lost %d, twice %d, polls over a group's limit %d; MOVED %lld, "
+           "ASK %lld, TRYAGAIN %lld\n",
+           slot, mig_ms, m.n, AF_SEED + m.n, lost, twice, m.over, moved,
+           ask, tryagain);
+    fflush(stdout);
+    ck_assert_msg(m.gs_fail == 0, "%d group stats calls failed: %s",
+                  m.gs_fail, m.gs_msg);
+    ck_assert_msg(lost == 0 && twice == 0, "%d jobs lost, %d delivered "
+                  "twice", lost, twice);
+    ck_assert_int_eq(m.over, 0);
+    ck_assert_int_ge(moved + ask, 1);
+    afm_fair_after(cl, &m);
+    for (int i = 0; i < m.n; i++)
+        res_clear(&m.poll[i]);
+    dq_async_free(a);
     dq_close(cl);
 }
 END_TEST
@@ -1389,6 +1643,7 @@ TEST_SUITE("async_cluster", TU_SRV_NONE,
            {"batch_3000", batch_3000, 120, &cl_fixture},
            {"consumer_wake", consumer_wake, 120, &cl_fixture},
            {"slot_moves", slot_moves, 180, &cl_fixture},
+           {"fair_slot_moves", fair_slot_moves, 180, &cl_fixture},
            {"two_asks", two_asks, 120, &cl_fixture},
            {"failover", failover, 180, &cl_fixture},
            {"sentinel", sentinel, 180, &cl_fixture},

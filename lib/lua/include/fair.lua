@@ -29,12 +29,19 @@
 -- script that takes jobs out of lease (ack, nack, cancel of a job in
 -- flight) reads that field in the HMGET of the metas it does anyway
 -- (check_tokens; cancel: one HMGET on that rare path); when set it
--- deletes it and tells one waiting consumer to poll now (idle_tell), or
--- broadcasts when none is registered.  A poll of a limited queue that is
--- not held back deletes it, and so does unsetting the limit (config.lua):
--- a queue whose jobs are gone keeps no hash for it.  A lost wake-up
--- (consumer gone) costs at most the waiter's registration time: the first
--- lease deadline.
+-- tells one waiting consumer to poll now (idle_tell) and counts it in
+-- the field as on its way ("p<until ms>:<n>", for TOLD_MS), or, none
+-- registered, deletes it and broadcasts.  One told consumer per freed
+-- slot, and no more: a poll that leaves due work and free slots tells
+-- one more waiter only for a slot no told consumer is on its way to, and
+-- a consumer that took jobs while every free slot is promised so waits
+-- to be told like the others rather than poll again at once and race
+-- them (bench/fair.sh limit32: 1.5 polls a job before, 1.01 after).  A
+-- poll of a limited queue that is not held back and leaves nobody on
+-- the way deletes it, and so does unsetting the limit (config.lua): a
+-- queue whose jobs are gone keeps no hash for it once a poll found
+-- nothing.  A lost wake-up (consumer gone) costs at most the waiter's
+-- registration time: its idle cap or the first lease deadline.
 --
 -- Groups (DQ_PUSHOPT_GROUP).  A grouped job stays in due like any job
 -- (so get, list, stats, cancel, ack and everything else see it as before)
@@ -92,6 +99,8 @@ local function fair_lib()
     local K_DUE, K_LEASE, K_JOBS = KEYS[1], KEYS[2], KEYS[3]
     local PFX = string.sub(K_DUE, 1, -4) -- as K_PFX
     local K_GQ, F_FULL = PFX .. 'gq', '\0full'
+    -- how long a consumer told of a free slot counts as on its way to it
+    local TOLD_MS = 100
     local F = {}
 
     -- The index key of a group.
@@ -138,14 +147,31 @@ local function fair_lib()
         return out
     end
 
+    -- The consumers told of a free slot and on their way to it, from the
+    -- field "\0full" as read (nil or '1': none; 'p<until ms>:<n>': n,
+    -- until then, when the last of them counts as lost).
+    local function pending(v, now)
+        local til, n = string.match(v or '', '^p(%d+):(%d+)$')
+        if til and tonumber(til) > now then return tonumber(n) end
+        return 0
+    end
+
+    -- The field "\0full" saying n consumers are on their way (n > 0).
+    local function set_pending(n, now)
+        redis.call('HSET', K_JOBS, F_FULL,
+                   string.format('p%d:%d', now + TOLD_MS, n))
+    end
+
     -- The limit on jobs in flight of this partition (conf.inflight_part)
     -- for a poll of max jobs: how many more it may lease now, and, when
     -- that is at most max (the poll fills every slot), when a slot frees
     -- on its own: the first lease in flight ends (server ms; the poll's
-    -- own leases end at now + lease_ms).  Reads only.
+    -- own leases end at now + lease_ms).  Reads only (also the consumers
+    -- told of a free slot: F.spare).
     function F.room(limit, max, now, lease_ms)
         local open = string.format('(%d', now)
         local room = limit - redis.call('ZCOUNT', K_LEASE, open, '+inf')
+        F.pend = pending(redis.call('HGET', K_JOBS, F_FULL), now)
         if room > max then return room, nil end
         if room < 0 then room = 0 end
         local f = redis.call('ZRANGEBYSCORE', K_LEASE, open, '+inf',
@@ -155,11 +181,29 @@ local function fair_lib()
         return room, ends
     end
 
+    -- A poll of a limited queue that took taken of room and leaves due
+    -- work behind: whether a slot is left that no consumer told of one is
+    -- on its way to (this poll counts as one of them: a told consumer
+    -- polls once), so that one more waiter is to be told (then F.told).
+    function F.spare(room, taken, now)
+        F.keep, F.at = math.max(F.pend - math.max(taken, 1), 0), now
+        return room - taken > F.keep
+    end
+
+    -- One more waiter was told to poll now (after F.spare).
+    function F.told() F.keep = F.keep + 1 end
+
     -- After the writes of a poll of a limited queue: whether it was held
-    -- back (so the script that frees a slot wakes a waiter) or not.
+    -- back (so the script that frees a slot wakes a waiter), or else how
+    -- many consumers told of a free slot are on their way (F.spare; none
+    -- when the poll left no due work), so a slot that frees meanwhile
+    -- wakes one more rather than the next poll doing it (which could not
+    -- tell those on their way from free slots: a herd).
     function F.mark(held)
         if held then
             redis.call('HSET', K_JOBS, F_FULL, '1')
+        elseif F.keep and F.keep > 0 then
+            set_pending(F.keep, F.at)
         else
             redis.call('HDEL', K_JOBS, F_FULL)
         end
@@ -167,17 +211,28 @@ local function fair_lib()
 
     -- Before a script's first write, when it takes jobs out of lease and
     -- a poll waits for a slot: what freed needs (the consumers to tell,
-    -- peek: idle_peek or nil; the time, the caller's when it read TIME).
+    -- peek: idle_peek or nil; the time, the caller's when it read TIME;
+    -- the consumers already told of a slot).
     function F.waiters(now, now_us, peek, clock)
         if not now then now, now_us = clock() end
-        return { peek and peek(now) or {}, now, now_us }
+        local v = redis.call('HGET', K_JOBS, F_FULL)
+        return { peek and peek(now) or {}, now, now_us, pending(v, now) }
     end
 
     -- After the writes: a slot is free; one waiter (tell: idle_tell or
-    -- nil) polls now, or all hear it on the queue's channel.
+    -- nil) polls now and counts as on its way (a slot freed before it
+    -- polled wakes another one, not the same), or, none registered, all
+    -- hear it on the queue's channel.  The last job gone (the field is
+    -- all the hash holds), nobody is counted: the hash goes with it.
     function F.freed(w, tell, publish, channel)
+        local last = redis.call('HLEN', K_JOBS) <= 1
+        local told = tell and tell(w[1], w[2], w[3], nil)
+        if told and not last then
+            set_pending(w[4] + 1, w[2])
+            return
+        end
         redis.call('HDEL', K_JOBS, F_FULL)
-        if not (tell and tell(w[1], w[2], w[3], nil)) then
+        if not told then
             redis.call(publish, channel, string.format('%d', w[2]))
         end
     end
