@@ -1,11 +1,12 @@
 #!lua flags=no-writes
 --- @include "include/keys"
 -- groups.lua: per tenant group counts of one queue (include/fair.lua:
--- the index g<p>:<group>, the turns gq, the lease index gl:<group>),
+-- the index g<p>:<group>, the turns gq, the lease index gl:<group> and
+-- the groups that have one, gls),
 -- read-only (no-writes: it runs on replicas and under maxmemory).
 -- ARGV[2] max: the most groups to read (1..DQ_GROUP_STATS_MAX, checked by
 --   the client): the first max of gq in turn order (the groups served
---   next first).
+--   next first), then those of gls (below).
 -- Returns { now_ms, name_1, due_1, later_1, inflight_1, ... }:
 --   due      index entries due by now (every priority level in use)
 --   later    index entries due after now
@@ -13,6 +14,8 @@
 --            passed, as fair.lua's groom counts them, at most
 --            DQ_GROUP_STATS_LEASES read), which every poll of a queue
 --            with groups keeps for the jobs of named groups it leases
+--            (with or without DQ_SET_GROUP_MAX_INFLIGHT; group '', the
+--            jobs without one, has none: 0)
 -- After the groups of gq (those with jobs pending), while fewer than max
 -- are listed: the groups of gls (those with a lease index, head first)
 -- that have jobs in flight and none pending, so a group whose jobs are

@@ -48,19 +48,28 @@
 --                      now + 1 (behind every group whose turn has come)
 --   conf "grouped"     the flag: set by the first grouped push; a queue
 --                      without it never reads the keys above
+--   conf "gfill"       the fill's cursor (F.fill): while set, the jobs
+--                      that were in due when the flag was set are not
+--                      all indexed yet
 -- A poll of a flagged queue reads the groups whose turn has come (at most
 -- max, turn order), up to ceil(max / groups) due jobs of each, and takes
 -- them round-robin (the first of every group, then the second...) until
--- max; what room is left it fills from due as always (oldest first: jobs
--- pushed before the flag, retried and requeued jobs, which are not
--- indexed).  An index entry is only a hint: each is checked against due
--- (ZMSCORE) before it is taken, and one whose job left due (acked,
--- cancelled, taken from due by another path) is dropped then, so no
--- script but push, nack and poll needs to know about groups, and those
--- that move a pending job (reschedule, debounce), which index it at its
--- new time (F.moved): an entry left at its old time would take one of
--- its group's picks until then (moved later) or leave the job to the
--- fill from due (moved earlier).  With 100,000
+-- max; what room is left it fills from due as always (oldest first).
+-- Every job that enters due on a flagged queue is indexed by the script
+-- that puts it there: push, nack (a retry), ack (a repeating job's next
+-- run, a debounced follow-up), dead (a requeue), reschedule and debounce
+-- (F.moved: an entry left at its old time would take one of its group's
+-- picks until then, moved later, or leave the job to the fill from due,
+-- moved earlier); a job left to the fill from due would wait behind a
+-- big group's burst until it drained.  The jobs already in due when the
+-- flag is set are indexed by the polls after it, a bounded batch each
+-- (F.fill, from the cursor the flagging push sets).  Jobs no index holds,
+-- compact jobs (include/compact/keys.lua; they have no group) and
+-- expired leases, keep a share of each poll with max >= 2 (F.pick).  An
+-- index entry is only a hint: each is checked against due (ZMSCORE)
+-- before it is taken, and one whose job left due (acked, cancelled,
+-- taken from due by another path) is dropped then, so the scripts that
+-- only take jobs out of due need not know about groups.  With 100,000
 -- jobs of A and one of B due together, B's turn is as early as A's, so a
 -- poll with max >= 2 takes B's job.
 -- Priorities (DQ_PUSHOPT_PRIORITY, 0..9, "|p<n>" in the meta): a job of
@@ -71,11 +80,16 @@
 -- the levels in use: of each group whose turn has come its due jobs of
 -- the highest level first, oldest first in each, never one not yet due.
 -- A queue without priorities reads no more than before.
+-- Jobs in flight per group: <prefix>gl:<group>, id -> the lease deadline
+-- it was claimed with (jobs of a named group), kept by every poll of a
+-- flagged queue (F.took, F.leased), counted against lease itself, so no
+-- script but poll knows of it; <prefix>gls, group -> its head's deadline,
+-- lets polls groom the groups no poll serves any more (groom_head).
+-- dq_group_stats counts from it (groups.lua), with or without a limit.
 -- Limit per group (DQ_SET_GROUP_MAX_INFLIGHT; conf group_inflight_max and
 -- this partition's share group_inflight_part; jobs of a named group
--- only): <prefix>gl:<group>, id -> the lease deadline it was claimed
--- with, counted against lease itself (groom, below), so no slot can leak
--- and no script but poll knows of it.  A poll of a flagged, limited
+-- only): counted from gl:<group> (groom, below), so no slot can leak.
+-- A poll of a flagged, limited
 -- queue takes of a group at most its room, also from the fill from due
 -- and the expired leases (their metas read: F.admit), skips a group
 -- at its limit (the others are served) and, when it took nothing for
