@@ -556,6 +556,26 @@ START_TEST(group_repeat_next_run) {
 }
 END_TEST
 
+/* A debounced job's follow-up, started by the ack of its running
+ * delivery, enters the turn of the jobs without a group. */
+START_TEST(group_debounce_follow_up) {
+    int oc = 0;
+    ck_assert_int_eq(dq_push_ex(C, Q, "1", 1, 0, "f0", DQ_PUSH_DEBOUNCE, NULL,
+                                NULL, 0, &oc),
+                     0);
+    dq_jobs *j = claim_one(Q, 30000);
+    const dq_job *f = dq_jobs_at(j, 0);
+    ck_assert_int_eq(dq_push_ex(C, Q, "2", 1, 0, "f0", DQ_PUSH_DEBOUNCE, NULL,
+                                NULL, 0, &oc),
+                     0);
+    ck_assert_int_eq(oc, 7); /* a follow-up */
+    push_group(C, Q, "A", "a", 2000, server_ms(R) - 1000);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(f), dq_job_token(f)), 0);
+    dq_jobs_free(j);
+    ck_assert_msg(polls_take(Q, 2, "f0"), "the follow-up waits behind A's");
+}
+END_TEST
+
 /* A job whose lease ran out (its holder crashed) is not left behind a
  * big group's burst either: expired leases keep a share of the poll. */
 START_TEST(group_expired_lease) {
@@ -1067,6 +1087,7 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"group_before_flag_many", group_before_flag_many, 60, &fx},
     {"group_dead_requeued", group_dead_requeued, 60, &fx},
     {"group_repeat_next_run", group_repeat_next_run, 60, &fx},
+    {"group_debounce_follow_up", group_debounce_follow_up, 60, &fx},
     {"group_expired_lease", group_expired_lease, 60, &fx},
     {"prio_promise", prio_promise, 60, &fx},
     {"prio_order", prio_order, 30, &fx},
