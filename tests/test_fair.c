@@ -199,7 +199,9 @@ static void *wait_thread(void *arg) {
 
 START_TEST(limit_wakes_waiter) {
     set_limit(C, Q, tu_parts());
-    push_due(C, Q, 20);
+    /* every partition gets some (20 random ids left one of 4 empty about
+     * once in 80 runs, and its slot unfilled) */
+    push_due(C, Q, 20 * tu_parts());
     bag all = {.n = 0};
     int64_t next = -9;
     int got = fill(C, Q, 30000, &all, &next);
@@ -442,6 +444,150 @@ START_TEST(group_moved_jobs) {
         ck_assert_str_eq(dq_job_info_group(in), "A");
         dq_job_info_free(in);
     }
+}
+END_TEST
+
+/* Whether one of the first polls of max (one per partition) takes id. */
+static int polls_take(const char *q, int max, const char *id) {
+    int got = 0;
+    for (int k = 0; k < tu_parts() && !got; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, q, max, 30000, &j, NULL);
+        ck_assert_msg(n > 0, "poll for %s: %d %s", id, n, dq_errmsg(C));
+        for (int i = 0; i < n; i++)
+            got |= strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), id) == 0;
+        dq_jobs_free(j);
+    }
+    return got;
+}
+
+/* The one job of q (polls of max 1, one per partition at most): a list
+ * of it, leased for lease_ms. */
+static dq_jobs *claim_one(const char *q, int64_t lease_ms) {
+    dq_jobs *j = NULL;
+    for (int k = 0; k < tu_parts() && dq_jobs_count(j) == 0; k++) {
+        dq_jobs_free(j);
+        j = NULL;
+        poll_n(C, q, 1, lease_ms, &j, NULL);
+    }
+    ck_assert_int_eq(dq_jobs_count(j), 1);
+    return j;
+}
+
+/* A job pushed before the queue's first grouped push (not indexed then)
+ * does not wait behind a big group's burst: the first polls of max 2
+ * take it. */
+START_TEST(group_before_flag) {
+    int64_t at = server_ms(R) - 2000;
+    push_group(C, Q, NULL, "u", 1, at);
+    push_group(C, Q, "A", "a", 2000, at + 1000);
+    ck_assert_msg(polls_take(Q, 2, "u0"), "the job pushed before the "
+                  "queue's first grouped push waits behind A's");
+}
+END_TEST
+
+/* Many jobs pushed before the flag at one and the same time (batch edges
+ * fall inside one score): every poll of max 2 takes one of them beside
+ * one of A's burst, and after a few polls every one still pending is
+ * indexed (the fill's cursor gone; in compact-push they wait in compact
+ * buckets, which no index holds). */
+START_TEST(group_before_flag_many) {
+    int np = tu_parts();
+    int64_t at = server_ms(R) - 2000;
+    push_group(C, Q, NULL, "u", 500, at);
+    push_group(C, Q, "A", "a", 2000, at + 1000);
+    int taken_u = 0;
+    for (int k = 0; k < 8 * np; k++) {
+        dq_jobs *j = NULL;
+        ck_assert_int_eq(poll_n(C, Q, 2, 30000, &j, NULL), 2);
+        int u = 0;
+        for (int i = 0; i < 2; i++)
+            u += dq_job_id(dq_jobs_at(j, (size_t)i))[0] == 'u';
+        ck_assert_msg(u == 1, "poll %d took %d of the 500", k, u);
+        taken_u += u;
+        dq_jobs_free(j);
+    }
+    const char *lay = getenv("DQ_TEST_LAYOUT");
+    if (lay != NULL && strcmp(lay, "compact-push") == 0)
+        return;
+    ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", Q, "g:"), 500 - taken_u);
+    char key[800];
+    for (int p = np == 1 ? -1 : 0; p < (np == 1 ? 0 : np); p++) {
+        tu_part_key(key, sizeof(key), "dq", Q, "conf", p);
+        redisReply *rep = th_cmd(R, "HEXISTS %s gfill", key);
+        ck_assert_int_eq(rep->integer, 0);
+        freeReplyObject(rep);
+    }
+}
+END_TEST
+
+/* A job requeued from dead enters its group's turn: not left to the fill
+ * from due behind a big group's burst. */
+START_TEST(group_dead_requeued) {
+    push_group(C, Q, "B", "d", 1, server_ms(R) - 3000);
+    dq_jobs *j = claim_one(Q, 30000);
+    const dq_job *d = dq_jobs_at(j, 0);
+    ck_assert_int_eq(dq_nack(C, Q, dq_job_id(d), dq_job_token(d), 0,
+                             DQ_NACK_DEAD),
+                     1);
+    dq_jobs_free(j);
+    push_group(C, Q, "A", "a", 2000, server_ms(R) - 1000);
+    ck_assert_int_eq(dq_dead_requeue(C, Q, "d0", 0), 1);
+    ck_assert_msg(polls_take(Q, 2, "d0"), "the requeued job waits behind "
+                  "A's");
+}
+END_TEST
+
+/* A repeating job's next run (set by its ack) enters its group's turn. */
+START_TEST(group_repeat_next_run) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, "B"), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_EVERY_MS, 300), 0);
+    int oc = 0;
+    ck_assert_int_eq(dq_push_ex(C, Q, "r", 1, 0, "r0", 0, o, NULL, 0, &oc),
+                     0);
+    dq_push_opts_free(o);
+    dq_jobs *j = claim_one(Q, 30000);
+    const dq_job *r = dq_jobs_at(j, 0);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(r), dq_job_token(r)), 0);
+    dq_jobs_free(j);
+    push_group(C, Q, "A", "a", 2000, server_ms(R) - 1000);
+    th_sleep_ms(400); /* the next run is due */
+    ck_assert_msg(polls_take(Q, 2, "r0"), "the repeating job's next run "
+                  "waits behind A's");
+}
+END_TEST
+
+/* A debounced job's follow-up, started by the ack of its running
+ * delivery, enters the turn of the jobs without a group. */
+START_TEST(group_debounce_follow_up) {
+    int oc = 0;
+    ck_assert_int_eq(dq_push_ex(C, Q, "1", 1, 0, "f0", DQ_PUSH_DEBOUNCE, NULL,
+                                NULL, 0, &oc),
+                     0);
+    dq_jobs *j = claim_one(Q, 30000);
+    const dq_job *f = dq_jobs_at(j, 0);
+    ck_assert_int_eq(dq_push_ex(C, Q, "2", 1, 0, "f0", DQ_PUSH_DEBOUNCE, NULL,
+                                NULL, 0, &oc),
+                     0);
+    ck_assert_int_eq(oc, 7); /* a follow-up */
+    push_group(C, Q, "A", "a", 2000, server_ms(R) - 1000);
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(f), dq_job_token(f)), 0);
+    dq_jobs_free(j);
+    ck_assert_msg(polls_take(Q, 2, "f0"), "the follow-up waits behind A's");
+}
+END_TEST
+
+/* A job whose lease ran out (its holder crashed) is not left behind a
+ * big group's burst either: expired leases keep a share of the poll. */
+START_TEST(group_expired_lease) {
+    push_group(C, Q, "B", "e", 1, server_ms(R) - 3000);
+    dq_jobs *j = claim_one(Q, 300);
+    dq_jobs_free(j); /* never acked */
+    push_group(C, Q, "A", "a", 2000, server_ms(R) - 1000);
+    th_sleep_ms(400);
+    ck_assert_msg(polls_take(Q, 2, "e0"), "the job whose lease ran out "
+                  "waits behind A's");
 }
 END_TEST
 
@@ -834,11 +980,12 @@ START_TEST(group_stats_counts) {
     for (int k = 0; k < 20 && got < 12; k++)
         got += poll_n(C, Q, 100, 30000, &held[k], NULL);
     ck_assert_int_eq(got, 12);
-    /* B and '' have nothing pending: no turn, not listed (B's jobs in
-     * flight with them) */
-    ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 1);
+    /* B and '' have nothing pending: no turn; B is listed for its jobs
+     * in flight, '' (no group: no lease index) is not */
+    ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 2);
     gcheck(l, "A", 0, np, 6);
-    ck_assert_int_eq(gfind(l, "B"), -1);
+    gcheck(l, "B", 0, 0, 5);
+    ck_assert_int_eq(gfind(l, ""), -1);
     dq_group_list_free(l);
     /* an ack of one of A's: five in flight */
     const dq_job *a0 = NULL;
@@ -847,12 +994,56 @@ START_TEST(group_stats_counts) {
             if (dq_job_id(dq_jobs_at(held[k], i))[0] == 'a')
                 a0 = dq_jobs_at(held[k], i);
     ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a0), dq_job_token(a0)), 0);
-    ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 1);
+    ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 2);
     gcheck(l, "A", 0, np, 5);
+    gcheck(l, "B", 0, 0, 5);
     dq_group_list_free(l);
     /* max 1: one group */
     dq_group_list_free(gstats(Q, 1, 1));
     for (int k = 0; k < 20; k++)
+        dq_jobs_free(held[k]);
+}
+END_TEST
+
+/* Without a limit per group the jobs in flight are counted per group
+ * too, and a group whose jobs are all in flight is listed; an ack takes
+ * one out, a group with nothing left is not listed. */
+START_TEST(group_stats_inflight) {
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 5, now - 1000);
+    push_group(C, Q, "B", "b", 3, now - 900);
+    push_group(C, Q, NULL, "n", 2, now - 800);
+    dq_jobs *held[40] = {NULL};
+    int got = 0, nh = 0;
+    for (; nh < 40 && got < 10; nh++)
+        got += poll_n(C, Q, 100, 30000, &held[nh], NULL);
+    ck_assert_int_eq(got, 10);
+    dq_group_list *l = gstats(Q, 10, 2);
+    gcheck(l, "A", 0, 0, 5);
+    gcheck(l, "B", 0, 0, 3);
+    dq_group_list_free(l);
+    /* acks: one of B's, all of A's */
+    int acked_b = 0;
+    for (int k = 0; k < nh; k++)
+        for (size_t i = 0; i < dq_jobs_count(held[k]); i++) {
+            const dq_job *j = dq_jobs_at(held[k], i);
+            char g = dq_job_id(j)[0];
+            if (g == 'a' || (g == 'b' && !acked_b)) {
+                ck_assert_int_eq(dq_ack(C, Q, dq_job_id(j), dq_job_token(j)),
+                                 0);
+                acked_b += g == 'b';
+            }
+        }
+    l = gstats(Q, 10, 1);
+    gcheck(l, "B", 0, 0, 2);
+    ck_assert_int_eq(gfind(l, "A"), -1);
+    dq_group_list_free(l);
+    /* max 1 with a group pending: that one only */
+    push_group(C, Q, "C", "c", 1, now - 700);
+    l = gstats(Q, 1, 1);
+    gcheck(l, "C", 1, 0, 0);
+    dq_group_list_free(l);
+    for (int k = 0; k < nh; k++)
         dq_jobs_free(held[k]);
 }
 END_TEST
@@ -894,10 +1085,17 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"group_burst", group_burst, 60, &fx},
     {"group_round_robin", group_round_robin, 30, &fx},
     {"group_moved_jobs", group_moved_jobs, 30, &fx},
+    {"group_before_flag", group_before_flag, 60, &fx},
+    {"group_before_flag_many", group_before_flag_many, 60, &fx},
+    {"group_dead_requeued", group_dead_requeued, 60, &fx},
+    {"group_repeat_next_run", group_repeat_next_run, 60, &fx},
+    {"group_debounce_follow_up", group_debounce_follow_up, 60, &fx},
+    {"group_expired_lease", group_expired_lease, 60, &fx},
     {"prio_promise", prio_promise, 60, &fx},
     {"prio_order", prio_order, 30, &fx},
     {"group_limit", group_limit, 30, &fx},
     {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
     {"limit_model", limit_model, 60, &fx},
     {"group_stats_counts", group_stats_counts, 30, &fx},
+    {"group_stats_inflight", group_stats_inflight, 30, &fx},
     {"group_stats_bad_input", group_stats_bad_input, 30, &fx})

@@ -1239,9 +1239,9 @@ class Client:
         """The counts of a queue's tenant groups (dq_group_stats): a list
         of dicts {group, due, later, inflight}, the first max groups
         (1..GROUP_STATS_MAX) in turn order; group "" is the jobs pushed
-        without one.  inflight is counted only on a queue with
-        DQ_SET_GROUP_MAX_INFLIGHT (else 0); a group with nothing pending
-        is not listed.  Needs a library with dq_group_stats."""
+        without one (inflight 0: it has no lease index); then, up to max
+        in all, the groups whose every job is in flight.  Needs a library
+        with dq_group_stats."""
         if not HAVE_GROUP_STATS:
             raise NotSupported(ERRORS["ENOTSUP"], "this libdelayq has no "
                                "dq_group_stats")

@@ -101,7 +101,9 @@ end
 
 -- Repeating jobs: their rules, and where each goes next (reads).
 local gone, again, meta, earliest = ok, {}, {}, nil
+local aext -- the options of the jobs of again, in its order
 if #rep > 0 then
+    aext = {}
     local rfs = {}
     for k, p in ipairs(rep) do rfs[k] = rf(ok[p[1]]) end
     local rules = redis.call('HMGET', K_JOBS, unpack(rfs))
@@ -115,6 +117,7 @@ if #rep > 0 then
             again[#again + 1] = id
             meta[#meta + 1] = mf(id)
             meta[#meta + 1] = fmt_meta(0, ended_tok(toks[p[2]]), exts[p[2]])
+            aext[#aext + 1] = exts[p[2]]
             if not earliest or at < earliest then earliest = at end
         end
     end
@@ -149,7 +152,7 @@ if dbs then
             if at < now then at = now end
             local ext = string.gsub(d[3], '|w[^|]*', '')
             if dl > 0 then ext = ext .. string.format('|w%d', dl) end
-            fu = fu or { {}, {}, {} }
+            fu = fu or { {}, {}, {}, {} } -- (4: the options, as aext)
             local del, set, due = fu[1], fu[2], fu[3]
             del[#del + 1] = id .. '\0n'
             del[#del + 1] = ef(id)
@@ -159,6 +162,7 @@ if dbs then
             set[#set + 1] = fmt_meta(0, ended_tok(d[2]), ext)
             due[#due + 1] = string.format('%d', at)
             due[#due + 1] = id
+            fu[4][#fu[4] + 1] = ext
             started[id] = true
             -- the record of this ack retires: the follow-up is a new job
             if d[4] then zadd[d[4]] = d[2] .. '.5' end
@@ -174,6 +178,14 @@ if dbs then
     end
 end
 local cands = wake_prep(earliest, earliest and first_due(), now)
+-- a queue with groups indexes the jobs that go back to due by their
+-- group and priority (include/fair.lua)
+local FG
+if earliest then
+    local g = redis.pcall('HGET', string.sub(K_DUE, 1, -4) .. 'conf',
+                          'grouped')
+    FG = type(g) == 'string' and fair_lib()
+end
 -- a slot of the limit on jobs in flight frees (include/fair.lua)
 local F = full and #in_dead < n and fair_lib()
 local waiters = F and F.waiters(now, now_us, idle_peek, dq_now)
@@ -191,11 +203,13 @@ if #again > 0 then
     redis.call('HDEL', K_JOBS, unpack(efl))
     redis.call('HSET', K_JOBS, unpack(meta))
     redis.call('ZADD', K_DUE, unpack(again))
+    if FG then FG.moved(FG.of_exts(aext), again) end
 end
 if fu then
     redis.call('HDEL', K_JOBS, unpack(fu[1]))
     redis.call('HSET', K_JOBS, unpack(fu[2]))
     redis.call('ZADD', K_DUE, unpack(fu[3]))
+    if FG then FG.moved(FG.of_exts(fu[4]), fu[3]) end
 end
 if window > 0 then
     if trim > 0 then redis.call('ZREMRANGEBYRANK', K_DONE, 0, trim - 1) end

@@ -12,9 +12,11 @@
 -- read the share.  A changed rate limit counts the deliveries already
 -- logged (restarting workers that set the same limit do not reset it).
 -- Settings outlive the queue's jobs: the hash stays until every setting
--- is unset.  One field is not a setting: "compact", the flag that the
+-- is unset.  Some fields are not settings: "compact", the flag that the
 -- queue has compact jobs (include/compact/keys.lua), kept by the
--- scripts that move jobs in and out of that layout.  Each key written needs no read first: a wrong type fails
+-- scripts that move jobs in and out of that layout; "grouped", the flag
+-- of a queue with groups or priorities, and "gfill", the cursor of the
+-- polls that index the jobs pushed before it (include/fair.lua).  Each key written needs no read first: a wrong type fails
 -- its first write, before anything changed.
 local action = ARGV[2]
 if action == 'get' then

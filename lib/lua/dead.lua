@@ -3,6 +3,7 @@
 --- @include "include/meta"
 --- @include "include/pending"
 --- @include "include/wake"
+--- @include "include/fair"
 -- dead.lua: requeues or purges dead-lettered jobs (list.lua lists them).
 -- ARGV[2] action: 'requeue' | 'purge'
 --   requeue: ARGV[3] id ('' = the oldest up to ARGV[5]), ARGV[4] delay ms,
@@ -44,9 +45,19 @@ if action == 'requeue' then
             hset[#hset + 1] = requeued_meta(metas[i])
         end
     end
+    -- a queue with groups indexes them by their group and priority
+    -- (include/fair.lua)
+    local g = redis.pcall('HGET', string.sub(K_DUE, 1, -4) .. 'conf',
+                          'grouped')
+    local F = type(g) == 'string' and fair_lib()
+    local exts = {}
+    for i in ipairs(ids) do
+        exts[i] = metas[i] and select(4, parse_meta(metas[i])) or ''
+    end
     if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end
     redis.call('ZREM', K_DEAD, unpack(ids))
     redis.call('ZADD', K_DUE, unpack(zadd))
+    if F then F.moved(F.of_exts(exts), zadd) end
     wake(at, cands, now, now_us)
 else
     redis.call('HDEL', K_JOBS, unpack(job_fields(ids)))

@@ -1,22 +1,30 @@
 #!lua flags=no-writes
 --- @include "include/keys"
 -- groups.lua: per tenant group counts of one queue (include/fair.lua:
--- the index g<p>:<group>, the turns gq, the lease index gl:<group>),
+-- the index g<p>:<group>, the turns gq, the lease index gl:<group> and
+-- the groups that have one, gls),
 -- read-only (no-writes: it runs on replicas and under maxmemory).
 -- ARGV[2] max: the most groups to read (1..DQ_GROUP_STATS_MAX, checked by
 --   the client): the first max of gq in turn order (the groups served
---   next first).
+--   next first), then those of gls (below).
 -- Returns { now_ms, name_1, due_1, later_1, inflight_1, ... }:
 --   due      index entries due by now (every priority level in use)
 --   later    index entries due after now
 --   inflight live entries of gl:<group> (lease in lease, deadline not
 --            passed, as fair.lua's groom counts them, at most
---            DQ_GROUP_STATS_LEASES read).  Only a queue with
---            DQ_SET_GROUP_MAX_INFLIGHT keeps gl: elsewhere 0.
+--            DQ_GROUP_STATS_LEASES read), which every poll of a queue
+--            with groups keeps for the jobs of named groups it leases
+--            (with or without DQ_SET_GROUP_MAX_INFLIGHT; group '', the
+--            jobs without one, has none: 0)
+-- After the groups of gq (those with jobs pending), while fewer than max
+-- are listed: the groups of gls (those with a lease index, head first)
+-- that have jobs in flight and none pending, so a group whose jobs are
+-- all leased is listed too.
 -- The index is a hint (fair.lua): an entry whose job left due by a path
 -- other than a poll (cancel) counts until a poll of its group drops it.
--- Bounded: max groups, each one ZCOUNT pair per level in use, one ZRANGE
--- with a LIMIT and one ZMSCORE.
+-- Bounded: max groups of gq, each one ZCOUNT pair per level in use, one
+-- ZRANGE with a LIMIT and one ZMSCORE; then at most max groups of gls,
+-- each one ZRANGE and one ZMSCORE.
 local now = dq_now()
 local max = tonumber(ARGV[2])
 local flag = tonumber(redis.call('HGET', K_CONF, 'grouped') or 0)
@@ -36,7 +44,9 @@ local function live(g)
     end
     return n
 end
+local listed = {}
 for _, g in ipairs(redis.call('ZRANGE', pfx .. 'gq', 0, max - 1)) do
+    listed[g] = true
     local due, later = 0, 0
     for _, p in ipairs(levels) do
         local k = pfx .. (p > 0 and ('g' .. p) or 'g') .. ':' .. g
@@ -47,5 +57,16 @@ for _, g in ipairs(redis.call('ZRANGE', pfx .. 'gq', 0, max - 1)) do
     out[#out + 1] = due
     out[#out + 1] = later
     out[#out + 1] = live(g)
+end
+local left = max - (#out - 1) / 4
+if left > 0 then
+    for _, g in ipairs(redis.call('ZRANGE', pfx .. 'gls', 0, max - 1)) do
+        local n = not listed[g] and left > 0 and live(g) or 0
+        if n > 0 then
+            out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] =
+                g, 0, 0, n
+            left = left - 1
+        end
+    end
 end
 return out

@@ -105,15 +105,23 @@ if max > 0 then
     exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now, 'WITHSCORES',
                      'LIMIT', 0, max)
     if conf.grouped then -- round-robin over groups (include/fair.lua)
+        -- (the jobs in due when the queue was flagged: a batch indexed)
+        local gfill = redis.call('HGET', K_CONF, 'gfill')
+        if gfill then F.fill(gfill, now) end
+        -- (compact jobs first: they and the expired leases, which no
+        -- index holds, keep a share of max)
+        if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
         pick = F.pick(now, max, F.levels(conf.grouped),
-                      conf.group_inflight_part)
+                      conf.group_inflight_part, #cid + #exp / 2)
         due = F.due(pick, now, max)
         exp = F.admit(pick, exp, now) -- the limit per group
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                          'LIMIT', 0, max)
     end
-    if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
+    if cany and not pick then
+        cid, cdt, cpay, cread, crof, ccnt = C.due(now, max)
+    end
 end
 -- The mover of the compact layouts (include/compact/keys.lua): a
 -- poll that finds nothing due moves up to IDLE_MOVE pushed jobs into
@@ -290,8 +298,10 @@ if n > 0 then
     end
     count('delivered', delivered)
     count('failed', #died / 2)
+    -- (the groups of the jobs leased: their lease index, include/fair.lua)
+    if pick then F.took(pick, ids, got, n, out, H) end
 end
-if pick then F.done(pick, from_due, now, lease_ms, from_lease) end
+if pick then F.done(pick, from_due, now, lease_ms) end
 -- every due group at its limit per group: back when a slot frees
 if pick and pick.free_at and n == 0 and
     (not held_until or pick.free_at < held_until) then

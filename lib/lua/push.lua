@@ -200,6 +200,11 @@ for j, id in ipairs(ids) do
     out[j] = outcome
 end
 local cands = wake_prep(earliest, before, now)
+-- The queue's first grouped (or prioritized) push over jobs in due: the
+-- polls index those later, from the cursor read here (include/fair.lua,
+-- F.fill).
+local FL = ext ~= '' and not lay[3] and earliest and fair_lib()
+local gfill = FL and FL.fill_from(ext)
 if #reset > 0 then
     -- Type checks of the keys the reset writes, before its first write.
     redis.call('ZCARD', K_LEASE)
@@ -225,13 +230,16 @@ if earliest then
         -- the jobs' group (include/fair.lua): indexed by it, as jobs
         -- without one are once the queue has groups (lay[3], its flag)
         local grp = string.match(ext, '|g([^|]*)')
-        local F = fair_lib()
+        local F = FL or fair_lib()
         local p = F.prio(ext) -- and their priority
         if grp or p > 0 or lay[3] then F.add(grp or '', zadd, p) end
         local flag = F.flag(lay[3], grp, p)
         if flag then
             redis.pcall('HSET', K_PFX .. 'conf', 'grouped',
                         string.format('%d', flag))
+        end
+        if flag and gfill then
+            redis.pcall('HSET', K_PFX .. 'conf', 'gfill', gfill)
         end
     end
     if fit > 0 then C.move(cursor, fit) end

@@ -4,8 +4,8 @@
  * bad input, half a rate limit too, refused at once without a callback)
  * and dq_async_push_ex (a job's own max attempts,
  * an expiry, DQ_PUSH_AT), seen through the sync client; and
- * dq_async_group_stats (counts per tenant group, bad input refused at
- * once).
+ * dq_async_group_stats (counts per tenant group, jobs in flight per
+ * group without a limit, bad input refused at once).
  */
 #include "test_async.h"
 
@@ -287,8 +287,63 @@ START_TEST(async_group_stats) {
 }
 END_TEST
 
+/* dq_group_stats_cb: the count into r->n, group A's jobs in flight into
+ * s[0], B's into s[1], their due into s[2], s[3]. */
+static void inflight_rec(dq_async *a, const dq_group_list *l, int status,
+                         void *ud) {
+    res *r = ud;
+    r->calls++;
+    r->status = status;
+    r->n = dq_group_list_count(l);
+    for (size_t i = 0; i < r->n; i++) {
+        int b = strcmp(dq_group_list_name(l, i), "B") == 0;
+        r->s[b] = dq_group_list_inflight(l, i);
+        r->s[2 + b] = dq_group_list_due(l, i);
+    }
+    snprintf(r->msg, sizeof(r->msg), "%s", dq_async_errmsg(a));
+}
+
+/* Jobs in flight per group without a limit per group: every group whose
+ * jobs are all leased is listed with them; an ack takes one out. */
+START_TEST(async_group_inflight) {
+    dq_client *c = open_client();
+    push_grouped(c, Q, "A", 3, 0);
+    push_grouped(c, Q, "B", 2, 0);
+    dq_jobs *held[20] = {NULL};
+    int got = 0, nh = 0;
+    for (; nh < 20 && got < 5; nh++)
+        got += poll_n(c, Q, 100, 30000, &held[nh], NULL);
+    ck_assert_int_eq(got, 5);
+    dq_async *a = aopen();
+    res r = {0};
+    ck_assert_int_eq(dq_async_group_stats(a, Q, 10, inflight_rec, &r), 0);
+    WAIT_CB(r, 2);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(r.s[0], 3); /* A: 3 in flight, none due */
+    ck_assert_int_eq(r.s[1], 2);
+    ck_assert_int_eq(r.s[2], 0);
+    ck_assert_int_eq(r.s[3], 0);
+    const dq_job *j = NULL;
+    for (int k = 0; k < nh && j == NULL; k++)
+        for (size_t i = 0; i < dq_jobs_count(held[k]); i++)
+            if (dq_job_id(dq_jobs_at(held[k], i))[0] == 'A')
+                j = dq_jobs_at(held[k], i);
+    ck_assert_int_eq(dq_ack(c, Q, dq_job_id(j), dq_job_token(j)), 0);
+    res r2 = {0};
+    ck_assert_int_eq(dq_async_group_stats(a, Q, 10, inflight_rec, &r2), 0);
+    WAIT_CB(r2, 2);
+    ck_assert_int_eq(r2.s[0], 2);
+    ck_assert_int_eq(r2.s[1], 2);
+    for (int k = 0; k < nh; k++)
+        dq_jobs_free(held[k]);
+    dq_close(c);
+    dq_async_free(a);
+}
+END_TEST
+
 TEST_SUITE("async_settings", TU_SRV_UNIX,
     {"async_config", async_config, 30, &async_fixture},
     {"async_push_ex", async_push_ex, 30, &async_fixture},
     {"async_inflight_limit", async_inflight_limit, 30, &async_fixture},
-    {"async_group_stats", async_group_stats, 30, &async_fixture})
+    {"async_group_stats", async_group_stats, 30, &async_fixture},
+    {"async_group_inflight", async_group_inflight, 30, &async_fixture})

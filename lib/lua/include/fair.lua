@@ -55,19 +55,28 @@
 --                      now + 1 (behind every group whose turn has come)
 --   conf "grouped"     the flag: set by the first grouped push; a queue
 --                      without it never reads the keys above
+--   conf "gfill"       the fill's cursor (F.fill): while set, the jobs
+--                      that were in due when the flag was set are not
+--                      all indexed yet
 -- A poll of a flagged queue reads the groups whose turn has come (at most
 -- max, turn order), up to ceil(max / groups) due jobs of each, and takes
 -- them round-robin (the first of every group, then the second...) until
--- max; what room is left it fills from due as always (oldest first: jobs
--- pushed before the flag, retried and requeued jobs, which are not
--- indexed).  An index entry is only a hint: each is checked against due
--- (ZMSCORE) before it is taken, and one whose job left due (acked,
--- cancelled, taken from due by another path) is dropped then, so no
--- script but push, nack and poll needs to know about groups, and those
--- that move a pending job (reschedule, debounce), which index it at its
--- new time (F.moved): an entry left at its old time would take one of
--- its group's picks until then (moved later) or leave the job to the
--- fill from due (moved earlier).  With 100,000
+-- max; what room is left it fills from due as always (oldest first).
+-- Every job that enters due on a flagged queue is indexed by the script
+-- that puts it there: push, nack (a retry), ack (a repeating job's next
+-- run, a debounced follow-up), dead (a requeue), reschedule and debounce
+-- (F.moved: an entry left at its old time would take one of its group's
+-- picks until then, moved later, or leave the job to the fill from due,
+-- moved earlier); a job left to the fill from due would wait behind a
+-- big group's burst until it drained.  The jobs already in due when the
+-- flag is set are indexed by the polls after it, a bounded batch each
+-- (F.fill, from the cursor the flagging push sets).  Jobs no index holds,
+-- compact jobs (include/compact/keys.lua; they have no group) and
+-- expired leases, keep a share of each poll with max >= 2 (F.pick).  An
+-- index entry is only a hint: each is checked against due (ZMSCORE)
+-- before it is taken, and one whose job left due (acked, cancelled,
+-- taken from due by another path) is dropped then, so the scripts that
+-- only take jobs out of due need not know about groups.  With 100,000
 -- jobs of A and one of B due together, B's turn is as early as A's, so a
 -- poll with max >= 2 takes B's job.
 -- Priorities (DQ_PUSHOPT_PRIORITY, 0..9, "|p<n>" in the meta): a job of
@@ -78,11 +87,16 @@
 -- the levels in use: of each group whose turn has come its due jobs of
 -- the highest level first, oldest first in each, never one not yet due.
 -- A queue without priorities reads no more than before.
+-- Jobs in flight per group: <prefix>gl:<group>, id -> the lease deadline
+-- it was claimed with (jobs of a named group), kept by every poll of a
+-- flagged queue (F.took, F.leased), counted against lease itself, so no
+-- script but poll knows of it; <prefix>gls, group -> its head's deadline,
+-- lets polls groom the groups no poll serves any more (groom_head).
+-- dq_group_stats counts from it (groups.lua), with or without a limit.
 -- Limit per group (DQ_SET_GROUP_MAX_INFLIGHT; conf group_inflight_max and
 -- this partition's share group_inflight_part; jobs of a named group
--- only): <prefix>gl:<group>, id -> the lease deadline it was claimed
--- with, counted against lease itself (groom, below), so no slot can leak
--- and no script but poll knows of it.  A poll of a flagged, limited
+-- only): counted from gl:<group> (groom, below), so no slot can leak.
+-- A poll of a flagged, limited
 -- queue takes of a group at most its room, also from the fill from due
 -- and the expired leases (their metas read: F.admit), skips a group
 -- at its limit (the others are served) and, when it took nothing for
@@ -238,13 +252,15 @@ local function fair_lib()
     end
 
     -- Indexes jobs of group g: zadd = { due, id, .. } (strings, as for
-    -- due); the group's turn comes no later than its earliest one.
-    function F.add(g, zadd, p)
+    -- due); the group's turn comes no later than its earliest one (or
+    -- than floor, when that is later: the fill's jobs wait their turn).
+    function F.add(g, zadd, p, floor)
         local first
         for k = 1, #zadd, 2 do
             local at = tonumber(zadd[k])
             if not first or at < first then first = at end
         end
+        if floor and first < floor then first = floor end
         redis.call('ZADD', pkey(g, p or 0), unpack(zadd))
         redis.call('ZADD', K_GQ, 'LT', string.format('%d', first), g)
     end
@@ -262,12 +278,23 @@ local function fair_lib()
         return out
     end
 
+    -- The groups and priorities of jobs from their options (exts[i] of
+    -- the i-th job, '' none), as F.groups.
+    function F.of_exts(exts)
+        local out = { ps = {} }
+        for i, ext in ipairs(exts) do
+            out[i] = string.match(ext, '|g([^|]*)') or ''
+            out.ps[i] = F.prio(ext)
+        end
+        return out
+    end
+
     -- Jobs moved to a new due time (reschedule, debounce): each indexed
     -- at it, so no entry keeps its old time (a later one would take one
     -- of its group's picks until then, an earlier one wait for the fill
     -- from due).  zadd = { due, id, .. } as for due, gs their groups
     -- (gs.ps their priorities).
-    function F.moved(gs, zadd)
+    function F.moved(gs, zadd, floor)
         local order, by = {}, {}
         for k = 1, #zadd, 2 do
             local i = (k + 1) / 2
@@ -282,8 +309,65 @@ local function fair_lib()
         end
         for _, at in ipairs(order) do
             local z = by[at]
-            F.add(z.g, z, z.p)
+            F.add(z.g, z, z.p, floor)
         end
+    end
+
+    -- The fill (conf "gfill", set by the push that flags a queue whose
+    -- due holds jobs): "<last>:<at>:<id>", the jobs of due up to score
+    -- last (the newest when the flag was set) not yet indexed start at
+    -- (at, id) (id '': the first of score at).  Indexes the next FILL of
+    -- due from there (their metas read: each under its group and
+    -- priority, at its due time, which a job indexed already has: ZADD
+    -- of the same score changes nothing), its groups' turns no earlier
+    -- than now + 1 (behind the groups served), and moves the cursor on
+    -- (or deletes it at the end).  Equal scores at a batch's edge: the
+    -- cursor's id, still at that score, gives its rank (ZRANK); gone, the
+    -- walk starts again at the first of its score.
+    local FILL = 128
+    function F.fill(cur, now)
+        local last, at, id = string.match(cur, '^(%d+):(%d+):(.*)$')
+        local r
+        if id ~= '' and tonumber(redis.call('ZSCORE', K_DUE, id) or -1)
+            == tonumber(at) then
+            r = redis.call('ZRANK', K_DUE, id) + 1
+        else
+            r = redis.call('ZCOUNT', K_DUE, '-inf', '(' .. at)
+        end
+        local got = redis.call('ZRANGE', K_DUE, r, r + FILL - 1,
+                               'WITHSCORES')
+        local ids, zadd = {}, {}
+        local done = #got < 2 * FILL
+        for k = 1, #got, 2 do
+            local sc = string.format('%d', tonumber(got[k + 1]))
+            if tonumber(sc) > tonumber(last) then
+                done = true
+                break
+            end
+            ids[#ids + 1], zadd[#zadd + 1], zadd[#zadd + 2] = got[k], sc,
+                got[k]
+        end
+        if #ids > 0 then F.moved(F.groups(ids), zadd, now + 1) end
+        if done then
+            redis.call('HDEL', PFX .. 'conf', 'gfill')
+        else
+            redis.call('HSET', PFX .. 'conf', 'gfill', last .. ':' ..
+                       zadd[#zadd - 1] .. ':' .. zadd[#zadd])
+        end
+    end
+
+    -- The cursor of the fill for a queue that a push with options ext
+    -- flags now (read before the push's writes): nil when ext has no
+    -- group and no priority, or due is empty.
+    function F.fill_from(ext)
+        if not (string.find(ext, '|g', 1, true) or
+                string.find(ext, '|p[1-9]')) then
+            return nil
+        end
+        local a = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
+        if not a[2] then return nil end
+        local b = redis.call('ZRANGE', K_DUE, -1, -1, 'WITHSCORES')
+        return string.format('%d:%d:', tonumber(b[2]), tonumber(a[2]))
     end
 
     -- The limit per group (conf.group_inflight_part): the jobs of group
@@ -343,10 +427,7 @@ local function fair_lib()
             local keep = not (skip and skip[id])
             if keep and g and g ~= '' then
                 keep = room_of(pick, g, now) > 0
-                if keep then
-                    pick.room[g] = pick.room[g] - 1
-                    pick.tg[id] = g
-                end
+                if keep then pick.room[g] = pick.room[g] - 1 end
             end
             if keep then out[#out + 1], out[#out + 2] = id, list[i + 1] end
         end
@@ -358,14 +439,22 @@ local function fair_lib()
     -- what the poll's writes need: each id's group and index key, and the
     -- index entries found stale.  levels: F.levels of the flag; a group's
     -- due jobs of the highest level come first, oldest first in each.
-    function F.pick(now, max, levels, glimit)
+    -- nc: the jobs due that no index holds (compact jobs, expired
+    -- leases): a turn of their own keeps them a share of max, at least
+    -- one of a max >= 2 (pick.share), taken oldest first with the fill.
+    function F.pick(now, max, levels, glimit, nc)
         local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
                               'LIMIT', 0, max)
+        local share = 0
+        if nc > 0 and max >= 2 then
+            share = math.min(nc, math.max(1, math.floor(max / (#gs + 1))))
+        end
+        max = max - share
         local per = math.ceil(max / math.max(#gs, 1))
         local lists, kofs, all = {}, {}, {}
         local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
                        levels = levels, glimit = glimit, room = {},
-                       gdead = {}, tg = {} }
+                       gdead = {}, share = share }
         for i, g in ipairs(gs) do
             local l, kof = {}, {}
             local cap = per
@@ -403,7 +492,6 @@ local function fair_lib()
                         pick.gof[id], pick.kof[id] = gs[i], kofs[i][r]
                         if glimit and gs[i] ~= '' then
                             pick.room[gs[i]] = pick.room[gs[i]] - 1
-                            pick.tg[id] = gs[i]
                         end
                     elseif not s then
                         pick.stale[#pick.stale + 1] = { kofs[i][r], id }
@@ -415,9 +503,10 @@ local function fair_lib()
     end
 
     -- The due read of a flagged queue: the groups' picks, then due's
-    -- oldest (those not picked) up to max.
+    -- oldest (those not picked) up to max (less the compact jobs' share).
     function F.due(pick, now, max)
         local out = pick.ids
+        max = max - pick.share
         if #out >= 2 * max then return out end
         local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
                                'WITHSCORES', 'LIMIT', 0, max)
@@ -436,8 +525,8 @@ local function fair_lib()
     -- leave their group's index, stale entries too, and every group read
     -- gets its next turn: now + 1 if it was served, its head's due time
     -- if not, none if its index is empty.
-    function F.done(pick, taken, now, lease_ms, reclaimed)
-        if pick.glimit then F.leased(pick, taken, reclaimed, now + lease_ms) end
+    function F.done(pick, taken, now, lease_ms)
+        F.leased(pick, now, now + lease_ms)
         local rem = {}
         local function drop(key, id)
             rem[key] = rem[key] or {}
@@ -468,28 +557,80 @@ local function fair_lib()
         end
     end
 
-    -- After a limited poll's writes: the jobs it took of named groups
-    -- enter their group's lease index, the entries that no longer count
-    -- leave it.
-    function F.leased(pick, taken, reclaimed, deadline)
-        local add, order = {}, {}
-        for _, l in ipairs({ taken, reclaimed }) do
-            for _, id in ipairs(l) do
-                local g = pick.tg[id]
-                if g then
-                    if not add[g] then add[g] = {}; order[#order + 1] = g end
-                    add[g][#add[g] + 1] = string.format('%d', deadline)
-                    add[g][#add[g] + 1] = id
+    -- The jobs a flagged poll leased of named groups, for F.leased:
+    -- pick.tl = { id, group, .. } (ids[j]'s meta as read: got[n + j];
+    -- out: the poll's reply, its jobs from H + 1).
+    function F.took(pick, ids, got, n, out, H)
+        local leased, tl = {}, {}
+        for k = H + 1, #out, 5 do leased[out[k]] = true end
+        for j, id in ipairs(ids) do
+            local m = leased[id] and got[n + j]
+            local g = m and string.match(m, '|g([^|]*)')
+            if g and g ~= '' then tl[#tl + 1], tl[#tl + 2] = id, g end
+        end
+        pick.tl = tl
+    end
+
+    -- The lease index gl:<g> of a group kept by every flagged poll (not
+    -- only a limited one's: dq_group_stats counts from it) and bounded
+    -- by grooming its head: the entries whose claimed deadline passed
+    -- (at most lim of them) leave it, but those whose lease was extended,
+    -- which move to their new deadline.  <prefix>gls: group -> its head's
+    -- deadline (when grooming it next finds work), so a group no poll
+    -- serves any more is groomed too (F.leased: two a poll) and an empty
+    -- index leaves gls.
+    local function groom_head(g, lim, now)
+        local key = PFX .. 'gl:' .. g
+        local ids = redis.call('ZRANGEBYSCORE', key, '-inf', now,
+                               'LIMIT', 0, lim)
+        if #ids > 0 then
+            local sc = redis.call('ZMSCORE', K_LEASE, unpack(ids))
+            local rem, keep = {}, {}
+            for i, id in ipairs(ids) do
+                if sc[i] and tonumber(sc[i]) > now then
+                    keep[#keep + 1], keep[#keep + 2] = sc[i], id
+                else
+                    rem[#rem + 1] = id
                 end
             end
+            if #rem > 0 then redis.call('ZREM', key, unpack(rem)) end
+            if #keep > 0 then redis.call('ZADD', key, unpack(keep)) end
         end
+        local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        if h[2] then
+            redis.call('ZADD', PFX .. 'gls', h[2], g)
+        else
+            redis.call('ZREM', PFX .. 'gls', g)
+        end
+    end
+
+    -- After a flagged poll's writes: the jobs it leased of named groups
+    -- (pick.tl, F.took) enter their group's lease index, whose head is
+    -- groomed (at least as many entries as entered), the entries a
+    -- limited poll found no longer counting leave it, and two more groups
+    -- of gls whose head is due are groomed.
+    function F.leased(pick, now, deadline)
         for g, dead in pairs(pick.gdead) do
             if #dead > 0 then
                 redis.call('ZREM', PFX .. 'gl:' .. g, unpack(dead))
             end
         end
+        local add, order, tl = {}, {}, pick.tl or {}
+        local d = string.format('%d', deadline)
+        for k = 1, #tl, 2 do
+            local id, g = tl[k], tl[k + 1]
+            if not add[g] then add[g] = {}; order[#order + 1] = g end
+            add[g][#add[g] + 1] = d
+            add[g][#add[g] + 1] = id
+        end
         for _, g in ipairs(order) do
             redis.call('ZADD', PFX .. 'gl:' .. g, unpack(add[g]))
+            groom_head(g, #add[g] / 2 + 64, now)
+        end
+        local due = redis.call('ZRANGEBYSCORE', PFX .. 'gls', '-inf', now,
+                               'LIMIT', 0, 2)
+        for _, g in ipairs(due) do
+            if not add[g] then groom_head(g, 64, now) end
         end
     end
 
