@@ -43,7 +43,7 @@ class RedisServer:
 # The soft limit on open files the CLI runs inherit.  `delayq consume`
 # closes every descriptor above 2 in each command it starts, up to this
 # limit: at CI's 20000 that was ~85 ms of close() calls per job on its VM
-# (1201 jobs of TestDead's fill: over two minutes), at 1024 (the usual
+# (TestDead's 1201 jobs through consume: over two minutes), at 1024 (the usual
 # default) about 5 ms.  No test here needs more than a few dozen.
 CHILD_NOFILE = 1024
 
@@ -1541,8 +1541,8 @@ class TestCExamples(CliCase):
 
 
 # The classes a part of the suite runs ($DQ_CLI_PART; unset: all of them).
-# meson runs part "dead" (TestDead's 1201-job fill, the longest test by
-# far) as a test of its own beside part "rest", everything else, so that
+# meson runs part "dead" (TestDead: 1201 jobs through consume, the longest
+# test) as a test of its own beside part "rest", everything else, so that
 # neither waits for the other; a new class goes to "rest" by itself.
 PARTS = {"dead": ["TestDead"]}
 
