@@ -228,9 +228,9 @@ finish_partition() {
     local rc=0
     [[ -n $PART_PID ]] || return 0
     CURRENT=partition
+    banner "partition: build's partition suite (run beside the steps above)"
     wait "$PART_PID" || rc=$?
     PART_PID=""
-    banner "partition: build's partition suite (run beside the steps above)"
     cat build/meson-logs/testlog-partition.out
     count_results build testlog-partition
     print_figures build testlog-partition
