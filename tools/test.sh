@@ -17,9 +17,9 @@
 #                                every build; build's partition suite,
 #                                network partitions and failovers, which
 #                                mostly waits, runs in the background
-#                                beside the build-hiredis12 and valkey
-#                                steps, and the run waits for it before
-#                                browser)
+#                                beside the build-hiredis12, valkey and
+#                                browser steps, and the run waits for it
+#                                before pkgtest)
 #                                then valkey: the core, async, fault and
 #                                cluster suites of build and their
 #                                compact-push runs (suite cpush), and the
@@ -333,7 +333,8 @@ if [[ $FAST -eq 1 ]]; then
 else
     MAIN_ARGS=(--no-suite browser --no-suite cluster)
     # --quick: the partition suite in this run, alone at its end; else in
-    # the background beside build-hiredis12 and valkey (start_partition).
+    # the background beside build-hiredis12, valkey and browser
+    # (start_partition).
     [[ $QUICK -eq 1 ]] || MAIN_ARGS+=(--no-suite partition)
     LANE_ARGS=(--suite cluster)
     run_tests build "$JOBS"
@@ -371,8 +372,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 RESULT[build-asan]=ok
 
 # ---- d0. build's partition suite, in the background (start_partition) -----
-# Beside the hiredis 1.2 and Valkey steps, whose tests mostly wait too (not
-# beside build-asan, whose tests are CPU-bound); waited for before browser.
+# Beside the hiredis 1.2, Valkey and browser steps, whose tests mostly wait
+# too (not beside build-asan, whose tests are CPU-bound); waited for before
+# pkgtest.
 start_partition
 
 # ---- d. build-hiredis12: hiredis 1.2 (Debian trixie), TLS on ----------------
@@ -458,8 +460,6 @@ print_figures build-hiredis12
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[valkey]=ok
 
-finish_partition
-
 # ---- e2. browser: the `delayq web` page in Debian's chromium ---------------
 CURRENT=browser
 RESULT[browser]=running
@@ -471,6 +471,10 @@ meson test -C build --print-errorlogs --suite browser || rc=$?
 count_results build
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[browser]=ok
+
+# build's partition suite, started before build-hiredis12 (start_partition),
+# finished before pkgtest, whose package build keeps both cores busy.
+finish_partition
 
 # ---- e3. pkgtest: the Debian packages as users install them -----------------
 # Builds the .debs from the `meson dist` tarball of HEAD, lintian, the ABI
