@@ -14,7 +14,12 @@
 #                                what the server runs, not the C or hiredis
 #                                calls that those builds exist for; the
 #                                cluster suites cover partitioned queues in
-#                                every build)
+#                                every build; build's partition suite,
+#                                network partitions and failovers, which
+#                                mostly waits, runs in the background
+#                                beside the build-hiredis12, valkey and
+#                                browser steps, and the run waits for it
+#                                before pkgtest)
 #                                then valkey: the core, async, fault and
 #                                cluster suites of build and their
 #                                compact-push runs (suite cpush), and the
@@ -84,7 +89,7 @@ ASAN_JOBS=$(((JOBS + 1) / 2))
 # ---- bookkeeping for the summary printed at exit ---------------------------
 declare -A RESULT=()
 BUILDS=(build)
-[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan build-hiredis12 valkey browser pkgtest)
+[[ $QUICK -eq 1 ]] || BUILDS+=(build-asan partition build-hiredis12 valkey browser pkgtest)
 [[ $QUICK -eq 1 || $FUZZ_SECONDS -eq 0 ]] || BUILDS+=(build-fuzz)
 for b in "${BUILDS[@]}"; do RESULT[$b]="not run"; done
 PASSED=0 FAILED=0 SKIPPED=0
@@ -92,6 +97,7 @@ CURRENT=""
 
 summary() {
     local rc=$? b line=""
+    ! declare -F stop_partition >/dev/null || stop_partition
     if [[ -n $CURRENT && ${RESULT[$CURRENT]} == running ]]; then
         RESULT[$CURRENT]=FAILED
     fi
@@ -201,6 +207,47 @@ run_tests() {
     [[ $lane_rc -eq 0 ]] || exit "$lane_rc"
 }
 
+# The partition suite of build (tests/partition: ~4.5 min on a quiet
+# machine, partition_durable and partition_default, each is_parallel false)
+# mostly waits on failovers, leases and its load's fixed hold times (13 s
+# of CPU in partition_default's 45 s): alone at the end of build's run it
+# left a core idle for minutes.  start_partition runs it in the
+# background, in a meson run of its own (its log:
+# build/meson-logs/testlog-partition.txt), beside the steps that follow;
+# finish_partition waits for it, prints its output and counts, and exits on
+# a failure; stop_partition (at exit) ends a run still going when an
+# earlier step failed.
+PART_PID=""
+start_partition() {
+    RESULT[partition]=running
+    meson_test build testlog-partition 1 --suite partition \
+        >build/meson-logs/testlog-partition.out 2>&1 &
+    PART_PID=$!
+}
+finish_partition() {
+    local rc=0
+    [[ -n $PART_PID ]] || return 0
+    CURRENT=partition
+    banner "partition: build's partition suite (run beside the steps above)"
+    wait "$PART_PID" || rc=$?
+    PART_PID=""
+    cat build/meson-logs/testlog-partition.out
+    count_results build testlog-partition
+    print_figures build testlog-partition
+    [[ $rc -eq 0 ]] || exit "$rc"
+    RESULT[partition]=ok
+}
+stop_partition() {
+    [[ -n $PART_PID ]] || return 0
+    RESULT[partition]="stopped"
+    # $PART_PID is the subshell running meson_test: end its meson first
+    # (meson stops the tests it runs, run.py tears its network down).
+    pkill -TERM -P "$PART_PID" 2>/dev/null || true
+    kill "$PART_PID" 2>/dev/null || true
+    wait "$PART_PID" 2>/dev/null || true
+    PART_PID=""
+}
+
 # Prints the names of options (NAME=VALUE args) whose value in build dir $1
 # differs from the wanted one, or "?" if the build dir cannot be introspected.
 options_differ() {
@@ -285,6 +332,10 @@ if [[ $FAST -eq 1 ]]; then
     [[ $rc -eq 0 ]] || exit "$rc"
 else
     MAIN_ARGS=(--no-suite browser --no-suite cluster)
+    # --quick: the partition suite in this run, alone at its end; else in
+    # the background beside build-hiredis12, valkey and browser
+    # (start_partition).
+    [[ $QUICK -eq 1 ]] || MAIN_ARGS+=(--no-suite partition)
     LANE_ARGS=(--suite cluster)
     run_tests build "$JOBS"
 fi
@@ -319,6 +370,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_tests build-asan "$ASAN_JOBS"
 RESULT[build-asan]=ok
+
+# ---- d0. build's partition suite, in the background (start_partition) -----
+# Beside the hiredis 1.2, Valkey and browser steps, whose tests mostly wait
+# too (not beside build-asan, whose tests are CPU-bound); waited for before
+# pkgtest.
+start_partition
 
 # ---- d. build-hiredis12: hiredis 1.2 (Debian trixie), TLS on ----------------
 CURRENT=build-hiredis12
@@ -414,6 +471,10 @@ meson test -C build --print-errorlogs --suite browser || rc=$?
 count_results build
 [[ $rc -eq 0 ]] || exit "$rc"
 RESULT[browser]=ok
+
+# build's partition suite, started before build-hiredis12 (start_partition),
+# finished before pkgtest, whose package build keeps both cores busy.
+finish_partition
 
 # ---- e3. pkgtest: the Debian packages as users install them -----------------
 # Builds the .debs from the `meson dist` tarball of HEAD, lintian, the ABI

@@ -43,7 +43,7 @@ class RedisServer:
 # The soft limit on open files the CLI runs inherit.  `delayq consume`
 # closes every descriptor above 2 in each command it starts, up to this
 # limit: at CI's 20000 that was ~85 ms of close() calls per job on its VM
-# (1201 jobs of TestDead's fill: over two minutes), at 1024 (the usual
+# (TestDead's 1201 jobs through consume: over two minutes), at 1024 (the usual
 # default) about 5 ms.  No test here needs more than a few dozen.
 CHILD_NOFILE = 1024
 
@@ -72,6 +72,44 @@ def wait_for(pred, timeout):
             return True
         time.sleep(0.02)
     return bool(pred())
+
+
+# The fill of TestDead's 1201 jobs: one batch push through the Python
+# binding (bindings/python) over the build's libdelayq, in a python process
+# of its own.  A `delayq push` per job cost a process each: about 0.1 s of
+# CPU each under ASan (most of it LeakSanitizer's scan of the sanitizer
+# runtimes' own 11 MB of globals at exit), two minutes of the ASan build's
+# run for jobs that only set the scene; the CLI's push is what TestPush
+# tests.  meson passes the library (DQ_CLI_FILL_LIB), the binding's
+# directory (DQ_CLI_FILL_PYTHONPATH) and, in a sanitized build, the ASan
+# runtime an uninstrumented python must load first (DQ_CLI_FILL_PRELOAD;
+# python itself "leaks" at exit: no LSan in that process).
+FILL_CODE = """
+import sys, delayq
+uri, queue, ids = sys.argv[1], sys.argv[2], sys.argv[3:]
+with delayq.Client(uri) as c:
+    got = c.push_batch(queue, [b"p"] * len(ids), ids=ids)
+bad = [r for r, i in zip(got, ids) if r != (i, delayq.PUSHED)]
+sys.exit("push_batch: %d of %d not pushed: %r" % (len(bad), len(ids), bad[:3])
+         if bad else 0)
+"""
+
+
+def push_many(queue, ids):
+    """Pushes a job "p" under each id (none of them known yet)."""
+    lib = os.environ.get("DQ_CLI_FILL_LIB")
+    if not lib:
+        raise RuntimeError("DQ_CLI_FILL_LIB is not set: run this script as "
+                           "meson test does (tests/cli/meson.build)")
+    env = dict(os.environ, DELAYQ_LIB=lib,
+               PYTHONPATH=os.environ["DQ_CLI_FILL_PYTHONPATH"])
+    if os.environ.get("DQ_CLI_FILL_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["DQ_CLI_FILL_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
+    return subprocess.run([sys.executable, "-c", FILL_CODE, REDIS.uri, queue]
+                          + list(ids), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env,
+                          timeout=CMD_TIMEOUT)
 
 
 def env_for(queue=None, uri=None, drop=()):
@@ -1067,18 +1105,14 @@ class TestDead(CliCase):
 
     def test_all_loops_over_batches(self):
         q = new_queue("deadmany")
-        # 1201 dead jobs: more than one batch of 1000.  Pushed by the CLI
-        # (100 processes at a time), dead-lettered by consume with a
-        # command that always fails and --max-attempts 1.
+        # 1201 dead jobs: more than one batch of 1000.  Pushed in one
+        # batch (push_many), dead-lettered by consume with a command that
+        # always fails and --max-attempts 1.
         n = 1201
         ids = ["m%04d" % i for i in range(n)]
-        for chunk in range(0, n, 100):
-            procs = [subprocess.Popen([DELAYQ, "push", "p", "--id", i],
-                                      env=env_for(q),
-                                      stdout=subprocess.DEVNULL)
-                     for i in ids[chunk:chunk + 100]]
-            for p in procs:
-                self.assertEqual(p.wait(CMD_TIMEOUT), 0)
+        r = push_many(q, ids)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(self.stats(q)["due"], n)
         r = run(["consume", "--max-attempts", "1", "--concurrency", "50",
                  "--max-jobs", str(n), "--quiet", "--", "false"], q,
                 timeout=240)
@@ -1564,8 +1598,8 @@ class TestCExamples(CliCase):
 
 
 # The classes a part of the suite runs ($DQ_CLI_PART; unset: all of them).
-# meson runs part "dead" (TestDead's 1201-job fill, the longest test by
-# far) as a test of its own beside part "rest", everything else, so that
+# meson runs part "dead" (TestDead: 1201 jobs through consume, the longest
+# test) as a test of its own beside part "rest", everything else, so that
 # neither waits for the other; a new class goes to "rest" by itself.
 PARTS = {"dead": ["TestDead"]}
 
