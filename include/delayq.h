@@ -1020,7 +1020,14 @@ DQ_EXTERN int dq_nack_reason(dq_client *c, const char *queue, const char *id,
 
 /* Sets the lease of a job you hold to lease_ms from now (server clock).
  * deadline_ms: NULL or receives the new deadline (server epoch ms).
- * Returns 0, DQ_ESTALE (lease lost), DQ_ENOTFOUND or another code. */
+ * Returns 0, DQ_ESTALE (lease lost), DQ_ENOTFOUND or another code.
+ * A lease that ran out (its deadline passed) but that no poll claimed
+ * again is still yours: the extend brings it back, but it then takes a
+ * slot anew, so on a queue with DQ_SET_MAX_INFLIGHT, or a job of a named
+ * group under DQ_SET_GROUP_MAX_INFLIGHT, only if that limit has room for
+ * it now; else DQ_ESTALE and nothing changes (the job stays due as a
+ * lease that ran out).  A lease still live keeps its slot: its extend
+ * never asks a limit. */
 DQ_EXTERN int dq_extend(dq_client *c, const char *queue, const char *id,
                         const char *token, int64_t lease_ms,
                         int64_t *deadline_ms);

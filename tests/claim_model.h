@@ -61,9 +61,9 @@
  * CM_STRICT_UNINDEXED (or env DQ_MODEL_STRICT_UNINDEXED=1), those that hold
  * the fill to the priority promise by CM_STRICT_PRIO_FILL (or env
  * DQ_MODEL_STRICT_PRIO=1).  An extend of a lease that ran out but was not
- * claimed again brings it back (extend.lua) without asking either limit,
- * so a slot given to another job meanwhile is taken twice: the samples
- * allow those leases above the limits unless CM_STRICT_EXTEND (or env
+ * claimed again brings it back (extend.lua) only if the limits have room
+ * (refused, DQ_ESTALE, only when one is full); the samples allow those
+ * leases above the limits unless CM_STRICT_EXTEND (or env
  * DQ_MODEL_STRICT_EXTEND=1).  The lead turns them on once the fixes land.
  *
  * Seed: printed at the start and in every failure; DQ_MODEL_SEED=<n>
@@ -854,6 +854,17 @@ static void cm_cancel(cm_model *m) {
     }
 }
 
+/* Whether a limit of job j's partition (or of its group there) had no
+ * room at lo for j, whose lease ran out by the extend's clock: extend.lua
+ * then refuses to bring it back (the live leases only end after lo). */
+static int cm_full(const cm_model *m, const cm_job *j, int64_t lo) {
+    int self = j->deadline > lo; /* counted at lo, not by then */
+    if (m->L > 0 && cm_live(m, j->part, -1, lo) - self >=
+                        cm_share(m, m->L, j->part))
+        return 1;
+    return j->g != 0 && cm_groom(m, j->part, j->g, lo) + self <= 0;
+}
+
 static void cm_extend(cm_model *m) {
     int i = cm_holder(m);
     if (i < 0)
@@ -864,6 +875,10 @@ static void cm_extend(cm_model *m) {
     int rc = m->o->extend(m->cx, m->q, j->id, j->tok, lease, &dl);
     int64_t hi = server_ms(m->r);
     cm_note(m, "extend %s=%ld", j->id, rc);
+    /* a lease that ran out takes a slot anew: refused while none is free,
+     * and nothing changes */
+    if (rc == DQ_ESTALE && j->deadline <= hi && cm_full(m, j, lo))
+        return;
     CM_CK(m, rc == 0, "extend of %s: %d", j->id, rc);
     j->revived |= j->deadline <= hi; /* it may have run out */
     CM_CK(m, dl >= lo + lease && dl <= hi + lease, "extend of %s: deadline %"

@@ -10,6 +10,8 @@
  * plain jobs, acks, nacks, cancels and expiries never has more leased
  * than the limit (sampled from Redis), agrees with a reference model of
  * the holds, finishes every job once and leaves no group index behind.
+ * An extend of a lease that ran out takes a slot anew: refused while the
+ * limit (queue-wide or its group's) is full, counted in its group after.
  *
  * The count in flight is read from Redis (leases whose deadline is after
  * the server's now), never trusted from the clients.
@@ -1077,6 +1079,143 @@ START_TEST(group_stats_bad_input) {
 }
 END_TEST
 
+/* ---- an extend of a lease that ran out ----------------------------------- */
+
+/* Pushes n jobs of group g (NULL: none), all in partition 0 (ids
+ * "<base><k>" or tu_id_in's), the k-th due at at + k ms; ids to out. */
+static void push_in0(const char *q, const char *g, const char *base, int n,
+                     int64_t at, char out[][40]) {
+    dq_push_opts *o = dq_push_opts_new();
+    ck_assert_ptr_nonnull(o);
+    if (g != NULL)
+        ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, g), 0);
+    for (int k = 0; k < n; k++) {
+        char b[16];
+        snprintf(b, sizeof(b), "%s%d", base, k);
+        const char *ids[1] = {tu_id_in(out[k], 40, b, 0)};
+        const void *pls[1] = {"x"};
+        size_t lens[1] = {1};
+        int64_t times[1] = {at + k};
+        ck_assert_int_eq(dq_push_batch_ex(C, q, 1, pls, lens, times, ids,
+                                          DQ_PUSH_AT, o, NULL, NULL),
+                         1);
+    }
+    dq_push_opts_free(o);
+}
+
+/* Polls one job (max 1, lease lease_ms), which must be job id. */
+static dq_jobs *claim_id(const char *q, int64_t lease_ms, const char *id) {
+    dq_jobs *j = poll_until(C, q, 1, lease_ms, 2000);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(j, 0)), id);
+    return j;
+}
+
+/* Pushes n jobs (push_in0, due 5 s ago, ids "<base><k>"), claims the
+ * first with a lease that runs out (100 ms), waits for it to run out,
+ * then claims the second: *first, *second. */
+static void lapse_then_claim(const char *q, const char *g, const char *base,
+                             int n, char id[][40], dq_jobs **first,
+                             dq_jobs **second) {
+    push_in0(q, g, base, n, server_ms(R) - 5000, id);
+    *first = claim_id(q, 100, id[0]);
+    th_sleep_ms(200);
+    *second = claim_id(q, 30000, id[1]);
+}
+
+/* The extend, and the ack, of the job of list j (as claim_id's). */
+static int extend_of(const char *q, const dq_jobs *j, int64_t lease_ms,
+                     int64_t *dl) {
+    const dq_job *x = dq_jobs_at(j, 0);
+    return dq_extend(C, q, dq_job_id(x), dq_job_token(x), lease_ms, dl);
+}
+
+static int ack_of(const char *q, const dq_jobs *j) {
+    const dq_job *x = dq_jobs_at(j, 0);
+    return dq_ack(C, q, dq_job_id(x), dq_job_token(x));
+}
+
+/* The limit on jobs in flight (one per partition; both jobs in partition
+ * 0): a's lease runs out and b takes its slot; an extend of a's lease is
+ * then refused as lost (DQ_ESTALE) and changes nothing, never two in
+ * flight; once b is acked the extend brings a back, and it holds the
+ * slot (a poll takes nothing). */
+START_TEST(extend_lapsed_limit) {
+    set_limit(C, Q, tu_parts());
+    char id[2][40];
+    dq_jobs *a, *b;
+    lapse_then_claim(Q, NULL, "e", 2, id, &a, &b);
+    int64_t dl = -9;
+    ck_assert_int_eq(extend_of(Q, a, 30000, &dl), DQ_ESTALE);
+    ck_assert_int_eq(dl, -9);
+    ck_assert_int_eq(leased_now(R, Q), 1);
+    ck_assert_int_eq(ack_of(Q, b), 0);
+    int64_t lo = server_ms(R);
+    ck_assert_int_eq(extend_of(Q, a, 30000, &dl), 0);
+    ck_assert_int_ge(dl, lo + 30000);
+    ck_assert_int_eq(leased_now(R, Q), 1);
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 100, 30000, &none, NULL), 0);
+    /* a live lease's extend needs no room: the slot is its own */
+    ck_assert_int_eq(extend_of(Q, a, 30000, &dl), 0);
+    ck_assert_int_eq(ack_of(Q, a), 0);
+    dq_jobs_free(a);
+    dq_jobs_free(b);
+}
+END_TEST
+
+/* The limit per group (one per partition; A's jobs in partition 0): a0's
+ * lease runs out and a1 takes A's slot; the extend of a0 is refused; a1
+ * acked, it brings a0 back, counted in A's lease index (dq_group_stats:
+ * one in flight) so the next poll leaves a2 waiting; a0 acked, a2 is
+ * handed out. */
+START_TEST(extend_lapsed_group_limit) {
+    set_group_limit(C, Q, tu_parts());
+    char id[3][40];
+    dq_jobs *a0, *a1;
+    lapse_then_claim(Q, "A", "a", 3, id, &a0, &a1);
+    ck_assert_int_eq(extend_of(Q, a0, 30000, NULL), DQ_ESTALE);
+    dq_group_list *l = gstats(Q, 10, 1);
+    gcheck(l, "A", 1, 0, 1);
+    dq_group_list_free(l);
+    ck_assert_int_eq(ack_of(Q, a1), 0);
+    ck_assert_int_eq(extend_of(Q, a0, 30000, NULL), 0);
+    l = gstats(Q, 10, 1);
+    gcheck(l, "A", 1, 0, 1);
+    dq_group_list_free(l);
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 20, 30000, &none, NULL), 0);
+    ck_assert_int_eq(leased_now(R, Q), 1);
+    ck_assert_int_eq(ack_of(Q, a0), 0);
+    dq_jobs *a2 = claim_id(Q, 30000, id[2]);
+    ck_assert_int_eq(leased_now(R, Q), 1);
+    dq_jobs_free(a0);
+    dq_jobs_free(a1);
+    dq_jobs_free(a2);
+}
+END_TEST
+
+/* A queue with groups and no limit: a lease of A's that ran out and was
+ * dropped from A's lease index (a later poll groomed it) is counted in
+ * flight again once an extend brings it back. */
+START_TEST(extend_lapsed_group_counted) {
+    char id[2][40];
+    dq_jobs *a0, *a1;
+    lapse_then_claim(Q, "A", "a", 2, id, &a0, &a1);
+    dq_group_list *l = gstats(Q, 10, 1);
+    gcheck(l, "A", 0, 0, 1);
+    dq_group_list_free(l);
+    ck_assert_int_eq(extend_of(Q, a0, 30000, NULL), 0);
+    l = gstats(Q, 10, 1);
+    gcheck(l, "A", 0, 0, 2);
+    dq_group_list_free(l);
+    ck_assert_int_eq(ack_of(Q, a0), 0);
+    ck_assert_int_eq(ack_of(Q, a1), 0);
+    dq_jobs_free(a0);
+    dq_jobs_free(a1);
+}
+END_TEST
+
 TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_holds_and_frees", limit_holds_and_frees, 30, &fx},
     {"limit_lease_expiry", limit_lease_expiry, 30, &fx},
@@ -1098,4 +1237,7 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_model", limit_model, 60, &fx},
     {"group_stats_counts", group_stats_counts, 30, &fx},
     {"group_stats_inflight", group_stats_inflight, 30, &fx},
-    {"group_stats_bad_input", group_stats_bad_input, 30, &fx})
+    {"group_stats_bad_input", group_stats_bad_input, 30, &fx},
+    {"extend_lapsed_limit", extend_lapsed_limit, 30, &fx},
+    {"extend_lapsed_group_limit", extend_lapsed_group_limit, 30, &fx},
+    {"extend_lapsed_group_counted", extend_lapsed_group_counted, 30, &fx})

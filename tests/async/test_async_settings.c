@@ -5,7 +5,8 @@
  * and dq_async_push_ex (a job's own max attempts,
  * an expiry, DQ_PUSH_AT), seen through the sync client; and
  * dq_async_group_stats (counts per tenant group, jobs in flight per
- * group without a limit, bad input refused at once).
+ * group without a limit, bad input refused at once); dq_async_extend of
+ * a lease that ran out under a full limit on jobs in flight.
  */
 #include "test_async.h"
 
@@ -341,9 +342,57 @@ START_TEST(async_group_inflight) {
 }
 END_TEST
 
+/* The sync client claims job id (max 1, lease lease_ms); the list. */
+static dq_jobs *claim_sync(dq_client *c, const char *q, int64_t lease_ms,
+                           const char *id) {
+    dq_jobs *j = poll_until(c, q, 1, lease_ms, 2000);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(j, 0)), id);
+    return j;
+}
+
+/* An async extend of a lease that ran out while its slot (the limit on
+ * jobs in flight, one per partition; both jobs in partition 0) went to
+ * another job: refused as lost (DQ_ESTALE); once that job is acked the
+ * extend brings the lease back. */
+START_TEST(async_extend_lapsed) {
+    dq_client *c = open_client();
+    int s = DQ_SET_MAX_INFLIGHT;
+    int64_t v = tu_parts();
+    ck_assert_int_eq(dq_config_set(c, Q, 1, &s, &v), 0);
+    char e0[40], e1[40];
+    push_text(c, Q, "x", 0, tu_id_in(e0, sizeof(e0), "e0", 0), 0, NULL);
+    th_sleep_ms(5);
+    push_text(c, Q, "x", 0, tu_id_in(e1, sizeof(e1), "e1", 0), 0, NULL);
+    dq_jobs *j0 = claim_sync(c, Q, 100, e0);
+    th_sleep_ms(200);
+    dq_jobs *j1 = claim_sync(c, Q, 30000, e1);
+    dq_async *a = aopen();
+    const char *tok = dq_job_token(dq_jobs_at(j0, 0));
+    res r = {0};
+    ck_assert_int_eq(dq_async_extend(a, Q, e0, tok, 30000, extend_rec, &r),
+                     0);
+    WAIT_CB(r, DQ_ESTALE);
+    ck_assert_int_eq(dq_ack(c, Q, e1, dq_job_token(dq_jobs_at(j1, 0))), 0);
+    res_clear(&r);
+    int64_t before = wall_ms();
+    ck_assert_int_eq(dq_async_extend(a, Q, e0, tok, 30000, extend_rec, &r),
+                     0);
+    WAIT_CB(r, 0);
+    ck_assert_msg(r.v >= before + 29000, "deadline %" PRId64, r.v);
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(poll_n(c, Q, 100, 30000, &none, NULL), 0);
+    dq_jobs_free(j0);
+    dq_jobs_free(j1);
+    dq_close(c);
+    dq_async_free(a);
+}
+END_TEST
+
 TEST_SUITE("async_settings", TU_SRV_UNIX,
     {"async_config", async_config, 30, &async_fixture},
     {"async_push_ex", async_push_ex, 30, &async_fixture},
     {"async_inflight_limit", async_inflight_limit, 30, &async_fixture},
     {"async_group_stats", async_group_stats, 30, &async_fixture},
-    {"async_group_inflight", async_group_inflight, 30, &async_fixture})
+    {"async_group_inflight", async_group_inflight, 30, &async_fixture},
+    {"async_extend_lapsed", async_extend_lapsed, 30, &async_fixture})

@@ -102,6 +102,14 @@
 -- at its limit (the others are served) and, when it took nothing for
 -- that, answers when the first lease of a held group ends and sets the
 -- "\0full" field like the queue-wide limit, so an ack wakes a waiter.
+-- An extend of a lease that ran out but was not claimed again (extend.lua)
+-- takes a slot anew: it brings the lease back only if both limits have
+-- room for it as a poll counts them (ZCOUNT lease (now +inf) against
+-- inflight_part; F.g_room against group_inflight_part), else it answers
+-- "lease lost" and changes nothing, so no slot given to another job
+-- meanwhile is taken twice; brought back, a job of a named group enters
+-- gl:<group> and gls again (F.relet), which grooming may have dropped it
+-- from.  A live lease's extend keeps its slot and reads neither.
 
 -- The functions of fair claiming, made only when a script needs them (as
 -- c_lib): a script body makes each of its functions anew on every call,
@@ -632,6 +640,29 @@ local function fair_lib()
         for _, g in ipairs(due) do
             if not add[g] then groom_head(g, 64, now) end
         end
+    end
+
+    -- An extend that brings back a lease that ran out (extend.lua), of a
+    -- job of named group g on a flagged queue: whether g has room for it
+    -- under its limit (nil: none), counted as a poll counts it (groom;
+    -- the lapsed lease itself no longer counts).  Reads gl:<g> and gls
+    -- either way, the keys F.relet writes.
+    function F.g_room(g, limit, now)
+        redis.call('ZSCORE', PFX .. 'gls', g)
+        if not limit then
+            redis.call('ZCARD', PFX .. 'gl:' .. g)
+            return true
+        end
+        return (groom(g, limit, now)) > 0
+    end
+
+    -- After F.g_room: the job id, leased again until deadline, enters its
+    -- group's lease index again (groom_head may have dropped it when its
+    -- old deadline passed), and gls holds the index's head no later.
+    function F.relet(g, id, deadline)
+        local d = string.format('%d', deadline)
+        redis.call('ZADD', PFX .. 'gl:' .. g, d, id)
+        redis.call('ZADD', PFX .. 'gls', 'LT', d, g)
     end
 
     return F
