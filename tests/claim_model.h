@@ -176,6 +176,7 @@ typedef struct cm_model {
     cm_entry ent[CM_MAXP][CM_NG][CM_MAXJ];
     int nent[CM_MAXP][CM_NG];
     int64_t turns[CM_MAXP][CM_NG + 1];
+    char tname[CM_MAXP][CM_NG + 1][8]; /* the groups of turns */
     int nturns[CM_MAXP];
     /* counts of what was checked, printed at the end */
     long polls, handed, fair_checked, fair_groups, fair_excused, prio_checked;
@@ -429,9 +430,12 @@ static void cm_read_index(cm_model *m) {
               rep != NULL && rep->type == REDIS_REPLY_ARRAY, "reading gq");
         m->nturns[p] = 0;
         for (size_t k = 1; k < rep->elements && m->nturns[p] <= CM_NG;
-             k += 2)
+             k += 2) {
+            snprintf(m->tname[p][m->nturns[p]], sizeof(m->tname[p][0]),
+                     "%s", rep->element[k - 1]->str);
             m->turns[p][m->nturns[p]++] =
                 strtoll(rep->element[k]->str, NULL, 10);
+        }
         freeReplyObject(rep);
     }
 }
@@ -589,6 +593,33 @@ static int cm_best(const cm_model *m, int p, int g, int64_t t, int *all) {
     return best;
 }
 
+/* On a failed check: partition p's due jobs at t, its index
+ * entries and turns as read before the poll, to stderr. */
+static void cm_dump(const cm_model *m, const cm_poll *P, int p, int64_t t) {
+    int64_t d;
+    fprintf(stderr, "partition %d at %" PRId64 ", %d handed out there:\n",
+            p, t, P->seg[p]);
+    for (int i = 0; i < m->n; i++) {
+        const cm_job *j = &m->j[i];
+        if (j->part == p && cm_eligible(j, t, &d))
+            fprintf(stderr, "  %s group '%s' prio %d state %d due %" PRId64
+                    " ix %d plain %d\n", j->id, cm_gname[j->g], j->prio,
+                    j->state, d, j->ix, j->plain_new);
+    }
+    for (int g = 0; g < CM_NG; g++)
+        for (int k = 0; k < m->nent[p][g]; k++)
+            fprintf(stderr, "  index '%s': %s at %" PRId64 "\n", cm_gname[g],
+                    m->ent[p][g][k].job < 0 ? "?"
+                                            : m->j[m->ent[p][g][k].job].id,
+                    m->ent[p][g][k].score);
+    for (int e = 0; e < P->n; e++)
+        fprintf(stderr, "  out %s group '%s' prio %d\n", P->got[e].id,
+                cm_gname[m->j[P->job[e]].g], m->j[P->job[e]].prio);
+    for (int k = 0; k < m->nturns[p]; k++)
+        fprintf(stderr, "  turn '%s' %" PRId64 "\n", m->tname[p][k],
+                m->turns[p][k]);
+}
+
 /* Strict: group g's jobs handed out from partition p are the best of its
  * due jobs there, in order (of those the picks promise: cm_promised). */
 static void cm_check_prefix(cm_model *m, const cm_poll *P, int p, int g) {
@@ -612,6 +643,8 @@ static void cm_check_prefix(cm_model *m, const cm_poll *P, int p, int g) {
             if (out || h->part != p || h->g != g ||
                 !cm_eligible(h, t, &dh) || !cm_promised(h))
                 continue;
+            if (cm_better(h->prio, dh, r->prio, dr))
+                cm_dump(m, P, p, t);
             CM_CK(m, !cm_better(h->prio, dh, r->prio, dr), "group '%s': %s "
                   "(priority %d, due %" PRId64 ") handed out while %s "
                   "(priority %d, due %" PRId64 ") was left at %" PRId64,
@@ -693,29 +726,6 @@ static void cm_list(const cm_poll *P, char *buf, size_t n) {
         size_t k = strlen(buf);
         snprintf(buf + k, n - k, " %s", P->got[e].id);
     }
-}
-
-/* On a failed fairness check: partition p's due jobs at t, its index
- * entries and turns as read before the poll, to stderr. */
-static void cm_dump(const cm_model *m, const cm_poll *P, int p, int64_t t) {
-    int64_t d;
-    fprintf(stderr, "partition %d at %" PRId64 ", %d handed out there:\n",
-            p, t, P->seg[p]);
-    for (int i = 0; i < m->n; i++) {
-        const cm_job *j = &m->j[i];
-        if (j->part == p && cm_eligible(j, t, &d))
-            fprintf(stderr, "  %s group '%s' prio %d state %d due %" PRId64
-                    " ix %d plain %d\n", j->id, cm_gname[j->g], j->prio,
-                    j->state, d, j->ix, j->plain_new);
-    }
-    for (int g = 0; g < CM_NG; g++)
-        for (int k = 0; k < m->nent[p][g]; k++)
-            fprintf(stderr, "  index '%s': %s at %" PRId64 "\n", cm_gname[g],
-                    m->ent[p][g][k].job < 0 ? "?"
-                                            : m->j[m->ent[p][g][k].job].id,
-                    m->ent[p][g][k].score);
-    for (int k = 0; k < m->nturns[p]; k++)
-        fprintf(stderr, "  turn %" PRId64 "\n", m->turns[p][k]);
 }
 
 /* Fairness in partition p (fair.lua's promise): k groups have promised
