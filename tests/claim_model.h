@@ -27,11 +27,13 @@
  *    jobs in p due at the poll's now there (pending with due <= now, or
  *    leased with deadline <= now, due at the deadline) and R those of H
  *    handed out, in answer order; "better" is higher priority, then older
- *    due.  Default: R's first is the best of H whenever fair.lua's picks
+ *    due.  Relaxed: R's first is the best of H whenever fair.lua's picks
  *    promise it (every job of H in g's index, no hint entry in the way,
  *    g's turn read, g below its limit).  With CM_STRICT_PRIO_FILL (the
- *    public promise of DQ_PUSHOPT_PRIORITY): R is in order and no job of
- *    H left behind is better than one of R, max jobs or not;
+ *    default; the public promise of DQ_PUSHOPT_PRIORITY): R is in order
+ *    and no job of H left behind is better than one of R, max jobs or
+ *    not (H and R: jobs pending in due; leases that ran out and compact
+ *    jobs are left to the share);
  *  - fairness (fair.lua's promise, per partition): let k be the groups
  *    with due jobs there in their index (jobs without a group being one
  *    group) and room under their group limit, and u 1 when jobs that no
@@ -56,23 +58,22 @@
  *    ack of the finishing delivery still answers 0, an ack, nack or extend
  *    with a stale token is refused (DQ_ESTALE), and the queue is empty at
  *    the end.
- * Jobs that are due but not in their group's index (requeued from dead,
- * leases that ran out, jobs without options that a compact layout moved
- * into its buckets) are served by the fill from due after the groups'
- * picks: fair.lua promises them nothing more today, and an index entry
- * left at an old time by a job requeued from dead is not dropped while
- * the job waits.  Nor does the fill from due or from expired leases read
- * past the oldest max jobs, which a group at its limit can fill: the
- * check that the first poll after the holders vanished takes all it
- * could holds under a group limit only when strict.  The checks that
- * hold these to the groups' promise are gated by
- * CM_STRICT_UNINDEXED (or env DQ_MODEL_STRICT_UNINDEXED=1), those that hold
- * the fill to the priority promise by CM_STRICT_PRIO_FILL (or env
- * DQ_MODEL_STRICT_PRIO=1).  An extend of a lease that ran out but was not
+ * Every job that enters due on a grouped queue is indexed (fair.lua), so
+ * the strict checks are on by default: CM_STRICT_UNINDEXED holds jobs
+ * requeued from dead to their group's promise like any other, allows no
+ * excuse for an index entry whose job is still pending, and checks that
+ * the first poll after the holders vanished takes all it could also
+ * under a group limit; CM_STRICT_PRIO_FILL holds every job a group gets
+ * to the priority promise, the fill from due included.  Build with either
+ * defined to 0 for the relaxed check that the picks alone promise (env
+ * DQ_MODEL_STRICT_UNINDEXED=1 and DQ_MODEL_STRICT_PRIO=1 turn them on
+ * in such a build).  Leases that ran out and compact jobs are served by
+ * the share (oldest first, not by group or priority): the checks hold
+ * them to that only.  An extend of a lease that ran out but was not
  * claimed again brings it back (extend.lua) without asking either limit,
  * so a slot given to another job meanwhile is taken twice: the samples
  * allow those leases above the limits unless CM_STRICT_EXTEND (or env
- * DQ_MODEL_STRICT_EXTEND=1).  The lead turns them on once the fixes land.
+ * DQ_MODEL_STRICT_EXTEND=1), to be turned on once extend.lua's fix lands.
  *
  * Seed: printed at the start and in every failure; DQ_MODEL_SEED=<n>
  * replays its choices (which jobs are due when still depends on timing).
@@ -96,10 +97,10 @@
 #include "test_utils.h"
 
 #ifndef CM_STRICT_UNINDEXED
-#define CM_STRICT_UNINDEXED 0
+#define CM_STRICT_UNINDEXED 1
 #endif
 #ifndef CM_STRICT_PRIO_FILL
-#define CM_STRICT_PRIO_FILL 0
+#define CM_STRICT_PRIO_FILL 1
 #endif
 #ifndef CM_STRICT_EXTEND
 #define CM_STRICT_EXTEND 0
