@@ -65,8 +65,9 @@
 -- with more, each read on in its own order (F.pick, top_up); what room
 -- is left it fills from due as always (oldest first), but for the jobs
 -- of a group whose index may still hold a better one (read up to its
--- share, or not read at all: more groups had their turn than max), so
--- no job is handed out while a better one of its group waits.
+-- share, or not read at all: more groups had their turn than max; then
+-- the next groups are read while room is left, a bounded few batches),
+-- so no job is handed out while a better one of its group waits.
 -- Every job that enters due on a flagged queue is indexed by the script
 -- that puts it there: push, nack (a retry), ack (a repeating job's next
 -- run, a debounced follow-up), dead (a requeue), reschedule and debounce
@@ -547,6 +548,23 @@ local function fair_lib()
     -- nc: the jobs due that no index holds (compact jobs, expired
     -- leases): a turn of their own keeps them a share of max, at least
     -- one of a max >= 2 (pick.share), taken oldest first with the fill.
+    -- Reads groups gs (appended to pick.groups and rds) up to ceil(left
+    -- / their number) due jobs each (their room, when limited), then
+    -- gives the room they leave to those with more (top_up).
+    local function read_groups(pick, rds, gs, left, max, now)
+        local per, new = math.ceil(left / math.max(#gs, 1)), {}
+        for _, g in ipairs(gs) do
+            local rd = { g = g, keys = keys_of(g, pick.levels), k = 1,
+                         off = 0, ok = {}, new = {} }
+            rds[#rds + 1], new[#new + 1] = rd, rd
+            pick.groups[#pick.groups + 1] = g
+            local want = math.min(per, cap_of(pick, rd, now))
+            if want > 0 then read_more(rd, want, now) end
+        end
+        check(pick, new, now)
+        top_up(pick, rds, max, now)
+    end
+
     function F.pick(now, max, levels, glimit, nc)
         local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
                               'LIMIT', 0, max)
@@ -555,25 +573,27 @@ local function fair_lib()
             share = math.min(nc, math.max(1, math.floor(max / (#gs + 1))))
         end
         max = max - share
-        local per = math.ceil(max / math.max(#gs, 1))
-        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
+        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = {},
                        levels = levels, glimit = glimit, room = {},
                        gdead = {}, share = share, open = {},
                        shut = {} }
         local rds = {}
-        for i, g in ipairs(gs) do
-            local rd = { g = g, keys = keys_of(g, levels), k = 1, off = 0,
-                         ok = {}, new = {} }
-            rds[i] = rd
-            local want = math.min(per, cap_of(pick, rd, now))
-            if want > 0 then read_more(rd, want, now) end
-        end
-        check(pick, rds, now)
-        top_up(pick, rds, max, now)
-        -- (every group read: the fill leaves the open ones; more groups
-        -- whose turn came than were read: it takes only those read whose
-        -- index is read to its end, F.admit)
+        read_groups(pick, rds, gs, max, max, now)
+        -- More groups whose turn came than were read, and room left (the
+        -- groups read had stale entries or too few due jobs): the next
+        -- ones are read too, at most 3 more batches.
         pick.partial = #gs >= max + share
+        for _ = 1, 3 do
+            local left = max - picked(rds)
+            if not pick.partial or left <= 0 then break end
+            gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1, 'LIMIT',
+                            #pick.groups, left)
+            pick.partial = #gs >= left
+            read_groups(pick, rds, gs, left, max, now)
+        end
+        -- (the fill from due leaves the open groups' jobs; with groups
+        -- whose turn came still unread, it takes only those read whose
+        -- index is read to its end, F.admit)
         for _, rd in ipairs(rds) do
             if rd.k <= #rd.keys then
                 pick.open[rd.g], pick.opens = true, true
