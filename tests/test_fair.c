@@ -1216,6 +1216,31 @@ START_TEST(extend_lapsed_group_counted) {
 }
 END_TEST
 
+/* The priority promise beside the room groups leave: A's three jobs of
+ * priority 0, then three of priority 5, then B's one, all due; a poll of
+ * 4 hands out B's job and A's three of priority 5 (the room B leaves goes
+ * to A's next best, not to the oldest in due, A's priority 0 ones). */
+START_TEST(prio_room_left) {
+    if (tu_parts() > 1)
+        return; /* the ids spread over partitions */
+    int64_t now = server_ms(R);
+    push_prio(C, Q, "A", 0, "a_low", 3, now - 100);
+    push_prio(C, Q, "A", 5, "a_hi", 3, now - 50);
+    push_prio(C, Q, "B", 0, "b", 1, now - 40);
+    dq_jobs *j = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 4, 30000, &j, NULL), 4);
+    const char *want[] = {"a_hi0", "b0", "a_hi1", "a_hi2"};
+    for (int i = 0; i < 4; i++)
+        ck_assert_str_eq(dq_job_id(dq_jobs_at(j, (size_t)i)), want[i]);
+    dq_jobs_free(j);
+    ck_assert_int_eq(poll_n(C, Q, 4, 30000, &j, NULL), 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_str_eq(dq_job_id(dq_jobs_at(j, (size_t)i)),
+                         i == 0 ? "a_low0" : i == 1 ? "a_low1" : "a_low2");
+    dq_jobs_free(j);
+}
+END_TEST
+
 TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_holds_and_frees", limit_holds_and_frees, 30, &fx},
     {"limit_lease_expiry", limit_lease_expiry, 30, &fx},
@@ -1232,6 +1257,7 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"group_expired_lease", group_expired_lease, 60, &fx},
     {"prio_promise", prio_promise, 60, &fx},
     {"prio_order", prio_order, 30, &fx},
+    {"prio_room_left", prio_room_left, 30, &fx},
     {"group_limit", group_limit, 30, &fx},
     {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
     {"limit_model", limit_model, 60, &fx},

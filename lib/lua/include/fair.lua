@@ -61,7 +61,13 @@
 -- A poll of a flagged queue reads the groups whose turn has come (at most
 -- max, turn order), up to ceil(max / groups) due jobs of each, and takes
 -- them round-robin (the first of every group, then the second...) until
--- max; what room is left it fills from due as always (oldest first).
+-- max; the room that groups with fewer due jobs leave goes to the groups
+-- with more, each read on in its own order (F.pick, top_up); what room
+-- is left it fills from due as always (oldest first), but for the jobs
+-- of a group whose index may still hold a better one (read up to its
+-- share, or not read at all: more groups had their turn than max; then
+-- the next groups are read while room is left, a bounded few batches),
+-- so no job is handed out while a better one of its group waits.
 -- Every job that enters due on a flagged queue is indexed by the script
 -- that puts it there: push, nack (a retry), ack (a repeating job's next
 -- run, a debounced follow-up), dead (a requeue), reschedule and debounce
@@ -422,18 +428,34 @@ local function fair_lib()
 
     -- Keeps of list ({ id, score, .. }) the jobs whose group has room
     -- (a limited queue: jobs of a named group; their metas read), each
-    -- taking one; skip: ids left out without a look.
-    function F.admit(pick, list, now, skip)
-        if not pick or not pick.glimit or #list == 0 then return list end
+    -- taking one; skip: ids left out without a look; fill: the fill from
+    -- due, which also leaves the jobs of the open groups (F.pick: their
+    -- index may hold a better job than the oldest in due), and, when not
+    -- every group whose turn came was read, of those not read.
+    function F.admit(pick, list, now, skip, fill)
+        local open = fill and pick and (pick.opens or pick.partial)
+        if not pick or not (pick.glimit or open) or #list == 0 then
+            return list
+        end
         local f = {}
-        for i = 1, #list, 2 do f[#f + 1] = list[i] .. '\0' end
-        local metas = redis.call('HMGET', K_JOBS, unpack(f))
-        local out = {}
         for i = 1, #list, 2 do
-            local id, m = list[i], metas[(i + 1) / 2]
-            local g = m and string.match(m, '|g([^|]*)')
+            if not (skip and skip[list[i]]) then
+                f[#f + 1] = list[i] .. '\0'
+            end
+        end
+        if #f == 0 then return {} end
+        local metas = redis.call('HMGET', K_JOBS, unpack(f))
+        local out, k = {}, 0
+        for i = 1, #list, 2 do
+            local id, m = list[i], nil
             local keep = not (skip and skip[id])
-            if keep and g and g ~= '' then
+            if keep then k = k + 1; m = metas[k] end
+            local g = m and string.match(m, '|g([^|]*)')
+            if keep and open then
+                keep = not pick.open[g or ''] and
+                    (not pick.partial or pick.shut[g or ''])
+            end
+            if keep and pick.glimit and g and g ~= '' then
                 keep = room_of(pick, g, now) > 0
                 if keep then pick.room[g] = pick.room[g] - 1 end
             end
@@ -442,14 +464,115 @@ local function fair_lib()
         return out
     end
 
+    -- Reads up to want more due ids of a group's index keys into rd.new
+    -- (rd.k: the key being read, rd.off: the ids read of it; rd.k past
+    -- the last key: every key read to its end).  Returns how many.
+    local function read_more(rd, want, now)
+        rd.new = {}
+        while want > #rd.new and rd.k <= #rd.keys do
+            local r = redis.call('ZRANGEBYSCORE', rd.keys[rd.k], '-inf', now,
+                                 'LIMIT', rd.off, want - #rd.new)
+            for _, id in ipairs(r) do
+                rd.new[#rd.new + 1] = { id, rd.keys[rd.k] }
+            end
+            rd.off = rd.off + #r
+            if want > #rd.new then rd.k, rd.off = rd.k + 1, 0 end
+        end
+        return #rd.new
+    end
+
+    -- Checks the ids read of groups rds against due (one ZMSCORE): those
+    -- due join their group's list rd.ok ({ id, due's score, key }), those
+    -- no longer in due go to pick.stale.
+    local function check(pick, rds, now)
+        local all = {}
+        for _, rd in ipairs(rds) do
+            for _, e in ipairs(rd.new) do all[#all + 1] = e[1] end
+        end
+        if #all == 0 then return end
+        local sc, k = redis.call('ZMSCORE', K_DUE, unpack(all)), 0
+        for _, rd in ipairs(rds) do
+            for _, e in ipairs(rd.new) do
+                k = k + 1
+                local s = sc[k]
+                if s and tonumber(s) <= now and not pick.gof[e[1]] then
+                    pick.gof[e[1]] = rd.g
+                    rd.ok[#rd.ok + 1] = { e[1], s, e[2] }
+                elseif not s then
+                    pick.stale[#pick.stale + 1] = { e[2], e[1] }
+                end
+            end
+        end
+    end
+
+    -- The room of group g in pick for more picks (a limited queue: its
+    -- room, less those picked; else unbounded).
+    local function cap_of(pick, rd, now)
+        if pick.glimit and rd.g ~= '' then
+            return math.max(room_of(pick, rd.g, now), 0) - #rd.ok
+        end
+        return math.huge
+    end
+
+    -- The room the picks of rds left in a poll of max goes to the groups
+    -- that may have more (turn order), each read on in its own order, so
+    -- that no fill from due hands out a group's worse job while a better
+    -- one of it waits.  Bounded: reads at most the room left a pass, a
+    -- pass only while the last one read ids (stale ones too), at most 4;
+    -- a group whose index may hold more is then open (pick.open): the
+    -- fill from due leaves its jobs (F.admit).
+    local function picked(rds)
+        local n = 0
+        for _, rd in ipairs(rds) do n = n + #rd.ok end
+        return n
+    end
+
+    local function top_up(pick, rds, max, now)
+        for _ = 1, 4 do
+            local had = picked(rds)
+            local left, more = max - had, {}
+            for _, rd in ipairs(rds) do
+                if left <= 0 then break end
+                local want = math.min(left, cap_of(pick, rd, now))
+                if want > 0 and rd.k <= #rd.keys and
+                    read_more(rd, want, now) > 0 then
+                    more[#more + 1] = rd
+                    left = left - #rd.new
+                end
+            end
+            if #more == 0 then return end
+            check(pick, more, now)
+        end
+    end
+
     -- The due jobs of the groups whose turn has come, round-robin, at
     -- most max, as pick.ids = { id, due, .. } (due's own scores), with
     -- what the poll's writes need: each id's group and index key, and the
     -- index entries found stale.  levels: F.levels of the flag; a group's
     -- due jobs of the highest level come first, oldest first in each.
+    -- Each group is read up to ceil(max / groups) (its room, when
+    -- limited), and what room the groups with fewer due jobs leave goes
+    -- to those with more (top_up).
     -- nc: the jobs due that no index holds (compact jobs, expired
     -- leases): a turn of their own keeps them a share of max, at least
     -- one of a max >= 2 (pick.share), taken oldest first with the fill.
+    -- Reads groups gs (appended to pick.groups and rds) up to ceil(left
+    -- / their number) due jobs each (their room, when limited), then
+    -- gives the room they leave to those with more (top_up).
+    local function read_groups(pick, rds, gs, left, max, now)
+        local per, new = math.ceil(left / math.max(#gs, 1)), {}
+        for _, g in ipairs(gs) do
+            local rd = { g = g, keys = keys_of(g, pick.levels), k = 1,
+                         off = 0, ok = {}, new = {} }
+            rds[#rds + 1], new[#new + 1] = rd, rd
+            pick.groups[#pick.groups + 1] = g
+            local want = math.min(per, cap_of(pick, rd, now))
+            if want > 0 then read_more(rd, want, now) end
+        end
+        check(pick, new, now)
+        top_up(pick, rds, max, now)
+    end
+
     function F.pick(now, max, levels, glimit, nc)
         local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
                               'LIMIT', 0, max)
@@ -458,52 +581,48 @@ local function fair_lib()
             share = math.min(nc, math.max(1, math.floor(max / (#gs + 1))))
         end
         max = max - share
-        local per = math.ceil(max / math.max(#gs, 1))
-        local lists, kofs, all = {}, {}, {}
-        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = gs,
+        local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = {},
                        levels = levels, glimit = glimit, room = {},
-                       gdead = {}, share = share }
-        for i, g in ipairs(gs) do
-            local l, kof = {}, {}
-            local cap = per
-            if glimit and g ~= '' then
-                cap = math.min(per, math.max(room_of(pick, g, now), 0))
-            end
-            for _, key in ipairs(keys_of(g, levels)) do
-                if #l >= cap then break end
-                local r = redis.call('ZRANGEBYSCORE', key, '-inf', now,
-                                     'LIMIT', 0, cap - #l)
-                for _, id in ipairs(r) do
-                    l[#l + 1], kof[#l + 1] = id, key
-                    all[#all + 1] = id
-                end
-            end
-            lists[i], kofs[i] = l, kof
+                       gdead = {}, share = share, open = {},
+                       shut = {} }
+        local rds = {}
+        read_groups(pick, rds, gs, max, max, now)
+        -- More groups whose turn came than were read, and room left (the
+        -- groups read had stale entries or too few due jobs): the next
+        -- ones are read too, at most 3 more batches.
+        pick.partial = #gs >= max + share
+        for _ = 1, 3 do
+            local left = max - picked(rds)
+            if not pick.partial or left <= 0 then break end
+            gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1, 'LIMIT',
+                            #pick.groups, left)
+            pick.partial = #gs >= left
+            read_groups(pick, rds, gs, left, max, now)
         end
-        if #all == 0 then return pick end
-        local sc = redis.call('ZMSCORE', K_DUE, unpack(all))
-        local score, k = {}, 0
-        for _, l in ipairs(lists) do
-            for _, id in ipairs(l) do
-                k = k + 1
-                score[id] = sc[k]
+        -- (the fill from due leaves the open groups' jobs; with groups
+        -- whose turn came still unread, it takes only those read whose
+        -- index is read to its end, F.admit)
+        for _, rd in ipairs(rds) do
+            if rd.k <= #rd.keys then
+                pick.open[rd.g], pick.opens = true, true
+            else
+                pick.shut[rd.g] = true
             end
         end
-        for r = 1, per do
-            for i, l in ipairs(lists) do
-                local id = l[r]
-                if id and #pick.ids < 2 * max and not pick.gof[id] then
-                    local s = score[id]
-                    if s and tonumber(s) <= now then
-                        pick.ids[#pick.ids + 1] = id
-                        pick.ids[#pick.ids + 1] = s
-                        pick.gof[id], pick.kof[id] = gs[i], kofs[i][r]
-                        if glimit and gs[i] ~= '' then
-                            pick.room[gs[i]] = pick.room[gs[i]] - 1
-                        end
-                    elseif not s then
-                        pick.stale[#pick.stale + 1] = { kofs[i][r], id }
+        local longest = 0
+        for _, rd in ipairs(rds) do longest = math.max(longest, #rd.ok) end
+        for r = 1, longest do
+            for _, rd in ipairs(rds) do
+                local e = rd.ok[r]
+                if e and #pick.ids < 2 * max then
+                    pick.ids[#pick.ids + 1] = e[1]
+                    pick.ids[#pick.ids + 1] = e[2]
+                    pick.kof[e[1]] = e[3]
+                    if glimit and rd.g ~= '' then
+                        pick.room[rd.g] = pick.room[rd.g] - 1
                     end
+                elseif e then
+                    pick.gof[e[1]] = nil
                 end
             end
         end
@@ -518,7 +637,7 @@ local function fair_lib()
         if #out >= 2 * max then return out end
         local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
                                'WITHSCORES', 'LIMIT', 0, max)
-        due = F.admit(pick, due, now, pick.gof)
+        due = F.admit(pick, due, now, pick.gof, true)
         for i = 1, #due, 2 do
             if #out >= 2 * max then break end
             if not pick.gof[due[i]] then
