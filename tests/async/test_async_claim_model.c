@@ -12,20 +12,10 @@
 #include "../claim_model.h"
 #include "test_async.h"
 
-/* Waits for the callback into r; returns its status (the call's result)
- * or the error of the call itself. */
-static int a_wait(int rc, res *r) {
-    if (rc != 0)
-        return rc;
-    ck_assert_msg(RUN_UNTIL(r->calls > 0, 5000), "no callback");
-    ck_assert_int_eq(r->calls, 1);
-    return r->status;
-}
-
 static int a_push(void *cx, const char *q, const char *id,
                   const dq_push_opts *o, int64_t at) {
     res r = {0};
-    int rc = a_wait(dq_async_push_ex(cx, q, "x", 1, at, id, DQ_PUSH_AT, o,
+    int rc = res_wait(dq_async_push_ex(cx, q, "x", 1, at, id, DQ_PUSH_AT, o,
                                      push_rec, &r),
                     &r);
     return rc < 0 ? rc : r.outcome;
@@ -34,7 +24,7 @@ static int a_push(void *cx, const char *q, const char *id,
 static int a_poll(void *cx, const char *q, int max, int64_t lease_ms,
                   cm_got *got) {
     res r = {0};
-    int rc = a_wait(dq_async_poll(cx, q, max, lease_ms, jobs_rec, &r), &r);
+    int rc = res_wait(dq_async_poll(cx, q, max, lease_ms, jobs_rec, &r), &r);
     int n = rc < 0 ? rc : (int)r.n;
     for (int i = 0; i < n; i++) {
         const dq_job *j = kept(&r, (size_t)i);
@@ -49,26 +39,24 @@ static int a_poll(void *cx, const char *q, int max, int64_t lease_ms,
 }
 
 static int a_ack(void *cx, const char *q, const char *id, const char *tok) {
-    res r = {0};
-    return a_wait(dq_async_ack(cx, q, id, tok, st_rec, &r), &r);
+    return ta_ack(cx, q, id, tok);
 }
 
 static int a_nack(void *cx, const char *q, const char *id, const char *tok,
                   int64_t delay_ms, int flags) {
     res r = {0};
-    return a_wait(dq_async_nack(cx, q, id, tok, delay_ms, flags, st_rec, &r),
+    return res_wait(dq_async_nack(cx, q, id, tok, delay_ms, flags, st_rec, &r),
                   &r);
 }
 
 static int a_cancel(void *cx, const char *q, const char *id, int flags) {
-    res r = {0};
-    return a_wait(dq_async_cancel(cx, q, id, flags, st_rec, &r), &r);
+    return ta_cancel(cx, q, id, flags);
 }
 
 static int a_extend(void *cx, const char *q, const char *id, const char *tok,
                     int64_t lease_ms, int64_t *deadline) {
     res r = {0};
-    int rc = a_wait(dq_async_extend(cx, q, id, tok, lease_ms, extend_rec, &r),
+    int rc = res_wait(dq_async_extend(cx, q, id, tok, lease_ms, extend_rec, &r),
                     &r);
     if (deadline != NULL)
         *deadline = r.v;
@@ -78,7 +66,7 @@ static int a_extend(void *cx, const char *q, const char *id, const char *tok,
 static int a_requeue(void *cx, const char *q, const char *id,
                      int64_t delay_ms) {
     res r = {0};
-    return a_wait(dq_async_dead_requeue(cx, q, id, delay_ms, st_rec, &r), &r);
+    return res_wait(dq_async_dead_requeue(cx, q, id, delay_ms, st_rec, &r), &r);
 }
 
 static const cm_ops async_ops = {a_push,   a_poll,   a_ack,    a_nack,

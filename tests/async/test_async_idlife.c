@@ -11,20 +11,10 @@
 #include "../idlife_model.h"
 #include "test_async.h"
 
-/* Waits for the callback into r; returns its status (the call's result)
- * or the error of the call itself. */
-static int a_wait(int rc, res *r) {
-    if (rc != 0)
-        return rc;
-    ck_assert_msg(RUN_UNTIL(r->calls > 0, 5000), "no callback");
-    ck_assert_int_eq(r->calls, 1);
-    return r->status;
-}
-
 static int a_push(void *cx, const char *q, const char *id, const char *pl,
                   int flags, int *oc) {
     res r = {0};
-    int rc = a_wait(dq_async_push(cx, q, pl, strlen(pl), 0, id, flags,
+    int rc = res_wait(dq_async_push(cx, q, pl, strlen(pl), 0, id, flags,
                                   push_rec, &r), &r);
     *oc = r.outcome;
     return rc;
@@ -32,7 +22,7 @@ static int a_push(void *cx, const char *q, const char *id, const char *pl,
 
 static int a_poll(void *cx, const char *q, char *tok, char *pl, size_t plsz) {
     res r = {0};
-    int rc = a_wait(dq_async_poll(cx, q, 1, 60000, jobs_rec, &r), &r);
+    int rc = res_wait(dq_async_poll(cx, q, 1, 60000, jobs_rec, &r), &r);
     int n = rc < 0 ? rc : (int)r.n;
     if (n == 1) {
         const dq_job *j = kept(&r, 0);
@@ -46,29 +36,27 @@ static int a_poll(void *cx, const char *q, char *tok, char *pl, size_t plsz) {
 }
 
 static int a_ack(void *cx, const char *q, const char *id, const char *tok) {
-    res r = {0};
-    return a_wait(dq_async_ack(cx, q, id, tok, st_rec, &r), &r);
+    return ta_ack(cx, q, id, tok);
 }
 
 static int a_nack(void *cx, const char *q, const char *id, const char *tok,
                   int flags) {
     res r = {0};
-    return a_wait(dq_async_nack(cx, q, id, tok, 0, flags, st_rec, &r), &r);
+    return res_wait(dq_async_nack(cx, q, id, tok, 0, flags, st_rec, &r), &r);
 }
 
 static int a_cancel(void *cx, const char *q, const char *id, int flags) {
-    res r = {0};
-    return a_wait(dq_async_cancel(cx, q, id, flags, st_rec, &r), &r);
+    return ta_cancel(cx, q, id, flags);
 }
 
 static int a_requeue(void *cx, const char *q, const char *id) {
     res r = {0};
-    return a_wait(dq_async_dead_requeue(cx, q, id, 0, st_rec, &r), &r);
+    return res_wait(dq_async_dead_requeue(cx, q, id, 0, st_rec, &r), &r);
 }
 
 static int a_purge(void *cx, const char *q, const char *id) {
     res r = {0};
-    return a_wait(dq_async_dead_purge(cx, q, id, st_rec, &r), &r);
+    return res_wait(dq_async_dead_purge(cx, q, id, st_rec, &r), &r);
 }
 
 static const im_ops async_ops = {a_push, a_poll, a_ack, a_nack,

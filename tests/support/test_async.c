@@ -120,6 +120,24 @@ void res_clear(res *r) {
     memset(r, 0, sizeof(*r));
 }
 
+int res_wait(int rc, res *r) {
+    if (rc != 0)
+        return rc;
+    ck_assert_msg(RUN_UNTIL(r->calls > 0, 5000), "no callback");
+    ck_assert_int_eq(r->calls, 1);
+    return r->status;
+}
+
+int ta_ack(dq_async *a, const char *q, const char *id, const char *tok) {
+    res r = {0};
+    return res_wait(dq_async_ack(a, q, id, tok, st_rec, &r), &r);
+}
+
+int ta_cancel(dq_async *a, const char *q, const char *id, int flags) {
+    res r = {0};
+    return res_wait(dq_async_cancel(a, q, id, flags, st_rec, &r), &r);
+}
+
 void batch_rec(dq_async *a, size_t n, const char *ids,
                       const int *outcomes, int status, void *ud) {
     res *r = ud;

@@ -95,6 +95,13 @@ void info_rec(dq_async *a, const dq_job_info *info, int status, void *ud);
 const dq_job *kept(const res *r, size_t i);
 /* Frees what r kept and zeroes it. */
 void res_clear(res *r);
+/* Waits (5 s) for the one callback into r of a call that returned rc;
+ * returns its status (the call's result) or rc when the call itself
+ * failed.  The model tests' async operations are built on it. */
+int res_wait(int rc, res *r);
+/* dq_async_ack and dq_async_cancel, waited for (res_wait). */
+int ta_ack(dq_async *a, const char *q, const char *id, const char *tok);
+int ta_cancel(dq_async *a, const char *q, const char *id, int flags);
 
 /* Waits (5 s) for one callback into r and checks its status. */
 #define WAIT_CB(r, want_status)                                               \
