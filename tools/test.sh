@@ -397,8 +397,11 @@ PKG_CONFIG_PATH=$H12_PC meson compile -C build-hiredis12
 LIB=$(find_lib build-hiredis12)
 if [[ -n $LIB ]]; then
     echo "ldd $LIB | grep hiredis:"
-    LD_LIBRARY_PATH=$H12_LIBDIR ldd "$LIB" | grep hiredis || true
-    if ! LD_LIBRARY_PATH=$H12_LIBDIR ldd "$LIB" | grep -q 'libhiredis\.so\.1\.'; then
+    # ldd's whole output first: under pipefail, `ldd | grep -q` fails when
+    # grep exits at its match while ldd still writes (SIGPIPE)
+    LDD=$(LD_LIBRARY_PATH=$H12_LIBDIR ldd "$LIB")
+    grep hiredis <<<"$LDD" || true
+    if ! grep -q 'libhiredis\.so\.1\.' <<<"$LDD"; then
         echo "test.sh: $LIB does not link hiredis 1.x" >&2
         exit 1
     fi
