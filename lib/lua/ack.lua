@@ -180,12 +180,7 @@ end
 local cands = wake_prep(earliest, earliest and first_due(), now)
 -- a queue with groups indexes the jobs that go back to due by their
 -- group and priority (include/fair.lua)
-local FG
-if earliest then
-    local g = redis.pcall('HGET', string.sub(K_DUE, 1, -4) .. 'conf',
-                          'grouped')
-    FG = type(g) == 'string' and fair_lib()
-end
+local FG = earliest and has_groups() and fair_lib()
 -- a slot of the limit on jobs in flight frees (include/fair.lua)
 local F = full and #in_dead < n and fair_lib()
 local waiters = F and F.waiters(now, now_us, idle_peek, dq_now)

@@ -47,11 +47,9 @@ if action == 'requeue' then
     end
     -- a queue with groups indexes them by their group and priority
     -- (include/fair.lua)
-    local g = redis.pcall('HGET', string.sub(K_DUE, 1, -4) .. 'conf',
-                          'grouped')
-    local F = type(g) == 'string' and fair_lib()
+    local F = has_groups() and fair_lib()
     local exts = {}
-    for i in ipairs(ids) do
+    for i in ipairs(F and ids or {}) do
         exts[i] = metas[i] and select(4, parse_meta(metas[i])) or ''
     end
     if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end

@@ -78,8 +78,7 @@ if #raise > 0 then
     end
 end
 -- a queue with groups indexes them at the new time (include/fair.lua)
-local grouped = redis.pcall('HGET', K_PFX .. 'conf', 'grouped')
-local F = type(grouped) == 'string' and fair_lib()
+local F = has_groups() and fair_lib()
 local gs = F and F.groups(moved)
 local cands = wake_prep(at, before, now)
 if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end

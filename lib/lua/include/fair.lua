@@ -786,3 +786,13 @@ local function fair_lib()
 
     return F
 end
+
+-- Whether the queue has groups (conf "grouped" set): the scripts that put
+-- jobs back into due then index them by group and priority (fair_lib).
+-- conf is not among their keys (same hash tag); a conf of another type
+-- counts as a queue without groups.  Like fair_lib it captures nothing.
+local function has_groups()
+    local g = redis.pcall('HGET', string.sub(KEYS[1], 1, -4) .. 'conf',
+                          'grouped')
+    return type(g) == 'string'
+end
