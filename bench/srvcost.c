@@ -8,7 +8,10 @@
  *   dqsrvcost SECTION SOCKET N
  *   SECTION: push1 (N x dq_push), push100 / push1000 (dq_push_batch of
  *            100 / 1000, N jobs in all), pollack1 (N x poll(max 1) + ack),
- *            drain100 / drain1000 (N due jobs: poll(max) + ack_batch).
+ *            drain100 / drain1000 (N due jobs: poll(max) + ack_batch),
+ *            c... (the drain of jobs pushed in the compact-push layout),
+ *            g... (the drain of jobs pushed all of one group, "A": the
+ *            big group of a burst, bench/fair.sh).
  * The due jobs of the poll sections are written with plain HSET/ZADD (not
  * scripts), so they are not counted.  Exit 1 if any call failed.
  */
@@ -62,9 +65,10 @@ static int64_t server_ms(const char *sock) {
 }
 
 /* n jobs due from 25 h to 1 h ago, pushed in batches of 1000 (pls and
- * lens: 1000 payloads). */
-static int compact_due(dq_client *c, const char *sock, long n,
-                       const void *const *pls, const size_t *lens) {
+ * lens: 1000 payloads) with options po (NULL: none). */
+static int pushed_due(dq_client *c, const char *sock, long n,
+                      const void *const *pls, const size_t *lens,
+                      const dq_push_opts *po) {
     int64_t now = server_ms(sock);
     if (now < 0)
         return -1;
@@ -74,7 +78,7 @@ static int compact_due(dq_client *c, const char *sock, long n,
         for (size_t j = 0; j < b; j++)
             at[j] = now - 3600000 - (i + (long)j) * 7919 % 86400000;
         if (dq_push_batch_ex(c, QUEUE, b, pls, lens, at, NULL, DQ_PUSH_AT,
-                             NULL, NULL, NULL) != (int)b)
+                             po, NULL, NULL) != (int)b)
             return -1;
     }
     return 0;
@@ -87,11 +91,13 @@ int main(int argc, char **argv) {
     }
     const char *sec = argv[1], *sock = argv[2];
     long n = atol(argv[3]);
-    /* Compact buckets are built for the drain sections only. */
-    int compact = sec[0] == 'c';
-    if (compact)
+    /* Compact buckets and grouped jobs are made for the drain sections
+     * only, pushed by a setup run. */
+    int compact = sec[0] == 'c', grouped = sec[0] == 'g';
+    int pushed = compact || grouped;
+    if (pushed)
         sec++;
-    if ((compact && strncmp(sec, "drain", 5) != 0) || (argc == 5 && !compact)) {
+    if ((pushed && strncmp(sec, "drain", 5) != 0) || (argc == 5 && !pushed)) {
         fprintf(stderr, "dqsrvcost: no such section: %s%s\n", argv[1],
                 argc == 5 ? " setup" : "");
         return 2;
@@ -120,8 +126,14 @@ int main(int argc, char **argv) {
         d[i] = 3600000 + (int64_t)i * 7919 % 86400000;
     }
     if (argc == 5) {
-        /* cdrain: the setup run pushes, the counted one only drains. */
-        int rc = compact_due(c, sock, n, pls, lens);
+        /* cdrain, gdrain: the setup run pushes, the counted one only
+         * drains. */
+        dq_push_opts *po = grouped ? dq_push_opts_new() : NULL;
+        int rc = grouped && (po == NULL ||
+                             dq_push_opts_set_str(po, DQ_PUSHOPT_GROUP, "A"))
+                     ? -1
+                     : pushed_due(c, sock, n, pls, lens, po);
+        dq_push_opts_free(po);
         if (rc != 0)
             fprintf(stderr, "dqsrvcost: %s setup: %s\n", argv[1],
                     dq_errmsg(c));
@@ -148,7 +160,7 @@ int main(int argc, char **argv) {
                 : strcmp(sec, "drain100") == 0 ? 100
                 : strcmp(sec, "drain1000") == 0 ? 1000
                                                 : 0;
-        if (m == 0 || (!compact && raw_due(sock, n) != 0)) {
+        if (m == 0 || (!pushed && raw_due(sock, n) != 0)) {
             fprintf(stderr, "dqsrvcost: bad section or setup failed\n");
             dq_close(c);
             return 1;

@@ -7,14 +7,17 @@
 #              with bench/dqsrvcost if needed)
 #   SECTION    push1 push100 push1000 pollack1 drain100 drain1000, and
 #              cdrain100 cdrain1000 (the drain of jobs held in compact
-#              buckets, layout compact-push) (default all)
+#              buckets, layout compact-push), gdrain100 gdrain1000 (the
+#              drain of jobs all of one group, the big group of a burst in
+#              bench/fair.sh) (default all)
 #
 # Each section runs twice, with N and 2N jobs, each time on a fresh
 # redis-server (save "", private unix socket) under
 # valgrind --tool=callgrind --toggle-collect=evalGenericCommand; the figure
 # is (Ir(2N) - Ir(N)) / N, so script loading and warm-up cancel out.  A
-# cdrain section pushes its jobs through the library first (dqsrvcost ...
-# setup), then zeroes the counters (callgrind_control -z), then drains.
+# cdrain or gdrain section pushes its jobs through the library first
+# (dqsrvcost ... setup), then zeroes the counters (callgrind_control -z),
+# then drains.
 # Deterministic: compare Lua script changes without the machine's noise.
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
@@ -25,7 +28,8 @@ BUILD=${1:-build-bench}
 [[ $# -gt 0 ]] && shift
 SECTIONS=("$@")
 [[ ${#SECTIONS[@]} -gt 0 ]] ||
-    SECTIONS=(push1 push100 push1000 pollack1 drain100 drain1000 cdrain100 cdrain1000)
+    SECTIONS=(push1 push100 push1000 pollack1 drain100 drain1000 cdrain100 cdrain1000
+              gdrain100 gdrain1000)
 for tool in valgrind callgrind_control redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "srvcost.sh: $tool not found" >&2; exit 1; }
 done
@@ -50,7 +54,7 @@ measure() {
         redis-cli -s "$d/r.sock" ping >/dev/null 2>&1 && break
         sleep 0.1
     done
-    if [[ $sec == c* ]]; then
+    if [[ $sec == [cg]* ]]; then
         "$DRIVER" "$sec" "$d/r.sock" "$n" setup ||
             { echo "srvcost.sh: $sec $n setup failed" >&2; touch "$FAILED"; }
         callgrind_control -z "$pid" >/dev/null 2>&1
@@ -74,7 +78,7 @@ printf '%-10s %8s %14s\n' section N "instr/job"
 for sec in "${SECTIONS[@]}"; do
     case $sec in
         push1 | pollack1) n=1000 ;;
-        push100 | drain100 | cdrain100) n=2000 ;;
+        push100 | drain100 | cdrain100 | gdrain100) n=2000 ;;
         *) n=5000 ;;
     esac
     a=$(measure "$sec" "$n")
