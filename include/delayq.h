@@ -535,8 +535,10 @@ DQ_EXTERN int dq_push_batch(dq_client *c, const char *queue, size_t n,
                                     (a partitioned queue: per partition,
                                     split evenly, at least one); a group
                                     at its limit is skipped, the others
-                                    served; slots free as for
-                                    DQ_SET_MAX_INFLIGHT */
+                                                                        served; slots free as for
+                                    DQ_SET_MAX_INFLIGHT.  Setting it on
+                                    a queue that had none reads the jobs
+                                    in flight once, so they count */
 #define DQ_SET__COUNT 14         /* number of settings */
 
 /* Layouts (DQ_SET_LAYOUT, DQ_OPT_LAYOUT).  The default one keeps each
@@ -1148,24 +1150,27 @@ typedef struct dq_group_list dq_group_list; /* what dq_group_stats found */
  * The counts of a queue's tenant groups (DQ_PUSHOPT_GROUP), read-only:
  * the first max groups in turn order (those a poll serves next first;
  * group "" is the jobs without a group of a queue that has groups), and
- * for each the jobs of its index due now and due later (all priorities),
- * and its jobs in flight (with or without DQ_SET_GROUP_MAX_INFLIGHT: every
- * poll keeps a lease index per named group; jobs without a group have
- * none, so group "" counts 0 in flight).  Then, while fewer than max are
- * listed, the groups whose jobs are all in flight (due 0, later 0).  The
- * index is a hint: a job cancelled while pending counts until a poll of
- * its group drops it.  A partitioned queue: each partition's first max
- * groups, summed by name, at most max in all.  A queue without groups:
- * an empty list.
+  * for each the jobs of its index due now and due later (all priorities),
+ * and its jobs in flight: under DQ_SET_GROUP_MAX_INFLIGHT from the lease
+ * index the polls keep per named group for the limit, without it counted
+ * from the leases themselves (group "", the jobs without a group, counts
+ * 0 in flight).  Then, while fewer than max are listed, the groups whose
+ * jobs are all in flight (due 0, later 0).  The index is a hint: a job
+ * cancelled while pending counts until a poll of its group drops it.  A
+ * partitioned queue: each partition's first max groups, summed by name,
+ * those with jobs pending first, at most max in all.  A queue without
+ * groups: an empty list.
  *
  * max: the most groups to read, 1..DQ_GROUP_STATS_MAX.
  * out: receives the list (also an empty one); free it with
  *      dq_group_list_free.  NULL when the call fails.
  *
- * Bounded: one script per partition reads at most max groups with jobs
- * pending, each with two ZCOUNTs per priority level in use and at most
- * 1024 leases, and at most max more with jobs in flight only, each with
- * at most 1024 leases.
+  * Bounded: one script per partition reads at most max groups with jobs
+ * pending, each with two ZCOUNTs per priority level in use, and the jobs
+ * in flight: under a limit per group at most 1024 leases of each group
+ * listed (at most max more with jobs in flight only), without one at most
+ * the 10,000 live leases that end first (and their jobs' options), so a
+ * partition with more in flight counts those.
  * Returns the number of groups listed (0..max) or a negative code:
  * DQ_ENULL (queue or out NULL), DQ_EQUEUE (bad queue name), DQ_EINVAL
  * (max out of range), nothing sent then; DQ_EIO, DQ_ETIMEDOUT, DQ_EREDIS, ...  Like the other

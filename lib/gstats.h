@@ -9,14 +9,15 @@
 #include "internal.h"
 #include "reply.h"
 
-/* A new empty list that keeps at most max groups; NULL when out of
+/* A new empty list that shows at most max groups; NULL when out of
  * memory. */
 dq_group_list *dq__glist_new(int max);
 
 /* Adds one reply of groups.lua to l: a group already listed (another
- * partition's) gets its counts added, a new one is appended while l has
- * fewer than its max.  *now_ms is raised to the reply's time.  DQ_OK,
- * DQ_EPROTO or DQ_ENOMEM with err set. */
+ * partition's) gets its counts added, a new one is appended; then those
+ * with jobs pending go first, and l shows the first max.  *now_ms is
+ * raised to the reply's time.  DQ_OK, DQ_EPROTO or DQ_ENOMEM with err
+ * set. */
 int dq__glist_feed(dq_group_list *l, const dq__reply *r, int64_t *now_ms,
                    dq__err *err);
 

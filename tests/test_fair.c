@@ -1050,6 +1050,40 @@ START_TEST(group_stats_inflight) {
 }
 END_TEST
 
+/* A limit per group set while the group's jobs are in flight (leased with
+ * no limit, so no poll indexed them): they count at once.  A holds 2 and
+ * the limit is 2: no more of A's until one is acked; B is served. */
+START_TEST(group_limit_set_in_flight) {
+    if (tu_parts() > 1)
+        return; /* the limit is split over the partitions */
+    int64_t now = server_ms(R);
+    push_group(C, Q, "A", "a", 6, now - 1000);
+    push_group(C, Q, "B", "b", 2, now - 900);
+    dq_jobs *held = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 3, 30000, &held, NULL), 3);
+    const dq_job *a0 = NULL;
+    int of_a = 0, total = 0;
+    for (size_t i = 0; i < 3; i++)
+        if (dq_job_id(dq_jobs_at(held, i))[0] == 'a')
+            a0 = dq_jobs_at(held, i), of_a++;
+    ck_assert_int_eq(of_a, 2);
+    set_group_limit(C, Q, 2);
+    dq_group_list *l = gstats(Q, 10, 2);
+    gcheck(l, "A", 4, 0, 2);
+    dq_group_list_free(l);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 0);
+    ck_assert_int_eq(total, 1); /* B's last one only */
+    ck_assert_int_eq(dq_ack(C, Q, dq_job_id(a0), dq_job_token(a0)), 0);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 1);
+    ck_assert_int_eq(total, 1);
+    dq_jobs_free(held);
+    /* set again at another value: counted as before */
+    set_group_limit(C, Q, 3);
+    ck_assert_int_eq(poll_count(Q, 30000, 'a', &total, NULL), 1);
+    ck_assert_int_eq(total, 1);
+}
+END_TEST
+
 /* A queue without groups: an empty list; bad input: refused, nothing
  * sent; the accessors take NULL and out-of-range indexes. */
 START_TEST(group_stats_bad_input) {
@@ -1260,6 +1294,7 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"prio_room_left", prio_room_left, 30, &fx},
     {"group_limit", group_limit, 30, &fx},
     {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
+    {"group_limit_set_in_flight", group_limit_set_in_flight, 30, &fx},
     {"limit_model", limit_model, 60, &fx},
     {"group_stats_counts", group_stats_counts, 30, &fx},
     {"group_stats_inflight", group_stats_inflight, 30, &fx},

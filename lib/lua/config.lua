@@ -1,5 +1,6 @@
 #!lua
 --- @include "include/keys"
+--- @include "include/fair"
 -- config.lua: reads or changes the queue's settings (the conf hash).
 -- ARGV[2] 'set' | 'get', ARGV[3] this partition (0..P-1; 0 for a plain
 -- queue), ARGV[4] partitions P, then
@@ -16,8 +17,12 @@
 -- queue has compact jobs (include/compact/keys.lua), kept by the
 -- scripts that move jobs in and out of that layout; "grouped", the flag
 -- of a queue with groups or priorities, and "gfill", the cursor of the
--- polls that index the jobs pushed before it (include/fair.lua).  Each key written needs no read first: a wrong type fails
--- its first write, before anything changed.
+-- polls that index the jobs pushed before it (include/fair.lua).
+-- Setting group_inflight_max on a queue with groups that had no limit per
+-- group also indexes its jobs in flight by group (O(jobs in flight),
+-- include/fair.lua: F.index_leases), after the settings are written.
+-- The settings written need no read first: a wrong type fails the first
+-- write, before anything changed.
 local action = ARGV[2]
 if action == 'get' then
     local names = {}
@@ -29,6 +34,7 @@ if action ~= 'set' then
 end
 local part, parts = tonumber(ARGV[3]), tonumber(ARGV[4])
 local sets, dels = {}, {}
+local glimit_new -- a limit per group set where none was
 local function share(total)
     local s = math.floor(total / parts)
     if part < total % parts then s = s + 1 end
@@ -51,6 +57,7 @@ for i = 5, #ARGV, 2 do
             sets[#sets + 1] = derived
             sets[#sets + 1] = share(tonumber(v))
         end
+        glimit_new = glimit_new or name == 'group_inflight_max'
     end
 end
 -- no limit on jobs in flight: no poll waits for a slot (include/fair.lua;
@@ -58,6 +65,11 @@ end
 for _, name in ipairs(dels) do
     if name == 'inflight_max' then redis.call('HDEL', K_JOBS, '\0full') end
 end
+if glimit_new then
+    local c = redis.call('HMGET', K_CONF, 'grouped', 'group_inflight_part')
+    glimit_new = c[1] and not c[2]
+end
 if #dels > 0 then redis.call('HDEL', K_CONF, unpack(dels)) end
 if #sets > 0 then redis.call('HSET', K_CONF, unpack(sets)) end
+if glimit_new then fair_lib().index_leases(dq_now()) end
 return 0

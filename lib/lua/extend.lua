@@ -13,8 +13,9 @@
 -- now, as a poll would count them: the queue-wide one (conf inflight_part:
 -- ZCOUNT lease (now +inf)) and its group's (conf group_inflight_part, a
 -- job of a named group on a queue with groups: F.g_room).  Else -16
--- (lease lost) and nothing changes.  Brought back, a job of a named group
--- enters its group's lease index again (F.relet), so polls count it.
+-- (lease lost) and nothing changes.  Brought back under a limit per
+-- group, a job of a named group enters its group's lease index again
+-- (F.relet), so polls count it.
 -- conf is read only then (it is not among this script's keys: same hash
 -- tag, as ack.lua reads it).
 local id = ARGV[2]
@@ -36,7 +37,7 @@ if limit and redis.call('ZCOUNT', K_LEASE, string.format('(%d', now),
                         '+inf') >= limit then
     return -16
 end
-local g = c[3] and string.match(ext, '|g([^|]*)')
+local g = c[3] and c[2] and string.match(ext, '|g([^|]*)')
 local F = g and g ~= '' and fair_lib()
 if F and not F.g_room(g, tonumber(c[2]), now) then return -16 end
 if where and where ~= 'lease' then

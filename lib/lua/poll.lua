@@ -298,8 +298,9 @@ if n > 0 then
     end
     count('delivered', delivered)
     count('failed', #died / 2)
-    -- (the groups of the jobs leased: their lease index, include/fair.lua)
-    if pick then F.took(pick, ids, got, n, out, H) end
+    -- (the groups of the jobs leased: their lease index under a limit per
+    -- group, include/fair.lua)
+    if pick and pick.glimit then F.took(pick, ids, got, n, out, H) end
 end
 if pick then F.done(pick, from_due, now, lease_ms) end
 -- every due group at its limit per group: back when a slot frees

@@ -93,12 +93,19 @@
 -- the levels in use: of each group whose turn has come its due jobs of
 -- the highest level first, oldest first in each, never one not yet due.
 -- A queue without priorities reads no more than before.
--- Jobs in flight per group: <prefix>gl:<group>, id -> the lease deadline
--- it was claimed with (jobs of a named group), kept by every poll of a
--- flagged queue (F.took, F.leased), counted against lease itself, so no
--- script but poll knows of it; <prefix>gls, group -> its head's deadline,
--- lets polls groom the groups no poll serves any more (groom_head).
--- dq_group_stats counts from it (groups.lua), with or without a limit.
+-- Jobs in flight per group under a limit per group: <prefix>gl:<group>,
+-- id -> the lease deadline it was claimed with (jobs of a named group),
+-- kept by every poll of a limited, flagged queue (F.took, F.leased),
+-- counted against lease itself, so no script but poll knows of it;
+-- <prefix>gls, group -> its head's deadline, lets polls groom the groups
+-- no poll serves any more (groom_head; every poll of a flagged queue
+-- grooms, so the entries left when a limit is unset go too).  A queue
+-- without the limit keeps no such index: each entry cost a poll an
+-- insert and a later groom per job (a big group's drain ran at 0.6x of
+-- a plain queue's with it); dq_group_stats then counts the jobs in
+-- flight from lease and the jobs' metas (groups.lua), and the config
+-- call that sets the limit on such a queue indexes the jobs in flight
+-- then (F.index_leases), so the first limited poll counts them.
 -- Limit per group (DQ_SET_GROUP_MAX_INFLIGHT; conf group_inflight_max and
 -- this partition's share group_inflight_part; jobs of a named group
 -- only): counted from gl:<group> (groom, below), so no slot can leak.
@@ -113,8 +120,8 @@
 -- room for it as a poll counts them (ZCOUNT lease (now +inf) against
 -- inflight_part; F.g_room against group_inflight_part), else it answers
 -- "lease lost" and changes nothing, so no slot given to another job
--- meanwhile is taken twice; brought back, a job of a named group enters
--- gl:<group> and gls again (F.relet), which grooming may have dropped it
+-- meanwhile is taken twice; brought back under a limit per group, a job
+-- of a named group enters gl:<group> and gls again (F.relet), which grooming may have dropped it
 -- from.  A live lease's extend keeps its slot and reads neither.
 
 -- The functions of fair claiming, made only when a script needs them (as
@@ -684,7 +691,8 @@ local function fair_lib()
         end
     end
 
-    -- The jobs a flagged poll leased of named groups, for F.leased:
+    -- The jobs a poll of a limited, flagged queue leased of named groups,
+    -- for F.leased:
     -- pick.tl = { id, group, .. } (ids[j]'s meta as read: got[n + j];
     -- out: the poll's reply, its jobs from H + 1).
     function F.took(pick, ids, got, n, out, H)
@@ -698,11 +706,10 @@ local function fair_lib()
         pick.tl = tl
     end
 
-    -- The lease index gl:<g> of a group kept by every flagged poll (not
-    -- only a limited one's: dq_group_stats counts from it) and bounded
-    -- by grooming its head: the entries whose claimed deadline passed
-    -- (at most lim of them) leave it, but those whose lease was extended,
-    -- which move to their new deadline.  <prefix>gls: group -> its head's
+    -- The lease index gl:<g> of a group kept by every poll of a limited,
+    -- flagged queue, bounded by grooming its head: the entries whose
+    -- claimed deadline passed (at most lim of them) leave it, but those
+    -- whose lease was extended, which move to their new deadline.  <prefix>gls: group -> its head's
     -- deadline (when grooming it next finds work), so a group no poll
     -- serves any more is groomed too (F.leased: two a poll) and an empty
     -- index leaves gls.
@@ -732,7 +739,7 @@ local function fair_lib()
     end
 
     -- After a flagged poll's writes: the jobs it leased of named groups
-    -- (pick.tl, F.took) enter their group's lease index, whose head is
+    -- under a limit (pick.tl, F.took) enter their group's lease index, whose head is
     -- groomed (at least as many entries as entered), the entries a
     -- limited poll found no longer counting leave it, and two more groups
     -- of gls whose head is due are groomed.
@@ -762,16 +769,13 @@ local function fair_lib()
     end
 
     -- An extend that brings back a lease that ran out (extend.lua), of a
-    -- job of named group g on a flagged queue: whether g has room for it
-    -- under its limit (nil: none), counted as a poll counts it (groom;
-    -- the lapsed lease itself no longer counts).  Reads gl:<g> and gls
-    -- either way, the keys F.relet writes.
+    -- job of named group g on a flagged queue with a limit per group:
+    -- whether g has room for it, counted as a poll counts it (groom; the
+    -- lapsed lease itself no longer counts).  Reads gls too, the other
+    -- key F.relet writes, so a key that moved fails the script before
+    -- any write.
     function F.g_room(g, limit, now)
         redis.call('ZSCORE', PFX .. 'gls', g)
-        if not limit then
-            redis.call('ZCARD', PFX .. 'gl:' .. g)
-            return true
-        end
         return (groom(g, limit, now)) > 0
     end
 
@@ -782,6 +786,53 @@ local function fair_lib()
         local d = string.format('%d', deadline)
         redis.call('ZADD', PFX .. 'gl:' .. g, d, id)
         redis.call('ZADD', PFX .. 'gls', 'LT', d, g)
+    end
+
+    -- The live leases of this partition ({ id, deadline, .. }, at most
+    -- BATCH from offset off) and the groups of their jobs (metas read;
+    -- nil: none).
+    local BATCH = 1000
+    function F.live_leases(now, off)
+        local l = redis.call('ZRANGEBYSCORE', K_LEASE,
+                             string.format('(%d', now), '+inf', 'WITHSCORES',
+                             'LIMIT', off, BATCH)
+        local f, gs = {}, {}
+        for i = 1, #l, 2 do f[#f + 1] = l[i] .. '\0' end
+        if #f == 0 then return l, gs end
+        for i, m in ipairs(redis.call('HMGET', K_JOBS, unpack(f))) do
+            local g = m and string.match(m, '|g([^|]*)')
+            if g ~= '' then gs[i] = g end
+        end
+        return l, gs
+    end
+
+    -- A limit per group set on a flagged queue that had none (config.lua,
+    -- after its writes): the jobs of named groups in flight enter their
+    -- group's lease index and gls, as the polls under the limit would
+    -- have entered them.  Reads every live lease and its meta, BATCH at a
+    -- time: O(jobs in flight), once per limit set.
+    function F.index_leases(now)
+        local off = 0
+        repeat
+            local l, gs = F.live_leases(now, off)
+            local add, head = {}, {}
+            for i = 1, #l / 2 do
+                local g = gs[i]
+                if g then
+                    local id, d = l[2 * i - 1], l[2 * i]
+                    add[g] = add[g] or {}
+                    add[g][#add[g] + 1], add[g][#add[g] + 2] = d, id
+                    if not head[g] or tonumber(d) < tonumber(head[g]) then
+                        head[g] = d
+                    end
+                end
+            end
+            for g, z in pairs(add) do
+                redis.call('ZADD', PFX .. 'gl:' .. g, unpack(z))
+                redis.call('ZADD', PFX .. 'gls', 'LT', head[g], g)
+            end
+            off = off + BATCH
+        until #l < 2 * BATCH
     end
 
     return F
