@@ -361,6 +361,51 @@ START_TEST(group_burst) {
 }
 END_TEST
 
+/* One group with jobs: its polls read due as an unflagged queue's do (no
+ * other group to turn to) and keep the group's index in step (the jobs
+ * taken leave it), so a second group that comes is served at once and
+ * nothing of the index is left at the end. */
+START_TEST(group_solo_drain) {
+    int np = tu_parts();
+    int64_t at = server_ms(R) - 1000;
+    push_group(C, Q, "A", "a", 40, at);
+    int got = 0;
+    for (int k = 0; k < 2; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, Q, 10, 30000, &j, NULL);
+        ck_assert_int_gt(n, 0);
+        for (int i = 0; i < n; i++)
+            ck_assert_int_eq(dq_job_id(dq_jobs_at(j, (size_t)i))[0], 'a');
+        got += n;
+        dq_jobs_free(j);
+    }
+    ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", Q, "g:A"), 40 - got);
+    /* B's job, due before A's: in the next polls */
+    push_group(C, Q, "B", "b", 1, at - 1000);
+    int found = -1;
+    for (int k = 0; k < np && found < 0; k++) {
+        dq_jobs *j = NULL;
+        int n = poll_n(C, Q, 2, 30000, &j, NULL);
+        for (int i = 0; i < n; i++)
+            if (strcmp(dq_job_id(dq_jobs_at(j, (size_t)i)), "b0") == 0)
+                found = k;
+        got += n;
+        dq_jobs_free(j);
+    }
+    ck_assert_msg(found >= 0, "B's job not in the first %d polls", np);
+    for (int k = 0; k < 100 && got < 41; k++) {
+        dq_jobs *j = NULL;
+        got += poll_n(C, Q, 10, 30000, &j, NULL);
+        dq_jobs_free(j);
+    }
+    ck_assert_int_eq(got, 41);
+    dq_jobs *none = NULL;
+    ck_assert_int_eq(poll_n(C, Q, 10, 30000, &none, NULL), 0);
+    ck_assert_int_eq(tu_sum(R, "EXISTS", "dq", Q, "g:A"), 0);
+    ck_assert_int_eq(tu_sum(R, "EXISTS", "dq", Q, "gq"), 0);
+}
+END_TEST
+
 /* Round-robin: four groups (one of them the jobs without a group) with
  * due jobs; every poll of max 4 takes one of each, and each group's jobs
  * come oldest first. */
@@ -1282,6 +1327,7 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"limit_killed_holders", limit_killed_holders, 60, &fx},
     {"group_burst", group_burst, 60, &fx},
     {"group_round_robin", group_round_robin, 30, &fx},
+    {"group_solo_drain", group_solo_drain, 30, &fx},
     {"group_moved_jobs", group_moved_jobs, 30, &fx},
     {"group_before_flag", group_before_flag, 60, &fx},
     {"group_before_flag_many", group_before_flag_many, 60, &fx},

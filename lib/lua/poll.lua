@@ -111,10 +111,18 @@ if max > 0 then
         -- (compact jobs first: they and the expired leases, which no
         -- index holds, keep a share of max)
         if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
-        pick = F.pick(now, max, F.levels(conf.grouped),
-                      conf.group_inflight_part, #cid + #exp / 2)
-        due = F.due(pick, now, max)
-        exp = F.admit(pick, exp, now) -- the limit per group
+        -- (one group with jobs, nothing to share with: due as is)
+        pick = not gfill and #exp == 0 and #cid == 0 and
+            conf.grouped == 1 and not conf.group_inflight_part and F.solo()
+        if pick then
+            due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
+                             'WITHSCORES', 'LIMIT', 0, max)
+        else
+            pick = F.pick(now, max, F.levels(conf.grouped),
+                          conf.group_inflight_part, #cid + #exp / 2)
+            due = F.due(pick, now, max)
+            exp = F.admit(pick, exp, now) -- the limit per group
+        end
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',
                          'LIMIT', 0, max)

@@ -636,6 +636,26 @@ local function fair_lib()
         return pick
     end
 
+    -- A poll of a flagged queue whose index holds one group at most,
+    -- with no priority level, no limit per group, no fill left, no
+    -- expired lease and no compact job to keep a share for (poll.lua
+    -- checks those): every job in due is that group's (each path that
+    -- puts a job into due indexes it; a push that could not read conf
+    -- while the slot migrated did not, and its job is taken in due's
+    -- order, as the fill would take it), so round-robin has no other
+    -- group to turn to and the group's oldest due jobs are due's oldest.  The
+    -- poll reads due as an unflagged one does (a big group's drain then
+    -- costs little more than a plain queue's), and F.done takes the jobs
+    -- it took out of the group's index and sets its turn.  Returns that
+    -- pick, or nil when more groups have jobs.
+    function F.solo()
+        local gs = redis.call('ZRANGE', K_GQ, 0, 1)
+        if #gs > 1 then return nil end
+        return { gof = {}, kof = {}, stale = {}, groups = gs, levels = {},
+                 room = {}, gdead = {}, share = 0,
+                 solo = gs[1] and gkey(gs[1]) }
+    end
+
     -- The due read of a flagged queue: the groups' picks, then due's
     -- oldest (those not picked) up to max (less the compact jobs' share).
     function F.due(pick, now, max)
@@ -666,8 +686,12 @@ local function fair_lib()
             rem[key] = rem[key] or {}
             rem[key][#rem[key] + 1] = id
         end
-        for _, id in ipairs(taken) do
-            if pick.kof[id] then drop(pick.kof[id], id) end
+        if pick.solo then
+            if #taken > 0 then rem[pick.solo] = taken end
+        else
+            for _, id in ipairs(taken) do
+                if pick.kof[id] then drop(pick.kof[id], id) end
+            end
         end
         for _, e in ipairs(pick.stale) do drop(e[1], e[2]) end
         for _, g in ipairs(pick.groups) do
