@@ -489,7 +489,9 @@ static void dqb_fair_burst_rows(const dqb_fair_size *z) {
     dqb_add_section(title);
     for (int gi = 0; gi < DQB_FAIR_NG; gi++) {
         int g = dqb_fair_groups[gi];
-        snprintf(nm, sizeof(nm), "%d small group%s: A's drain", g,
+        char gs[16];
+        dqb_fmt_int(gs, sizeof(gs), g);
+        snprintf(nm, sizeof(nm), "%s small group%s: A's drain", gs,
                  g > 1 ? "s" : "");
         dqb_row *rw = dqb_tput_row(nm, &dqb_fb_big[gi], "plain queue",
                                    &dqb_fb_plain[gi]);
