@@ -317,6 +317,8 @@ void dqb_scen_layout_run(const dqb_cfg *c, int run);
 void dqb_scen_layout_rows(const dqb_cfg *c);
 void dqb_scen_features_run(const dqb_cfg *c, int run);
 void dqb_scen_features_rows(const dqb_cfg *c);
+void dqb_scen_fair_run(const dqb_cfg *c, int run);
+void dqb_scen_fair_rows(const dqb_cfg *c);
 void dqb_scen_promote_run(const dqb_cfg *c, int run);
 void dqb_scen_promote_rows(const dqb_cfg *c);
 void dqb_scen_durable_run(const dqb_cfg *c, int run);

@@ -8,9 +8,9 @@
 #   bash bench/run.sh --quick    ~4 min: 1 run, smaller N, backlog to 100k
 #   bash bench/run.sh --save     full run, then copy table and plots to bench/
 #   Other arguments go to dqbench: --runs N, --max-backlog N, --no-callgrind,
-#   --only limits,push,drain,e2e,lateness,cluster,herd,features,debounce,
-#   promote,memory,layout,cost,backlog,durable  (e.g. --only layout: default
-#   vs compact layout)
+#   --only limits,push,drain,e2e,lateness,cluster,herd,features,fair,
+#   debounce,promote,memory,layout,cost,backlog,durable  (e.g. --only
+#   layout: default vs compact layout; --only fair: fair claiming)
 #   DQBENCH_BUILD=DIR: build and run in DIR instead of build-bench/.
 #
 # Builds libdelayq and bench/dqbench in build-bench/ (buildtype=release),

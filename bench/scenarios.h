@@ -37,6 +37,8 @@ static const dqb_scenario dqb_scenarios[] = {
      "K consumers (1..100 processes, 8/32 threads) on one queue; kinds"},
     {"features", dqb_scen_features_run, dqb_scen_features_rows,
      "rate-limited, repeating and optioned jobs beside a plain queue"},
+    {"fair", dqb_scen_fair_run, dqb_scen_fair_rows,
+     "fair claiming: group burst, limit on jobs in flight, priorities"},
     {"promote", dqb_scen_promote_run, dqb_scen_promote_rows,
      "lateness of promoted jobs vs jobs pushed due now, 1 waiting consumer"},
     {"durable", dqb_scen_durable_run, dqb_scen_durable_rows,
