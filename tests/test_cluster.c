@@ -252,7 +252,8 @@ static const dq_job *find_job(dq_jobs *jobs, const char *id) {
 /* ---- 1. every operation on one queue ------------------------------------- */
 
 static void payload_of(char *buf, size_t n, const char *q, const char *id) {
-    snprintf(buf, n, "p-%s-%s", q, id);
+    int w = snprintf(buf, n, "p-%s-%s", q, id);
+    ck_assert_int_lt(w, (int)n); /* (a test's own names: they fit) */
 }
 
 static void push_now(dq_client *c, const char *q, const char *id,
