@@ -36,9 +36,10 @@
 -- one more waiter only for a slot no told consumer is on its way to, and
 -- a consumer that took jobs while every free slot is promised so waits
 -- to be told like the others rather than poll again at once and race
--- them (bench/fair.sh limit32: 1.5 polls a job before, 1.01 after).  A
--- poll of a limited queue that is not held back and leaves nobody on
--- the way deletes it, and so does unsetting the limit (config.lua): a
+-- them (bench: run.sh --only fair, its limit rows: 1.5 polls a job
+-- before, 1.01 after).  A poll of a limited queue that is not held back
+-- and leaves nobody on the way deletes it, and so does unsetting the
+-- limit (config.lua): a
 -- queue whose jobs are gone keeps no hash for it once a poll found
 -- nothing.  A lost wake-up (consumer gone) costs at most the waiter's
 -- registration time: its idle cap or the first lease deadline.
