@@ -53,7 +53,7 @@ if not c[2] then
             if g then scanned[g] = (scanned[g] or 0) + 1 end
         end
         off = off + #l / 2
-    until #l == 0 or off >= SCAN
+    until #l < 2 * F.BATCH or off >= SCAN -- (a short page: the last)
 end
 local function live(g)
     if not c[2] then return scanned[g] or 0 end

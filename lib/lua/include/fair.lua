@@ -814,9 +814,10 @@ local function fair_lib()
     end
 
     -- The live leases of this partition ({ id, deadline, .. }, at most
-    -- BATCH from offset off) and the groups of their jobs (metas read;
-    -- nil: none).
+    -- BATCH from offset off: fewer, the last) and the groups of their
+    -- jobs (metas read; nil: none).
     local BATCH = 1000
+    F.BATCH = BATCH
     function F.live_leases(now, off)
         local l = redis.call('ZRANGEBYSCORE', K_LEASE,
                              string.format('(%d', now), '+inf', 'WITHSCORES',
