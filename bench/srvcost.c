@@ -11,7 +11,8 @@
  *            drain100 / drain1000 (N due jobs: poll(max) + ack_batch),
  *            c... (the drain of jobs pushed in the compact-push layout),
  *            g... (the drain of jobs pushed all of one group, "A": the
- *            big group of a burst, bench/fair.sh).
+ *            big group of a burst, bench/fair.sh), m... (of ten groups,
+ *            G0..G9, N/10 jobs each: the round-robin pick at work).
  * The due jobs of the poll sections are written with plain HSET/ZADD (not
  * scripts), so they are not counted.  Exit 1 if any call failed.
  */
@@ -93,8 +94,10 @@ int main(int argc, char **argv) {
     long n = atol(argv[3]);
     /* Compact buckets and grouped jobs are made for the drain sections
      * only, pushed by a setup run. */
-    int compact = sec[0] == 'c', grouped = sec[0] == 'g';
-    int pushed = compact || grouped;
+    int compact = sec[0] == 'c', groups = sec[0] == 'g'   ? 1
+                                          : sec[0] == 'm' ? 10
+                                                          : 0;
+    int pushed = compact || groups;
     if (pushed)
         sec++;
     if ((pushed && strncmp(sec, "drain", 5) != 0) || (argc == 5 && !pushed)) {
@@ -126,14 +129,18 @@ int main(int argc, char **argv) {
         d[i] = 3600000 + (int64_t)i * 7919 % 86400000;
     }
     if (argc == 5) {
-        /* cdrain, gdrain: the setup run pushes, the counted one only
-         * drains. */
-        dq_push_opts *po = grouped ? dq_push_opts_new() : NULL;
-        int rc = grouped && (po == NULL ||
-                             dq_push_opts_set_str(po, DQ_PUSHOPT_GROUP, "A"))
+        /* cdrain, gdrain, mdrain: the setup run pushes, the counted one
+         * only drains. */
+        int rc = groups == 0 ? pushed_due(c, sock, n, pls, lens, NULL) : 0;
+        for (int g = 0; g < groups && rc == 0; g++) {
+            char name[8];
+            snprintf(name, sizeof(name), groups == 1 ? "A" : "G%d", g);
+            dq_push_opts *po = dq_push_opts_new();
+            rc = po == NULL || dq_push_opts_set_str(po, DQ_PUSHOPT_GROUP, name)
                      ? -1
-                     : pushed_due(c, sock, n, pls, lens, po);
-        dq_push_opts_free(po);
+                     : pushed_due(c, sock, n / groups, pls, lens, po);
+            dq_push_opts_free(po);
+        }
         if (rc != 0)
             fprintf(stderr, "dqsrvcost: %s setup: %s\n", argv[1],
                     dq_errmsg(c));

@@ -9,15 +9,16 @@
 #              cdrain100 cdrain1000 (the drain of jobs held in compact
 #              buckets, layout compact-push), gdrain100 gdrain1000 (the
 #              drain of jobs all of one group, the big group of a burst in
-#              bench/fair.sh) (default all)
+#              bench/fair.sh), mdrain100 mdrain1000 (of ten groups at once:
+#              the round-robin pick) (default all)
 #
 # Each section runs twice, with N and 2N jobs, each time on a fresh
 # redis-server (save "", private unix socket) under
 # valgrind --tool=callgrind --toggle-collect=evalGenericCommand; the figure
 # is (Ir(2N) - Ir(N)) / N, so script loading and warm-up cancel out.  A
-# cdrain or gdrain section pushes its jobs through the library first
-# (dqsrvcost ... setup), then zeroes the counters (callgrind_control -z),
-# then drains.
+# cdrain, gdrain or mdrain section pushes its jobs through the library
+# first (dqsrvcost ... setup), then zeroes the counters
+# (callgrind_control -z), then drains.
 # Deterministic: compare Lua script changes without the machine's noise.
 set -euo pipefail
 cd "$(dirname -- "$0")/.."
@@ -29,7 +30,7 @@ BUILD=${1:-build-bench}
 SECTIONS=("$@")
 [[ ${#SECTIONS[@]} -gt 0 ]] ||
     SECTIONS=(push1 push100 push1000 pollack1 drain100 drain1000 cdrain100 cdrain1000
-              gdrain100 gdrain1000)
+              gdrain100 gdrain1000 mdrain100 mdrain1000)
 for tool in valgrind callgrind_control redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "srvcost.sh: $tool not found" >&2; exit 1; }
 done
@@ -54,7 +55,7 @@ measure() {
         redis-cli -s "$d/r.sock" ping >/dev/null 2>&1 && break
         sleep 0.1
     done
-    if [[ $sec == [cg]* ]]; then
+    if [[ $sec == [cgm]* ]]; then
         "$DRIVER" "$sec" "$d/r.sock" "$n" setup ||
             { echo "srvcost.sh: $sec $n setup failed" >&2; touch "$FAILED"; }
         callgrind_control -z "$pid" >/dev/null 2>&1
@@ -78,7 +79,7 @@ printf '%-10s %8s %14s\n' section N "instr/job"
 for sec in "${SECTIONS[@]}"; do
     case $sec in
         push1 | pollack1) n=1000 ;;
-        push100 | drain100 | cdrain100 | gdrain100) n=2000 ;;
+        push100 | drain100 | cdrain100 | gdrain100 | mdrain100) n=2000 ;;
         *) n=5000 ;;
     esac
     a=$(measure "$sec" "$n")
