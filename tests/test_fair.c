@@ -1028,7 +1028,7 @@ START_TEST(group_stats_counts) {
         got += poll_n(C, Q, 100, 30000, &held[k], NULL);
     ck_assert_int_eq(got, 12);
     /* B and '' have nothing pending: no turn; B is listed for its jobs
-     * in flight, '' (no group: no lease index) is not */
+     * in flight, '' (no group: not counted by group) is not */
     ck_assert_int_eq(dq_group_stats(C, Q, 10, &l), 2);
     gcheck(l, "A", 0, np, 6);
     gcheck(l, "B", 0, 0, 5);

@@ -1239,7 +1239,7 @@ class Client:
         """The counts of a queue's tenant groups (dq_group_stats): a list
         of dicts {group, due, later, inflight}, the first max groups
         (1..GROUP_STATS_MAX) in turn order; group "" is the jobs pushed
-        without one (inflight 0: it has no lease index); then, up to max
+        without one (inflight 0: not counted by group); then, up to max
         in all, the groups whose every job is in flight.  Needs a library
         with dq_group_stats."""
         if not HAVE_GROUP_STATS:

@@ -734,7 +734,7 @@ class TestRepeatAndPushOptions(Base):
         self.assertEqual(len(got), 6)
         by = {g["group"]: (g["due"], g["later"], g["inflight"])
               for g in self.c.group_stats(self.q, max=10)}
-        # B: nothing pending, listed for its job in flight; "": no lease index
+        # B: nothing pending, listed for its job in flight; "": not counted
         self.assertEqual(by, {"A": (0, 1, 4), "B": (0, 0, 1)})
         self.assertEqual(len(self.c.group_stats(self.q, max=1)), 1)
         for bad in (0, delayq.GROUP_STATS_MAX + 1):
