@@ -8,9 +8,10 @@
 --        and rate_window_ms together, both set or both unset)
 --   get: names -> their values (false when unset)
 -- The client checks names and ranges.  rate_max, dead_max and
--- inflight_max (include/fair.lua) hold for the whole queue: a partition keeps its share (rate_part, dead_part: the
--- total split evenly, at least 1) beside the total, and poll and nack
--- read the share.  A changed rate limit counts the deliveries already
+-- inflight_max (include/fair.lua) hold for the whole queue: a partition
+-- keeps its share (rate_part, dead_part, inflight_part: the total split
+-- evenly, at least 1) beside the total, and poll and nack read the
+-- share.  A changed rate limit counts the deliveries already
 -- logged (restarting workers that set the same limit do not reset it).
 -- Settings outlive the queue's jobs: the hash stays until every setting
 -- is unset.  Some fields are not settings: "compact", the flag that the

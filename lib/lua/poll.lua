@@ -111,9 +111,10 @@ if max > 0 then
         -- (compact jobs first: they and the expired leases, which no
         -- index holds, keep a share of max)
         if cany then cid, cdt, cpay, cread, crof, ccnt = C.due(now, max) end
-        -- (one group with jobs, nothing to share with: due as is)
+        -- (one group's turn, nothing to share with: due as is)
         pick = not gfill and #exp == 0 and #cid == 0 and
-            conf.grouped == 1 and not conf.group_inflight_part and F.solo()
+            conf.grouped == 1 and not conf.group_inflight_part and
+            F.solo(now)
         if pick then
             due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
                              'WITHSCORES', 'LIMIT', 0, max)

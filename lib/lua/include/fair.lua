@@ -122,8 +122,9 @@
 -- inflight_part; F.g_room against group_inflight_part), else it answers
 -- "lease lost" and changes nothing, so no slot given to another job
 -- meanwhile is taken twice; brought back under a limit per group, a job
--- of a named group enters gl:<group> and gls again (F.relet), which grooming may have dropped it
--- from.  A live lease's extend keeps its slot and reads neither.
+-- of a named group enters gl:<group> and gls again (F.relet), which
+-- grooming may have dropped it from.  A live lease's extend keeps its
+-- slot and reads neither.
 
 -- The functions of fair claiming, made only when a script needs them (as
 -- c_lib): a script body makes each of its functions anew on every call,
@@ -637,20 +638,24 @@ local function fair_lib()
         return pick
     end
 
-    -- A poll of a flagged queue whose index holds one group at most,
-    -- with no priority level, no limit per group, no fill left, no
-    -- expired lease and no compact job to keep a share for (poll.lua
-    -- checks those): every job in due is that group's (each path that
-    -- puts a job into due indexes it; a push that could not read conf
-    -- while the slot migrated did not, and its job is taken in due's
-    -- order, as the fill would take it), so round-robin has no other
-    -- group to turn to and the group's oldest due jobs are due's oldest.  The
-    -- poll reads due as an unflagged one does (a big group's drain then
-    -- costs little more than a plain queue's), and F.done takes the jobs
-    -- it took out of the group's index and sets its turn.  Returns that
-    -- pick, or nil when more groups have jobs.
-    function F.solo()
-        local gs = redis.call('ZRANGE', K_GQ, 0, 1)
+    -- A poll of a flagged queue where one group at most has its turn by
+    -- now + 1, with no priority level, no limit per group, no fill left,
+    -- no expired lease and no compact job to keep a share for (poll.lua
+    -- checks those): every job due by now is that group's (each path
+    -- that puts a job into due indexes it, and a group's turn is never
+    -- later than its first indexed job's due time, or than now + 1 after
+    -- a poll served it; a push that could not read conf while the slot
+    -- migrated indexed nothing, and its job is taken in due's order, as
+    -- the fill would take it), so round-robin has no other group to turn
+    -- to and the group's oldest due jobs are due's oldest.  The poll
+    -- reads due as an unflagged one does (a big group's drain then costs
+    -- little more than a plain queue's, whatever groups wait for later
+    -- turns), and F.done takes the jobs it took out of the group's index
+    -- and sets its turn.  Returns that pick, or nil when more groups'
+    -- turns have come.
+    function F.solo(now)
+        local gs = redis.call('ZRANGEBYSCORE', K_GQ, '-inf', now + 1,
+                              'LIMIT', 0, 2)
         if #gs > 1 then return nil end
         return { gof = {}, kof = {}, stale = {}, groups = gs, levels = {},
                  room = {}, gdead = {}, share = 0,
@@ -734,10 +739,10 @@ local function fair_lib()
     -- The lease index gl:<g> of a group kept by every poll of a limited,
     -- flagged queue, bounded by grooming its head: the entries whose
     -- claimed deadline passed (at most lim of them) leave it, but those
-    -- whose lease was extended, which move to their new deadline.  <prefix>gls: group -> its head's
-    -- deadline (when grooming it next finds work), so a group no poll
-    -- serves any more is groomed too (F.leased: two a poll) and an empty
-    -- index leaves gls.
+    -- whose lease was extended, which move to their new deadline.
+    -- <prefix>gls: group -> its head's deadline (when grooming it next
+    -- finds work), so a group no poll serves any more is groomed too
+    -- (F.leased: two a poll) and an empty index leaves gls.
     local function groom_head(g, lim, now)
         local key = PFX .. 'gl:' .. g
         local ids = redis.call('ZRANGEBYSCORE', key, '-inf', now,
@@ -764,10 +769,10 @@ local function fair_lib()
     end
 
     -- After a flagged poll's writes: the jobs it leased of named groups
-    -- under a limit (pick.tl, F.took) enter their group's lease index, whose head is
-    -- groomed (at least as many entries as entered), the entries a
-    -- limited poll found no longer counting leave it, and two more groups
-    -- of gls whose head is due are groomed.
+    -- under a limit (pick.tl, F.took) enter their group's lease index,
+    -- whose head is groomed (at least as many entries as entered), the
+    -- entries a limited poll found no longer counting leave it, and two
+    -- more groups of gls whose head is due are groomed.
     function F.leased(pick, now, deadline)
         for g, dead in pairs(pick.gdead) do
             if #dead > 0 then
