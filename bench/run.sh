@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: THE command that runs the libdelayq benchmark.
 #
-#   bash bench/run.sh            full run (~27 min): 3 runs per figure,
+#   bash bench/run.sh            full run (~30 min): 3 runs per figure,
 #                                1M-job memory figures, backlog up to 10M,
 #                                up to 100 consumers on one queue (herd),
 #                                both layouts at 1M jobs (layout, ~10 min)
