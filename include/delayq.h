@@ -373,7 +373,9 @@ DQ_EXTERN int64_t dq_job_failed_ms(const dq_job *job);
 #define DQ_HAVE_JOB_GROUP 1
 /* The job's group (DQ_PUSHOPT_GROUP), NUL-terminated, or NULL when it has
  * none.  Filled in by dq_list and dq_dead_list (and dq_async_list,
- * dq_async_dead_list); jobs from a poll carry none (use dq_get). */
+ * dq_async_dead_list) and by every poll: dq_poll, dq_poll_wait(_multi),
+ * dq_async_poll and the jobs handed to consumers' handlers (a lease that
+ * ran out and is claimed again too). */
 DQ_EXTERN const char *dq_job_group(const dq_job *job);
 /* The job's priority (DQ_PUSHOPT_PRIORITY, 0..DQ_PRIORITY_MAX), 0 when it
  * has none; filled in by the same calls as dq_job_group. */

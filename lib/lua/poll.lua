@@ -18,7 +18,10 @@
 -- without the 'layout' setting (DQ_LAYOUT_*: an idle poll moves jobs
 -- into the compact layout, 1, below).
 -- Returns { now_ms, next_us, lease_ms, id, payload, attempt, due_ms, token,
--- ... }
+-- ... }; when some jobs handed out have a group or a priority, one more
+-- element ends it, as list.lua's reply: their runs { pos, fair, ... }
+-- (include/meta.lua, fair_run); a poll of jobs without them sends what it
+-- sent before groups.
 --   next_us: microseconds until the next job is due (0 when more may be due
 --   now, -1 when nothing is pending or in flight; when the queue's rate
 --   limit holds due work back: until a delivery is allowed again); for a
@@ -188,6 +191,9 @@ else
 end
 
 local out = { now, 0, lease_ms }
+-- the runs of groups and priorities (fair_run; made at the first job with
+-- options), the options of the last job handed out and its fair
+local fair, fext, fcur = nil, '', ''
 local H = 3 -- header entries of out
 local n = #ids
 local delivered = 0
@@ -271,6 +277,10 @@ if n > 0 then
             out[#out + 1] = attempts
             out[#out + 1] = scores and scores[j] or due[2 * j]
             out[#out + 1] = tok
+            if ext ~= fext then -- (a run of jobs of one options: one look)
+                fair = fair or {}
+                fcur, fext = fair_run(fair, fcur, (#out - H) / 5, ext), ext
+            end
         end
     end
     delivered = (#out - H) / 5
@@ -389,4 +399,5 @@ if n < max or cands or limited_until or held_until then
     end
 end
 if room or (pick and pick.glimit) then F.mark(held) end
+if fair and #fair > 0 then out[#out + 1] = fair end
 return out
