@@ -893,7 +893,8 @@ DQ_EXTERN int dq_reschedule_batch(dq_client *c, const char *queue, size_t n,
  * stays valid there (a late ack still finishes it).
  *
  * out:         receives a list (NULL when no job was claimed); free it with
- *              dq_jobs_free.
+ *              dq_jobs_free.  Each job carries its group and priority
+ *              (dq_job_group, dq_job_priority), as with every poll.
  * next_due_ms: NULL, or receives how long (ms, server clock, rounded up)
  *              until the next job is due when none was claimed: 0 if
  *              jobs were claimed or something is due now, -1 if the queue has

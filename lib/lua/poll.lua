@@ -191,8 +191,8 @@ else
 end
 
 local out = { now, 0, lease_ms }
--- the runs of groups and priorities (fair_run; made at the first job with
--- options), the options of the last job handed out and its fair
+-- the runs of groups and priorities (include/meta.lua, fair_run; made at
+-- the first run), the options of the last job handed out and its fair
 local fair, fext, fcur = nil, '', ''
 local H = 3 -- header entries of out
 local n = #ids
@@ -277,9 +277,19 @@ if n > 0 then
             out[#out + 1] = attempts
             out[#out + 1] = scores and scores[j] or due[2 * j]
             out[#out + 1] = tok
-            if ext ~= fext then -- (a run of jobs of one options: one look)
-                fair = fair or {}
-                fcur, fext = fair_run(fair, fcur, (#out - H) / 5, ext), ext
+            -- (fair_run's work, inline: a script makes each of its
+            -- functions anew on every call, which cost a plain poll of
+            -- one job 0.3% more, bench/srvcost.sh pollack1; a run of jobs
+            -- of the same options is looked at once)
+            if ext ~= fext then
+                local g = string.match(ext, '|g([^|]*)')
+                local p = string.match(ext, '|p(%d)')
+                local f = (g or p) and (p or '0') .. (g or '') or ''
+                if f ~= fcur then
+                    fair = fair or {}
+                    fair[#fair + 1], fair[#fair + 2] = (#out - H) / 5, f
+                end
+                fcur, fext = f, ext
             end
         end
     end
@@ -399,5 +409,5 @@ if n < max or cands or limited_until or held_until then
     end
 end
 if room or (pick and pick.glimit) then F.mark(held) end
-if fair and #fair > 0 then out[#out + 1] = fair end
+if fair then out[#out + 1] = fair end
 return out

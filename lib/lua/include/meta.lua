@@ -112,8 +112,7 @@ end
 -- or '' for neither; the jobs before the first run have neither.
 -- fair_run adds the run of the job at pos, of options ext ("|.." or ''),
 -- when its fair differs from cur (the last run's, '' before the first),
--- and returns its fair.  (One function: a script makes each of its
--- functions anew on every call.)
+-- and returns its fair.  (poll.lua does the same inline.)
 local function fair_run(runs, cur, pos, ext)
     local g, p = string.match(ext, '|g([^|]*)'), string.match(ext, '|p(%d)')
     local f = (g or p) and (p or '0') .. (g or '') or ''
