@@ -373,7 +373,9 @@ DQ_EXTERN int64_t dq_job_failed_ms(const dq_job *job);
 #define DQ_HAVE_JOB_GROUP 1
 /* The job's group (DQ_PUSHOPT_GROUP), NUL-terminated, or NULL when it has
  * none.  Filled in by dq_list and dq_dead_list (and dq_async_list,
- * dq_async_dead_list); jobs from a poll carry none (use dq_get). */
+ * dq_async_dead_list) and by every poll: dq_poll, dq_poll_wait(_multi),
+ * dq_async_poll and the jobs handed to consumers' handlers (a lease that
+ * ran out and is claimed again too). */
 DQ_EXTERN const char *dq_job_group(const dq_job *job);
 /* The job's priority (DQ_PUSHOPT_PRIORITY, 0..DQ_PRIORITY_MAX), 0 when it
  * has none; filled in by the same calls as dq_job_group. */
@@ -891,7 +893,8 @@ DQ_EXTERN int dq_reschedule_batch(dq_client *c, const char *queue, size_t n,
  * stays valid there (a late ack still finishes it).
  *
  * out:         receives a list (NULL when no job was claimed); free it with
- *              dq_jobs_free.
+ *              dq_jobs_free.  Each job carries its group and priority
+ *              (dq_job_group, dq_job_priority), as with every poll.
  * next_due_ms: NULL, or receives how long (ms, server clock, rounded up)
  *              until the next job is due when none was claimed: 0 if
  *              jobs were claimed or something is due now, -1 if the queue has

@@ -140,11 +140,6 @@ typedef struct dq__job_text {
 
 /* Appends a job with copies of t's bytes; returns it, NULL on ENOMEM. */
 dq_job *dq__jobs_add_text(dq_jobs *list, const dq__job_text *t);
-/* Appends a job with copies of id/payload and reason (NULL: none);
- * returns it, NULL on ENOMEM. */
-dq_job *dq__jobs_add(dq_jobs *list, const char *id, size_t idlen,
-                    const char *payload, size_t len, const char *reason,
-                    size_t reason_len);
 /* A new info holding copies of id/payload and reason (NULL: none); NULL on
  * ENOMEM. */
 dq_job_info *dq__job_info_new(const char *id, size_t idlen,

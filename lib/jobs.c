@@ -64,13 +64,6 @@ dq_job *dq__jobs_add_text(dq_jobs *l, const dq__job_text *t) {
     return j;
 }
 
-dq_job *dq__jobs_add(dq_jobs *l, const char *id, size_t idlen,
-                    const char *payload, size_t len, const char *reason,
-                    size_t reason_len) {
-    dq__job_text t = plain_text(id, idlen, payload, len, reason, reason_len);
-    return dq__jobs_add_text(l, &t);
-}
-
 size_t dq_jobs_count(const dq_jobs *l) { return l == NULL ? 0 : l->count; }
 
 const dq_job *dq_jobs_at(const dq_jobs *l, size_t i) {

@@ -1138,53 +1138,6 @@ static int elem_token(const dq__reply *e, char out[DQ_TOKEN_BUF]) {
     return 0;
 }
 
-int dq__decode_poll(const dq__reply *r, dq_jobs **jobs, int64_t *next_us,
-                    dq__err *err) {
-    *jobs = NULL;
-    size_t n = dq__reply_len(r);
-    int64_t now, next, lease_ms;
-    if (dq__reply_type(r) != DQ_R_ARRAY || n < 3 || (n - 3) % 5 != 0 ||
-        elem_i64(dq__reply_at(r, 0), &now) ||
-        elem_i64(dq__reply_at(r, 1), &next) ||
-        elem_i64(dq__reply_at(r, 2), &lease_ms))
-        return dq__err_set(err, DQ_EPROTO, "poll: unexpected reply");
-    *next_us = next;
-    size_t cnt = (n - 3) / 5;
-    if (cnt == 0)
-        return 0;
-    dq_jobs *l = dq__jobs_new(cnt);
-    if (l == NULL)
-        return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-    for (size_t i = 0; i < cnt; i++) {
-        const dq__reply *eid = dq__reply_at(r, 3 + i * 5);
-        const dq__reply *epl = dq__reply_at(r, 4 + i * 5);
-        size_t idlen, plen;
-        const char *id = dq__reply_str(eid, &idlen);
-        const char *pl = dq__reply_str(epl, &plen);
-        int64_t att, due;
-        char tok[DQ_TOKEN_BUF];
-        if (dq__reply_type(eid) != DQ_R_STRING ||
-            dq__reply_type(epl) != DQ_R_STRING ||
-            elem_i64(dq__reply_at(r, 5 + i * 5), &att) ||
-            elem_i64(dq__reply_at(r, 6 + i * 5), &due) ||
-            elem_token(dq__reply_at(r, 7 + i * 5), tok)) {
-            dq_jobs_free(l);
-            return dq__err_set(err, DQ_EPROTO, "poll: unexpected job entry");
-        }
-        dq_job *j = dq__jobs_add(l, id, idlen, pl, plen, NULL, 0);
-        if (j == NULL) {
-            dq_jobs_free(l);
-            return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-        }
-        j->attempt = att;
-        j->due_ms = due;
-        j->lease_deadline_ms = now + lease_ms;
-        memcpy(j->token, tok, sizeof(tok));
-    }
-    *jobs = l;
-    return (int)cnt;
-}
-
 int dq__result_code(long long v, const char *what, const char *id,
                    dq__err *err) {
     if (v == DQ_ESTALE)
@@ -1318,15 +1271,16 @@ static int read_entry(const dq__reply *eid, const dq__reply *epl,
     return elem_reason(ere, &en->reason, &en->rlen, &en->failed_ms);
 }
 
-/* A listed job's fair element (list.lua): NULL, none; else its priority
- * digit then its group (none when empty).  0, or -1 for anything else. */
+/* A job's fair element (list.lua, poll.lua): NULL or "", none; else its
+ * priority digit then its group (none when empty).  0, or -1 for anything
+ * else. */
 static int elem_fair(const dq__reply *e, dq__job_text *t, int *prio) {
     *prio = 0;
-    if (e == NULL)
+    size_t n = 0;
+    const char *s = e != NULL ? dq__reply_str(e, &n) : NULL;
+    if (e == NULL || (dq__reply_type(e) == DQ_R_STRING && n == 0))
         return 0;
-    size_t n;
-    const char *s = dq__reply_str(e, &n);
-    if (dq__reply_type(e) != DQ_R_STRING || n < 1 || n > 1 + DQ_GROUP_MAX ||
+    if (dq__reply_type(e) != DQ_R_STRING || n > 1 + DQ_GROUP_MAX ||
         s[0] < '0' || s[0] > '0' + DQ_PRIORITY_MAX || memchr(s, 0, n))
         return -1;
     *prio = s[0] - '0';
@@ -1335,9 +1289,11 @@ static int elem_fair(const dq__reply *e, dq__job_text *t, int *prio) {
     return 0;
 }
 
-/* list.lua's last element when some listed jobs have a group or priority:
- * { pos (1..cnt, increasing), fair element, ... }; sets fair[pos - 1] of
- * each.  0, or -1 when it is not that. */
+/* The last element of a list.lua or poll.lua reply when some of its jobs
+ * have a group or priority: runs { pos (1..cnt, increasing), fair element,
+ * ... } (lua/include/meta.lua, fair_run), a run's element that of its
+ * jobs up to the next run; sets fair[i] of each job (NULL before the first
+ * run).  0, or -1 when it is not that. */
 static int read_fair(const dq__reply *t, size_t cnt, const dq__reply **fair) {
     size_t n = dq__reply_len(t);
     int64_t last = 0, pos;
@@ -1350,6 +1306,9 @@ static int read_fair(const dq__reply *t, size_t cnt, const dq__reply **fair) {
         fair[pos - 1] = dq__reply_at(t, i + 1);
         last = pos;
     }
+    for (size_t i = 1; i < cnt; i++)
+        if (fair[i] == NULL)
+            fair[i] = fair[i - 1];
     return 0;
 }
 
@@ -1375,50 +1334,90 @@ static int read_listed(const dq__reply *r, size_t b, const dq__reply *fe,
     return 0;
 }
 
-/* Decodes the cnt jobs of a list reply (fair: their fair elements, or NULL
- * when none has one) into l. */
-static int decode_listed(const dq__reply *r, int which, size_t cnt,
-                         const dq__reply **fair, dq_jobs *l, dq__err *err) {
-    for (size_t i = 0; i < cnt; i++) {
-        dq__job_text t = {0};
-        dq_job nums = {0}, *j;
-        if (read_listed(r, 1 + i * 5, fair ? fair[i] : NULL, &t, &nums))
-            return dq__err_set(err, DQ_EPROTO, "list: unexpected job entry");
-        if ((j = dq__jobs_add_text(l, &t)) == NULL)
-            return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-        j->attempt = nums.attempt;
-        j->due_ms = nums.due_ms;
-        j->lease_deadline_ms = which == DQ_LIST_INFLIGHT ? nums.due_ms : 0;
-        j->failed_ms = nums.failed_ms;
-        j->priority = nums.priority;
-    }
+/* Reads polled job i of r (poll.lua's id, payload, attempt, due time and
+ * token from b, its fair element fe or NULL) into t, j's numbers and its
+ * token; 0 or -1 when one is not what the script sends. */
+static int read_polled(const dq__reply *r, size_t b, const dq__reply *fe,
+                       dq__job_text *t, dq_job *j) {
+    const dq__reply *eid = dq__reply_at(r, b), *epl = dq__reply_at(r, b + 1);
+    t->id = dq__reply_str(eid, &t->idlen);
+    t->payload = dq__reply_str(epl, &t->len);
+    return dq__reply_type(eid) != DQ_R_STRING ||
+                   dq__reply_type(epl) != DQ_R_STRING ||
+                   elem_i64(dq__reply_at(r, b + 2), &j->attempt) ||
+                   elem_i64(dq__reply_at(r, b + 3), &j->due_ms) ||
+                   elem_token(dq__reply_at(r, b + 4), j->token) ||
+                   elem_fair(fe, t, &j->priority)
+               ? -1
+               : 0;
+}
+
+/* What a reply of jobs is: a poll's (its lease deadline) or a listing's
+ * (which list). */
+typedef struct jobs_of {
+    const char *what;
+    int poll, which;
+    int64_t deadline;
+} jobs_of;
+
+/* Adds one job of a reply to l: its 5 elements from b and its fair
+ * element fe (NULL: none).  DQ_OK, or an error code. */
+static int read_job(const dq__reply *r, size_t b, const dq__reply *fe,
+                    const jobs_of *k, dq_jobs *l, dq__err *err) {
+    dq__job_text t = {0};
+    dq_job nums = {0}, *j;
+    if (k->poll ? read_polled(r, b, fe, &t, &nums)
+                : read_listed(r, b, fe, &t, &nums))
+        return dq__err_set(err, DQ_EPROTO, "%s: unexpected job entry",
+                          k->what);
+    if ((j = dq__jobs_add_text(l, &t)) == NULL)
+        return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+    j->attempt = nums.attempt;
+    j->due_ms = nums.due_ms;
+    j->lease_deadline_ms = k->poll                        ? k->deadline
+                           : k->which == DQ_LIST_INFLIGHT ? nums.due_ms
+                                                          : 0;
+    j->failed_ms = nums.failed_ms;
+    j->priority = nums.priority;
+    memcpy(j->token, nums.token, sizeof(nums.token));
     return DQ_OK;
 }
 
-int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
-                   int64_t *now_ms, dq__err *err) {
-    *jobs = NULL;
-    size_t n = dq__reply_len(r);
-    int64_t now;
-    if (dq__reply_type(r) != DQ_R_ARRAY || n < 1 || (n - 1) % 5 > 1 ||
-        elem_i64(dq__reply_at(r, 0), &now))
-        return dq__err_set(err, DQ_EPROTO, "list: unexpected reply");
-    if (now_ms != NULL)
-        *now_ms = now;
-    size_t cnt = (n - 1) / 5;
-    int has_fair = (n - 1) % 5 == 1;
-    if (cnt == 0 && !has_fair)
-        return 0;
-    const dq__reply **fair = has_fair ? calloc(cnt + 1, sizeof(*fair)) : NULL;
-    dq_jobs *l = dq__jobs_new(cnt);
-    if (l == NULL || (has_fair && fair == NULL)) {
-        free(fair);
-        dq_jobs_free(l);
+/* The fair elements of the cnt jobs of reply r when has (its last element
+ * is read_fair's table): *fair an array of cnt (NULL: a job without), or
+ * NULL when not has.  DQ_OK, or an error code. */
+static int fair_table(const dq__reply *r, int has, size_t cnt,
+                      const char *what, const dq__reply ***fair,
+                      dq__err *err) {
+    *fair = NULL;
+    if (!has)
+        return DQ_OK;
+    if ((*fair = calloc(cnt + 1, sizeof(**fair))) == NULL)
         return dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
-    }
-    int rc = has_fair && read_fair(dq__reply_at(r, n - 1), cnt, fair)
-                 ? dq__err_set(err, DQ_EPROTO, "list: unexpected reply")
-                 : decode_listed(r, which, cnt, fair, l, err);
+    if (read_fair(dq__reply_at(r, dq__reply_len(r) - 1), cnt, *fair) == 0)
+        return DQ_OK;
+    free(*fair);
+    *fair = NULL;
+    return dq__err_set(err, DQ_EPROTO, "%s: unexpected reply", what);
+}
+
+/* The jobs of a reply of head elements, 5 per job, then (list.lua and
+ * poll.lua, when some job has a group or a priority) the fair table:
+ * *jobs (NULL if none) and their count, or an error code (nothing kept). */
+static int decode_jobs(const dq__reply *r, size_t head, const jobs_of *k,
+                       dq_jobs **jobs, dq__err *err) {
+    size_t n = dq__reply_len(r), cnt = (n - head) / 5;
+    const dq__reply **fair;
+    if ((n - head) % 5 > 1)
+        return dq__err_set(err, DQ_EPROTO, "%s: unexpected reply", k->what);
+    int rc = fair_table(r, (n - head) % 5 == 1, cnt, k->what, &fair, err);
+    if (rc != DQ_OK || cnt == 0)
+        return rc;
+    dq_jobs *l = dq__jobs_new(cnt);
+    if (l == NULL)
+        rc = dq__err_set(err, DQ_ENOMEM, "out of memory decoding jobs");
+    for (size_t i = 0; rc == DQ_OK && i < cnt; i++)
+        rc = read_job(r, head + i * 5, fair ? fair[i] : NULL, k, l, err);
     free(fair);
     if (rc != DQ_OK) {
         dq_jobs_free(l);
@@ -1426,6 +1425,33 @@ int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
     }
     *jobs = l;
     return (int)cnt;
+}
+
+int dq__decode_list(const dq__reply *r, int which, dq_jobs **jobs,
+                   int64_t *now_ms, dq__err *err) {
+    *jobs = NULL;
+    int64_t now;
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) < 1 ||
+        elem_i64(dq__reply_at(r, 0), &now))
+        return dq__err_set(err, DQ_EPROTO, "list: unexpected reply");
+    if (now_ms != NULL)
+        *now_ms = now;
+    jobs_of k = {"list", 0, which, 0};
+    return decode_jobs(r, 1, &k, jobs, err);
+}
+
+int dq__decode_poll(const dq__reply *r, dq_jobs **jobs, int64_t *next_us,
+                    dq__err *err) {
+    *jobs = NULL;
+    int64_t now, next, lease_ms;
+    if (dq__reply_type(r) != DQ_R_ARRAY || dq__reply_len(r) < 3 ||
+        elem_i64(dq__reply_at(r, 0), &now) ||
+        elem_i64(dq__reply_at(r, 1), &next) ||
+        elem_i64(dq__reply_at(r, 2), &lease_ms))
+        return dq__err_set(err, DQ_EPROTO, "poll: unexpected reply");
+    *next_us = next;
+    jobs_of k = {"poll", 1, 0, now + lease_ms};
+    return decode_jobs(r, 3, &k, jobs, err);
 }
 
 /* get.lua's 9th element: a follow-up's earliest due time (false, or a

@@ -4,11 +4,15 @@
  * (DQ_PUSHOPT_PRIORITY) in dq_list of each kind and dq_dead_list, through
  * a delivery, a nack to the dead set and a requeue, with a copy
  * (dq_job_dup) keeping them; jobs without them (plain, or pushed with
- * other options only) list as before with none; a poll's jobs carry none
- * (documented: dq_get tells).  Run on every layout and on 4 partitions
+ * other options only) list as before with none.  Polled jobs carry them
+ * too, on every poll path (dq_poll, dq_poll_wait, dq_poll_wait_multi, the
+ * sync consumer), beside plain ones that carry none, and again when their
+ * lease ran out and a poll hands them out anew.  Run on every layout and on 4 partitions
  * (meson suites compact and partitioned), so compact jobs listed beside
  * grouped ones (which stay native) are covered too.
  */
+#include <delayq-consumer.h>
+
 #include "test_suite.h"
 #include "test_utils.h"
 
@@ -110,20 +114,27 @@ static void list_has(dq_client *c, const char *q, int which, int dead_call,
     dq_jobs_free(jobs);
 }
 
-/* Polls until every job of W is held (a partitioned queue hands them out
- * partition by partition); copies of them in out. */
-static void poll_all(dq_client *c, const char *q, dq_job *out[NW]) {
+/* Polls until every job of W is held under leases of lease_ms (a
+ * partitioned queue hands them out partition by partition); copies of them
+ * in out. */
+static void poll_all_lease(dq_client *c, const char *q, int64_t lease_ms,
+                           dq_job *out[NW]) {
     size_t n = 0;
     int64_t end = wall_ms() + 10000;
     while (n < NW) {
         ck_assert_msg(wall_ms() < end, "polled %zu of %zu jobs", n, NW);
         dq_jobs *got = NULL;
-        int k = poll_n(c, q, (int)NW, 60000, &got, NULL);
+        int k = poll_n(c, q, (int)NW, lease_ms, &got, NULL);
         ck_assert_uint_le(n + (size_t)k, NW);
         for (int i = 0; i < k; i++)
             out[n++] = dq_job_dup(dq_jobs_at(got, (size_t)i));
         dq_jobs_free(got);
     }
+}
+
+/* poll_all_lease with leases of a minute. */
+static void poll_all(dq_client *c, const char *q, dq_job *out[NW]) {
+    poll_all_lease(c, q, 60000, out);
 }
 
 START_TEST(every_kind) {
@@ -135,10 +146,8 @@ START_TEST(every_kind) {
 
     dq_job *got[NW];
     poll_all(c, q, got);
-    for (size_t i = 0; i < NW; i++) { /* documented: a poll fills none in */
-        ck_assert_ptr_null(dq_job_group(got[i]));
-        ck_assert_int_eq(dq_job_priority(got[i]), 0);
-    }
+    for (size_t i = 0; i < NW; i++) /* copies of polled jobs (dq_job_dup) */
+        fair_is(got[i], want_of(dq_job_id(got[i])), "polled");
     list_has(c, q, DQ_LIST_INFLIGHT, 0, NW, "in flight");
     list_has(c, q, DQ_LIST_SCHEDULED, 0, 0, "scheduled after the poll");
 
@@ -229,7 +238,123 @@ START_TEST(mixed_pages) {
 }
 END_TEST
 
+/* A polled job: one of W with its group and priority, or a plain one
+ * (id "m<i>") with neither; counts them in *fair and *plain. */
+static void polled_is(const dq_job *j, size_t *fair, size_t *plain,
+                      const char *where) {
+    if (strncmp(dq_job_id(j), "j-", 2) == 0) {
+        fair_is(j, want_of(dq_job_id(j)), where);
+        ++*fair;
+        return;
+    }
+    ck_assert_msg(dq_job_group(j) == NULL && dq_job_priority(j) == 0,
+                  "%s: plain job %s has group '%s', priority %d", where,
+                  dq_job_id(j), dq_job_group(j) ? dq_job_group(j) : "",
+                  dq_job_priority(j));
+    ck_assert_str_eq(dq_job_payload(j, NULL), "z");
+    ++*plain;
+}
+
+/* Pushes n plain jobs and (with_w) the jobs of W, all due now, to q. */
+static void push_mixed(dq_client *c, const char *q, size_t n, int with_w) {
+    push_plain(c, q, n, "m");
+    for (size_t i = 0; with_w && i < NW; i++)
+        push_want(c, q, &W[i], 0);
+}
+
+/* Every poll path hands out each job with its group and priority, plain
+ * jobs beside them with none, several in one poll (their places in the
+ * reply): dq_poll_wait by 4, dq_poll_wait_multi on a second queue; a
+ * plain queue's jobs (a third one) with neither. */
+START_TEST(poll_paths) {
+    dq_client *c = open_client();
+    const char *qs[3] = {"lst-pw", "lst-pwm", "lst-pplain"};
+    enum { N = 30 };
+    for (int k = 0; k < 3; k++) {
+        size_t nw = k < 2 ? NW : 0;
+        push_mixed(c, qs[k], N, nw > 0);
+        size_t fair = 0, plain = 0;
+        int64_t end = wall_ms() + 10000;
+        while (fair + plain < N + nw) {
+            ck_assert_msg(wall_ms() < end, "%s: polled %zu of %zu", qs[k],
+                          fair + plain, N + nw);
+            dq_jobs *got = NULL;
+            int ix = -1;
+            int rc = k != 1 ? dq_poll_wait(c, qs[k], 4, 60000, 1000, &got)
+                            : dq_poll_wait_multi(c, 2, qs, NULL,
+                                                 DQ_PRIO_STRICT, 4, 60000,
+                                                 1000, &got, &ix);
+            ck_assert_msg(rc >= 0, "%s: %d %s", qs[k], rc, dq_errmsg(c));
+            ck_assert(k != 1 || rc == 0 || ix == 1);
+            for (size_t i = 0; i < (size_t)rc; i++)
+                polled_is(dq_jobs_at(got, i), &fair, &plain, qs[k]);
+            dq_jobs_free(got);
+        }
+        ck_assert_uint_eq(fair, nw);
+        ck_assert_uint_eq(plain, N);
+    }
+    dq_close(c);
+}
+END_TEST
+
+/* A lease that ran out: the next poll hands the job out again (attempt
+ * 2, a new token) with its group and priority. */
+START_TEST(expired_lease_repolled) {
+    dq_client *c = open_client();
+    const char *q = "lst-expired";
+    for (size_t i = 0; i < NW; i++)
+        push_want(c, q, &W[i], 0);
+    dq_job *first[NW], *again[NW];
+    poll_all_lease(c, q, 100, first);
+    th_sleep_ms(150);
+    poll_all(c, q, again);
+    for (size_t i = 0; i < NW; i++) {
+        fair_is(again[i], want_of(dq_job_id(again[i])), "re-polled");
+        ck_assert_int_eq(dq_job_attempt(again[i]), 2);
+        ck_assert_int_eq(dq_ack(c, q, dq_job_id(again[i]),
+                                dq_job_token(again[i])),
+                         0);
+        dq_job_free(first[i]);
+        dq_job_free(again[i]);
+    }
+    dq_close(c);
+}
+END_TEST
+
+/* The sync consumer's handler sees each job's group and priority. */
+typedef struct seen {
+    size_t fair, plain, want;
+} seen;
+
+static int seen_handler(dq_consumer *co, const dq_job *job, void *ud) {
+    seen *s = ud;
+    polled_is(job, &s->fair, &s->plain, "consumer");
+    if (s->fair + s->plain >= s->want)
+        dq_consumer_interrupt(co);
+    return DQ_JOB_OK;
+}
+
+START_TEST(consumer_sees_them) {
+    dq_client *c = open_client();
+    const char *q = "lst-consumer";
+    enum { N = 10 };
+    push_mixed(c, q, N, 1);
+    seen s = {0, 0, N + NW};
+    dq_consumer *co = NULL;
+    ck_assert_int_eq(dq_consumer_new_sync(c, q, seen_handler, &s, &co), 0);
+    ck_assert_int_eq(dq_consumer_set_int(co, DQ_COPT_CONCURRENCY, 4), 0);
+    ck_assert_int_ge(dq_consumer_run(co), 0);
+    dq_consumer_free(co);
+    ck_assert_uint_eq(s.fair, NW);
+    ck_assert_uint_eq(s.plain, N);
+    dq_close(c);
+}
+END_TEST
+
 TEST_SUITE("listing", TU_SRV_UNIX,
     {"every_kind", every_kind, 60, NULL},
     {"plain_has_none", plain_has_none, 60, NULL},
-    {"mixed_pages", mixed_pages, 60, NULL})
+    {"mixed_pages", mixed_pages, 60, NULL},
+    {"poll_paths", poll_paths, 60, NULL},
+    {"expired_lease_repolled", expired_lease_repolled, 60, NULL},
+    {"consumer_sees_them", consumer_sees_them, 60, NULL})

@@ -447,6 +447,7 @@ int dqt_cmd_poll(dqt_cli *g) {
                    dq_job_attempt(j), dq_job_token(j), dq_job_due_ms(j),
                    dq_job_lease_deadline_ms(j));
             dqt_json_payload(stdout, p, len);
+            dqt_json_group(stdout, dqt_job_group(j), dq_job_priority(j));
             putchar('}');
         } else {
             dqt_escaped(stdout, dq_job_id(j), strlen(dq_job_id(j)), 0);

@@ -429,7 +429,7 @@ _OPTIONAL_PROTOTYPES = {
     "dq_group_list_later": (_c_i64, [_P_GLIST, _c_size]),
     "dq_group_list_inflight": (_c_i64, [_P_GLIST, _c_size]),
     "dq_group_list_free": (None, [_P_GLIST]),
-    # a listed job's group and priority
+    # a polled or listed job's group and priority
     "dq_job_group": (_c_str, [_P_JOB]),
     "dq_job_priority": (_c_int, [_P_JOB]),
 }
@@ -559,16 +559,15 @@ class Job:
     leased), queue (str), last_error (bytes: the job's last failure reason,
     from list() and dead_list(); None when none was recorded),
     failed_ms (when it was, 0 if none), group (str: its tenant group, from
-    list() and dead_list(); None when it has none, and for a polled job)
-    and priority (from list() and dead_list(); 0 when it has none, and for
-    a polled job).  ack()/nack()/extend() act on the job through the client
+    polls, consumers, list() and dead_list(); None when it has none) and
+    priority (from the same; 0 when it has none).  ack()/nack()/extend() act on the job through the client
     that delivered it."""
 
     __slots__ = ("id", "payload", "attempt", "due_ms", "token",
                  "lease_deadline_ms", "queue", "last_error", "failed_ms",
                  "group", "priority", "_client")
 
-    def __init__(self, client, queue, job, listed=False):
+    def __init__(self, client, queue, job):
         n = _c_size(0)
         ptr = _lib.dq_job_payload(job, ctypes.byref(n))
         self.id = _dec(_lib.dq_job_id(job))
@@ -582,7 +581,7 @@ class Job:
             self.last_error = _bytes_at(_lib.dq_job_last_error, job)
             self.failed_ms = _lib.dq_job_failed_ms(job)
         self.group, self.priority = None, 0
-        if listed and HAVE_JOB_GROUP:   # only listings fill them in
+        if HAVE_JOB_GROUP:   # polls and listings fill them in
             grp = _lib.dq_job_group(job)
             self.group = None if grp is None else _dec(grp)
             self.priority = _lib.dq_job_priority(job)
@@ -987,11 +986,10 @@ class Client:
 
     # -- consuming
 
-    def _jobs(self, queue, ptr, listed=False):
-        """Copies a dq_jobs list into Job objects and frees it (listed: of
-        a listing, which has groups and priorities)."""
+    def _jobs(self, queue, ptr):
+        """Copies a dq_jobs list into Job objects and frees it."""
         try:
-            return [Job(self, queue, _lib.dq_jobs_at(ptr, i), listed)
+            return [Job(self, queue, _lib.dq_jobs_at(ptr, i))
                     for i in range(_lib.dq_jobs_count(ptr))]
         finally:
             _lib.dq_jobs_free(ptr)
@@ -1160,7 +1158,7 @@ class Client:
         with self._lock:
             self._check(_lib.dq_dead_list(self._handle(), q, offset, count,
                                           ctypes.byref(ptr)))
-        return self._jobs(_dec(q), ptr, True)
+        return self._jobs(_dec(q), ptr)
 
     def dead_requeue(self, queue, id=None, delay_ms=0):
         """Moves dead jobs back to pending: id, or id=None for every dead
@@ -1201,7 +1199,7 @@ class Client:
         with self._lock:
             self._check(_lib.dq_list(self._handle(), q, which, offset, count,
                                      ctypes.byref(ptr), None))
-        return self._jobs(_dec(q), ptr, True)
+        return self._jobs(_dec(q), ptr)
 
     def stats(self, queue):
         """Counts of a queue read atomically: dict with scheduled, due,

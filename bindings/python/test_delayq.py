@@ -467,8 +467,7 @@ class TestDeadLetters(Base):
         self.assertEqual(listed(delayq.LIST_SCHEDULED), want)
         held = self.c.poll(self.q, max=4, lease_ms=60000)
         self.assertEqual(len(held), 4)
-        for j in held:      # a poll does not fill them in (get tells)
-            self.assertEqual((j.group, j.priority), (None, 0))
+        self.assertEqual({j.id: (j.group, j.priority) for j in held}, want)
         self.assertEqual(listed(delayq.LIST_INFLIGHT), want)
         for j in held:
             self.assertTrue(j.nack(dead=True))
@@ -477,6 +476,28 @@ class TestDeadLetters(Base):
                           for j in self.c.dead_list(self.q)}, want)
         self.assertEqual(self.c.dead_requeue(self.q), 4)
         self.assertEqual(listed(delayq.LIST_SCHEDULED), want)
+
+    def test_polled_jobs_carry_group_and_priority(self):
+        want = {"plain": (None, 0), "a": ("acme", 0), "a5": ("acme", 5),
+                "p9": (None, 9)}
+        for jid, (g, p) in want.items():
+            self.c.push(self.q, jid.encode(), id=jid, group=g,
+                        priority=p or None)
+        got, end = {}, time.time() + 10
+        while len(got) < 4 and time.time() < end:
+            for j in self.c.poll(self.q, max=4, lease_ms=50, wait_ms=1000):
+                got[j.id] = (j.group, j.priority)
+        self.assertEqual(got, want)
+        time.sleep(0.1)         # every lease runs out: polled again
+        seen = {}
+
+        def handler(job):
+            seen[job.id] = (job.group, job.priority, job.attempt)
+            if len(seen) == 4:
+                cons.interrupt()
+        with self.c.consumer(self.q, handler) as cons:
+            cons.run()
+        self.assertEqual(seen, {k: v + (2,) for k, v in want.items()})
 
 
 class TestGetAndReasons(Base):

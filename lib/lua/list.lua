@@ -12,10 +12,10 @@
 --   time of death (dead); attempts = deliveries so far (from meta); reason
 --   = the job's last failure reason field "<ms>:<reason>", or nil (false)
 --   when it has none.  When some listed jobs have a group or a priority
---   (include/fair.lua), one more element ends the reply: { pos, fair, ... }
---   for each of them, pos its place in the page (1 first, increasing),
---   fair its priority digit then its group ("3", "0acme", "9acme"); a page
---   of jobs without them is what it was before groups.  Expired leases
+--   (include/fair.lua), one more element ends the reply: their runs
+--   { pos, fair, ... } (include/meta.lua, fair_run), fair a priority digit
+--   then a group ("3", "0acme", "9acme") or '' for neither; a page of jobs
+--   without them is what it was before groups.  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
 --   returned: a listing never hands out a lease.
 local now = dq_now()
@@ -110,13 +110,7 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
--- A meta's options ("|.." or '') -> the fair element, or nil.
-local function fair_of(ext)
-    local g, p = string.match(ext, '|g([^|]*)'), string.match(ext, '|p(%d)')
-    if not g and not p then return nil end
-    return (p or '0') .. (g or '')
-end
-local fair = {} -- { pos, fair } of the listed jobs that have one
+local fair, fcur = {}, '' -- the runs of groups and priorities (fair_run)
 -- One HMGET per 1000 jobs: unpack takes at most ~8000 values, and a
 -- partitioned listing asks each partition for offset + count jobs.
 for lo = 1, #ids, 1000 do
@@ -131,8 +125,9 @@ for lo = 1, #ids, 1000 do
         out[#out + 1] = attempts
         out[#out + 1] = page[2 * (lo + j - 1)]
         out[#out + 1] = got[2 * m + j] or false
-        local f = ext ~= '' and fair_of(ext)
-        if f then fair[#fair + 1], fair[#fair + 2] = lo + j - 1, f end
+        if ext ~= '' or fcur ~= '' then
+            fcur = fair_run(fair, fcur, lo + j - 1, ext)
+        end
     end
 end
 if #fair > 0 then out[#out + 1] = fair end

@@ -336,6 +336,71 @@ START_TEST(list_group_priority) {
 }
 END_TEST
 
+/* Async polls of q (leases of lease_ms) until want jobs came, copied into
+ * got (a partitioned queue hands them out partition by
+ * partition). */
+static void apoll_all(dq_async *a, const char *q, int64_t lease_ms,
+                      size_t want, dq_job **got) {
+    size_t n = 0;
+    for (int64_t end = wall_ms() + 10000; n < want;) {
+        ck_assert_msg(wall_ms() < end, "polled %zu of %zu", n, want);
+        res pl = {0};
+        int rc = res_wait(dq_async_poll(a, q, 10, lease_ms, jobs_rec, &pl),
+                          &pl);
+        ck_assert_msg(rc >= 0, "poll: %d %s", rc, pl.msg);
+        ck_assert_uint_le(n + pl.n, want);
+        for (size_t i = 0; i < pl.n; i++)
+            got[n++] = dq_job_dup(kept(&pl, i));
+        res_clear(&pl);
+    }
+}
+
+/* A polled job is "g7" (group acme, priority 7), "p5" (priority 5, no
+ * group) or "plain" (neither), as pushed. */
+static void apolled_is(const dq_job *j) {
+    const char *id = dq_job_id(j), *g = dq_job_group(j);
+    int p = dq_job_priority(j);
+    if (strcmp(id, "g7") == 0)
+        ck_assert_msg(g != NULL && strcmp(g, "acme") == 0 && p == 7,
+                      "g7: group %s, priority %d", g ? g : "(none)", p);
+    else
+        ck_assert_msg(g == NULL && p == (strcmp(id, "p5") == 0 ? 5 : 0),
+                      "%s: group %s, priority %d", id, g ? g : "(none)", p);
+}
+
+/* dq_async_poll hands out each job with its group and priority (as
+ * dq_poll, tests/test_listing.c), a plain one with neither, and again
+ * when its lease ran out and a poll claims it anew. */
+START_TEST(poll_group_priority) {
+    dq_async *a = aopen();
+    dq_push_opts *o = dq_push_opts_new(), *o5 = dq_push_opts_new();
+    ck_assert_int_eq(dq_push_opts_set_str(o, DQ_PUSHOPT_GROUP, "acme"), 0);
+    ck_assert_int_eq(dq_push_opts_set(o, DQ_PUSHOPT_PRIORITY, 7), 0);
+    ck_assert_int_eq(dq_push_opts_set(o5, DQ_PUSHOPT_PRIORITY, 5), 0);
+    res p1 = {0}, p2 = {0}, p3 = {0};
+    dq_async_push(a, Q, "p", 1, 0, "plain", 0, push_rec, &p1);
+    dq_async_push_ex(a, Q, "g", 1, 0, "g7", 0, o, push_rec, &p2);
+    dq_async_push_ex(a, Q, "5", 1, 0, "p5", 0, o5, push_rec, &p3);
+    dq_push_opts_free(o);
+    dq_push_opts_free(o5);
+    WAIT_CB(p1, 0);
+    WAIT_CB(p2, 0);
+    WAIT_CB(p3, 0);
+    dq_job *got[3], *again[3];
+    apoll_all(a, Q, 100, 3, got);
+    run_for(150); /* every lease runs out */
+    apoll_all(a, Q, 5000, 3, again);
+    for (size_t i = 0; i < 3; i++) {
+        apolled_is(got[i]);
+        apolled_is(again[i]);
+        ck_assert_int_eq(dq_job_attempt(again[i]), 2);
+        dq_job_free(got[i]);
+        dq_job_free(again[i]);
+    }
+    dq_async_free(a);
+}
+END_TEST
+
 /* Every argument error: returned at once, no callback, nothing queued. */
 START_TEST(bad_args_no_callback) {
     dq_options *o = dq_options_new();
@@ -763,6 +828,7 @@ TEST_SUITE("async_ops", TU_SRV_UNIX,
     {"nack_extend_cancel", nack_extend_cancel, 60, &async_fixture},
     {"dead", dead_ops, 60, &async_fixture},
     {"list_group_priority", list_group_priority, 60, &async_fixture},
+    {"poll_group_priority", poll_group_priority, 60, &async_fixture},
     {"bad_args", bad_args_no_callback, 60, &async_fixture},
     {"noscript", noscript_reload, 60, &async_fixture},
     {"free_inside_callback", free_inside_callback, 60, &async_fixture},

@@ -562,7 +562,9 @@ class TestPollAckNackExtend(CliCase):
         self.assertEqual(len(jobs), 3)
         for j in jobs:
             self.assertEqual(set(j), {"id", "attempt", "token", "due_ms",
-                                      "lease_deadline_ms", "payload"})
+                                      "lease_deadline_ms", "payload",
+                                      "group", "priority"})
+            self.assertEqual((j["group"], j["priority"]), (None, 0))
             self.assertEqual(j["attempt"], 1)
             self.assertGreater(j["lease_deadline_ms"], j["due_ms"])
         self.assertEqual(self.ok(["poll", "--json", "--max", "10"], q)
@@ -807,8 +809,9 @@ class TestList(CliCase):
         # a plain job: both columns blank
         self.assertEqual(rows["plain"][col - 6:].strip(), "a")
         # in flight, then dead (both spellings), then requeued
-        for _ in range(3):
-            self.poll_one(q, "--lease", "2m")
+        for _ in range(3):  # a poll's jobs carry them too
+            j = self.poll_one(q, "--lease", "2m")
+            self.assertEqual((j["group"], j["priority"]), want[j["id"]])
         check(json.loads(self.ok(["list", "inflight", "--json"], q)),
               "inflight", ["plain", "g1", "g2"])
         for j in json.loads(self.ok(["list", "inflight", "--json"],

@@ -77,8 +77,8 @@ static void check_reason(const dq_job *j) {
     dq_job_free(copy);
 }
 
-/* A listed job's group (NULL, or 1..DQ_GROUP_MAX bytes) and priority, kept
- * by a copy. */
+/* A listed or polled job's group (NULL, or 1..DQ_GROUP_MAX bytes) and
+ * priority, kept by a copy. */
 static void check_group(const dq_job *j) {
     const char *g = dq_job_group(j);
     CHECK(g == NULL || (strlen(g) >= 1 && strlen(g) <= DQ_GROUP_MAX));
@@ -143,11 +143,14 @@ static void decode_all(const dq__reply *r, dq__core *core) {
         CHECK(jobs == NULL);
     } else {
         check_jobs(jobs, rc, 1);
-        CHECK(num_ok(r, 0) && num_ok(r, 1));
-        for (int i = 0; i < rc; i++)
-            CHECK(num_ok(r, 4 + 5 * (size_t)i) &&
-                  num_ok(r, 5 + 5 * (size_t)i) &&
+        /* now, next, lease, then per job id, payload, attempt, due,
+         * token */
+        CHECK(num_ok(r, 0) && num_ok(r, 1) && num_ok(r, 2));
+        for (int i = 0; i < rc; i++) {
+            CHECK(num_ok(r, 5 + 5 * (size_t)i) &&
                   num_ok(r, 6 + 5 * (size_t)i));
+            check_group(dq_jobs_at(jobs, (size_t)i));
+        }
     }
     dq_jobs_free(jobs);
 
