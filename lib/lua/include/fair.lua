@@ -514,10 +514,11 @@ local function fair_lib()
     end
 
     -- The room of group g in pick for more picks (a limited queue: its
-    -- room, less those picked; else unbounded).
+    -- room left, less those read and not taken yet, rd.took; else
+    -- unbounded).
     local function cap_of(pick, rd, now)
         if pick.glimit and rd.g ~= '' then
-            return math.max(room_of(pick, rd.g, now), 0) - #rd.ok
+            return math.max(room_of(pick, rd.g, now), 0) - #rd.ok + rd.took
         end
         return math.huge
     end
@@ -571,7 +572,7 @@ local function fair_lib()
         local per, new = math.ceil(left / math.max(#gs, 1)), {}
         for _, g in ipairs(gs) do
             local rd = { g = g, keys = keys_of(g, pick.levels), k = 1,
-                         off = 0, ok = {}, new = {} }
+                         off = 0, ok = {}, new = {}, took = 0 }
             rds[#rds + 1], new[#new + 1] = rd, rd
             pick.groups[#pick.groups + 1] = g
             local want = math.min(per, cap_of(pick, rd, now))
@@ -592,8 +593,8 @@ local function fair_lib()
         local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = {},
                        levels = levels, glimit = glimit, room = {},
                        gdead = {}, share = share, open = {},
-                       shut = {} }
-        local rds = {}
+                       shut = {}, rds = {}, doff = 0, dend = false }
+        local rds = pick.rds
         read_groups(pick, rds, gs, max, max, now)
         -- More groups whose turn came than were read, and room left (the
         -- groups read had stale entries or too few due jobs): the next
@@ -626,6 +627,7 @@ local function fair_lib()
                     pick.ids[#pick.ids + 1] = e[1]
                     pick.ids[#pick.ids + 1] = e[2]
                     pick.kof[e[1]] = e[3]
+                    rd.took = rd.took + 1
                     if glimit and rd.g ~= '' then
                         pick.room[rd.g] = pick.room[rd.g] - 1
                     end
@@ -634,6 +636,7 @@ local function fair_lib()
                 end
             end
         end
+        pick.np = #pick.ids
         return pick
     end
 
@@ -657,14 +660,21 @@ local function fair_lib()
                  solo = gs[1] and gkey(gs[1]) }
     end
 
+    -- The entries of key (due, lease) due by now, n from offset off,
+    -- oldest first.
+    local function due_at(key, off, n, now)
+        return redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES',
+                          'LIMIT', off, n)
+    end
+
     -- The due read of a flagged queue: the groups' picks, then due's
     -- oldest (those not picked) up to max (less the compact jobs' share).
     function F.due(pick, now, max)
         local out = pick.ids
         max = max - pick.share
         if #out >= 2 * max then return out end
-        local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
-                               'WITHSCORES', 'LIMIT', 0, max)
+        local due = due_at(K_DUE, 0, max, now)
+        pick.doff, pick.dend = #due / 2, #due < 2 * max
         due = F.admit(pick, due, now, pick.gof, true)
         for i = 1, #due, 2 do
             if #out >= 2 * max then break end
@@ -674,6 +684,81 @@ local function fair_lib()
             end
         end
         return out
+    end
+
+    -- Up to left more picks of the groups read, each within its room
+    -- left, round-robin in turn order: first those F.pick read past its
+    -- max, then more read of their indexes (top_up).  Returns them as
+    -- { id, due, .. }; those read and not taken are no picks.
+    local function more_picks(pick, left, now)
+        local rds, out, ready = pick.rds, {}, 0
+        for _, rd in ipairs(rds) do ready = ready + #rd.ok - rd.took end
+        if ready < left then
+            top_up(pick, rds, picked(rds) + left - ready, now)
+        end
+        local more = true
+        while more and #out < 2 * left do
+            more = false
+            for _, rd in ipairs(rds) do
+                local e = rd.ok[rd.took + 1]
+                local g = pick.glimit and rd.g ~= '' and rd.g
+                if e and #out < 2 * left and
+                    (not g or room_of(pick, g, now) > 0) then
+                    if g then pick.room[g] = pick.room[g] - 1 end
+                    rd.took, more = rd.took + 1, true
+                    pick.gof[e[1]], pick.kof[e[1]] = rd.g, e[3]
+                    out[#out + 1], out[#out + 2] = e[1], e[2]
+                end
+            end
+        end
+        for _, rd in ipairs(rds) do
+            for r = rd.took + 1, #rd.ok do pick.gof[rd.ok[r][1]] = nil end
+        end
+        return out
+    end
+
+    -- Appends list b to list a (at: after a's at-th entry; nil: at its
+    -- end).
+    local function put(a, b, at)
+        at = at or #a
+        for i = #a, at + 1, -1 do a[i + #b] = a[i] end
+        for i, v in ipairs(b) do a[at + i] = v end
+    end
+
+    -- A poll of a limited, flagged queue whose reads left room (F.admit
+    -- dropped jobs of groups at their limit, so the share kept for the
+    -- leases that ran out and the compact jobs, nc of them, may be
+    -- unused): reads on, at most 3 more rounds, each of at most the room
+    -- left: the leases that ran out past the eread read (F.admit), more
+    -- picks of the groups read (into due after the picks), then due past
+    -- the fill's read (F.admit, as the fill).  Never more than max in
+    -- all, nor more of a group than its room; the poll merges what it
+    -- takes oldest first as before (picks first).  exp grows in place.
+    function F.refill(pick, due, exp, eread, nc, max, now)
+        if not pick.glimit then return end
+        local eend = eread < max
+        for _ = 1, 3 do
+            local left, read = max - (#due + #exp) / 2 - nc, false
+            if left > 0 and not eend then
+                local more = due_at(K_LEASE, eread, left, now)
+                eread, eend, read = eread + #more / 2, #more < 2 * left, true
+                put(exp, F.admit(pick, more, now))
+                left = max - (#due + #exp) / 2 - nc
+            end
+            if left > 0 then
+                local p = more_picks(pick, left, now)
+                put(due, p, pick.np)
+                pick.np, left = pick.np + #p, left - #p / 2
+                read = read or #p > 0
+            end
+            if left > 0 and not pick.dend then
+                local more = due_at(K_DUE, pick.doff, left, now)
+                pick.doff, pick.dend = pick.doff + #more / 2, #more < 2 * left
+                put(due, F.admit(pick, more, now, pick.gof, true))
+                read = true
+            end
+            if not read then return end
+        end
     end
 
     -- After a flagged poll's writes: the taken jobs (those of from_due)
