@@ -112,7 +112,8 @@
 -- only): counted from gl:<group> (groom, below), so no slot can leak.
 -- A poll of a flagged, limited
 -- queue takes of a group at most its room, also from the fill from due
--- and the expired leases (their metas read: F.admit), skips a group
+-- and the expired leases (their metas read: F.admit; the room those it
+-- drops leave, a bounded few more reads fill: F.refill), skips a group
 -- at its limit (the others are served) and, when it took nothing for
 -- that, answers when the first lease of a held group ends and sets the
 -- "\0full" field like the queue-wide limit, so an ack wakes a waiter.
@@ -593,7 +594,8 @@ local function fair_lib()
         local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = {},
                        levels = levels, glimit = glimit, room = {},
                        gdead = {}, share = share, open = {},
-                       shut = {}, rds = {}, doff = 0, dend = false }
+                       shut = {}, rds = {},
+                       don = { key = K_DUE, off = 0, done = false } }
         local rds = pick.rds
         read_groups(pick, rds, gs, max, max, now)
         -- More groups whose turn came than were read, and room left (the
@@ -674,7 +676,7 @@ local function fair_lib()
         max = max - pick.share
         if #out >= 2 * max then return out end
         local due = due_at(K_DUE, 0, max, now)
-        pick.doff, pick.dend = #due / 2, #due < 2 * max
+        pick.don = { key = K_DUE, off = #due / 2, done = #due < 2 * max }
         due = F.admit(pick, due, now, pick.gof, true)
         for i = 1, #due, 2 do
             if #out >= 2 * max then break end
@@ -725,39 +727,49 @@ local function fair_lib()
         for i, v in ipairs(b) do a[at + i] = v end
     end
 
+    -- A read on of key (due, lease) past the on.off entries read (on.done:
+    -- read to its end): up to n more, oldest first, through F.admit
+    -- (fill: as the fill from due, leaving the picks), appended to list.
+    -- Returns whether it read.
+    local function read_on(pick, on, list, n, now, fill)
+        if n <= 0 or on.done then return false end
+        local more = due_at(on.key, on.off, n, now)
+        on.off, on.done = on.off + #more / 2, #more < 2 * n
+        put(list, F.admit(pick, more, now, fill and pick.gof, fill))
+        return true
+    end
+
+    -- The room a poll of max leaves after due (picks and fill), exp and
+    -- nc compact jobs.
+    local function room_left(due, exp, nc, max)
+        return max - (#due + #exp) / 2 - nc
+    end
+
     -- A poll of a limited, flagged queue whose reads left room (F.admit
     -- dropped jobs of groups at their limit, so the share kept for the
-    -- leases that ran out and the compact jobs, nc of them, may be
-    -- unused): reads on, at most 3 more rounds, each of at most the room
-    -- left: the leases that ran out past the eread read (F.admit), more
-    -- picks of the groups read (into due after the picks), then due past
-    -- the fill's read (F.admit, as the fill).  Never more than max in
-    -- all, nor more of a group than its room; the poll merges what it
-    -- takes oldest first as before (picks first).  exp grows in place.
+    -- leases that ran out and the nc compact jobs may be unused) reads
+    -- on.  Bounded: at most 3 more rounds, each reading at most the room
+    -- left of each of: the leases that ran out past the eread read, the
+    -- groups' indexes (more picks, top_up's passes, into due after the
+    -- picks), due past the fill's read; what room is left then waits for
+    -- the next poll.  Never more than max in all, nor more of a group
+    -- than its room; the poll merges what it takes oldest first as
+    -- before (picks first).  due and exp grow in place.
     function F.refill(pick, due, exp, eread, nc, max, now)
         if not pick.glimit then return end
-        local eend = eread < max
+        local eon = { key = K_LEASE, off = eread, done = eread < max }
         for _ = 1, 3 do
-            local left, read = max - (#due + #exp) / 2 - nc, false
-            if left > 0 and not eend then
-                local more = due_at(K_LEASE, eread, left, now)
-                eread, eend, read = eread + #more / 2, #more < 2 * left, true
-                put(exp, F.admit(pick, more, now))
-                left = max - (#due + #exp) / 2 - nc
+            local read = read_on(pick, eon, exp, room_left(due, exp, nc, max),
+                                 now)
+            local left = room_left(due, exp, nc, max)
+            local p = left > 0 and more_picks(pick, left, now) or {}
+            put(due, p, pick.np)
+            pick.np = pick.np + #p
+            left = room_left(due, exp, nc, max)
+            if not read_on(pick, pick.don, due, left, now, true) and
+                not read and #p == 0 then
+                return
             end
-            if left > 0 then
-                local p = more_picks(pick, left, now)
-                put(due, p, pick.np)
-                pick.np, left = pick.np + #p, left - #p / 2
-                read = read or #p > 0
-            end
-            if left > 0 and not pick.dend then
-                local more = due_at(K_DUE, pick.doff, left, now)
-                pick.doff, pick.dend = pick.doff + #more / 2, #more < 2 * left
-                put(due, F.admit(pick, more, now, pick.gof, true))
-                read = true
-            end
-            if not read then return end
         end
     end
 
