@@ -662,20 +662,14 @@ local function fair_lib()
                  solo = gs[1] and gkey(gs[1]) }
     end
 
-    -- The entries of key (due, lease) due by now, n from offset off,
-    -- oldest first.
-    local function due_at(key, off, n, now)
-        return redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES',
-                          'LIMIT', off, n)
-    end
-
     -- The due read of a flagged queue: the groups' picks, then due's
     -- oldest (those not picked) up to max (less the compact jobs' share).
     function F.due(pick, now, max)
         local out = pick.ids
         max = max - pick.share
         if #out >= 2 * max then return out end
-        local due = due_at(K_DUE, 0, max, now)
+        local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
+                               'WITHSCORES', 'LIMIT', 0, max)
         pick.don = { key = K_DUE, off = #due / 2, done = #due < 2 * max }
         due = F.admit(pick, due, now, pick.gof, true)
         for i = 1, #due, 2 do
@@ -688,63 +682,6 @@ local function fair_lib()
         return out
     end
 
-    -- Up to left more picks of the groups read, each within its room
-    -- left, round-robin in turn order: first those F.pick read past its
-    -- max, then more read of their indexes (top_up).  Returns them as
-    -- { id, due, .. }; those read and not taken are no picks.
-    local function more_picks(pick, left, now)
-        local rds, out, ready = pick.rds, {}, 0
-        for _, rd in ipairs(rds) do ready = ready + #rd.ok - rd.took end
-        if ready < left then
-            top_up(pick, rds, picked(rds) + left - ready, now)
-        end
-        local more = true
-        while more and #out < 2 * left do
-            more = false
-            for _, rd in ipairs(rds) do
-                local e = rd.ok[rd.took + 1]
-                local g = pick.glimit and rd.g ~= '' and rd.g
-                if e and #out < 2 * left and
-                    (not g or room_of(pick, g, now) > 0) then
-                    if g then pick.room[g] = pick.room[g] - 1 end
-                    rd.took, more = rd.took + 1, true
-                    pick.gof[e[1]], pick.kof[e[1]] = rd.g, e[3]
-                    out[#out + 1], out[#out + 2] = e[1], e[2]
-                end
-            end
-        end
-        for _, rd in ipairs(rds) do
-            for r = rd.took + 1, #rd.ok do pick.gof[rd.ok[r][1]] = nil end
-        end
-        return out
-    end
-
-    -- Appends list b to list a (at: after a's at-th entry; nil: at its
-    -- end).
-    local function put(a, b, at)
-        at = at or #a
-        for i = #a, at + 1, -1 do a[i + #b] = a[i] end
-        for i, v in ipairs(b) do a[at + i] = v end
-    end
-
-    -- A read on of key (due, lease) past the on.off entries read (on.done:
-    -- read to its end): up to n more, oldest first, through F.admit
-    -- (fill: as the fill from due, leaving the picks), appended to list.
-    -- Returns whether it read.
-    local function read_on(pick, on, list, n, now, fill)
-        if n <= 0 or on.done then return false end
-        local more = due_at(on.key, on.off, n, now)
-        on.off, on.done = on.off + #more / 2, #more < 2 * n
-        put(list, F.admit(pick, more, now, fill and pick.gof, fill))
-        return true
-    end
-
-    -- The room a poll of max leaves after due (picks and fill), exp and
-    -- nc compact jobs.
-    local function room_left(due, exp, nc, max)
-        return max - (#due + #exp) / 2 - nc
-    end
-
     -- A poll of a limited, flagged queue whose reads left room (F.admit
     -- dropped jobs of groups at their limit, so the share kept for the
     -- leases that ran out and the nc compact jobs may be unused) reads
@@ -754,20 +691,81 @@ local function fair_lib()
     -- picks), due past the fill's read; what room is left then waits for
     -- the next poll.  Never more than max in all, nor more of a group
     -- than its room; the poll merges what it takes oldest first as
-    -- before (picks first).  due and exp grow in place.
+    -- before (picks first).  due and exp grow in place.  Its helpers are
+    -- made only by the polls that read on: every other call of fair_lib
+    -- makes one closure for all this (bench/srvcost.sh gdrain100).
     function F.refill(pick, due, exp, eread, nc, max, now)
         if not pick.glimit then return end
+        -- the room left after due (picks and fill), exp and the compact
+        -- jobs
+        local function left() return max - (#due + #exp) / 2 - nc end
+
+        -- Puts list b into list a after its at-th entry (nil: at its end).
+        local function put(a, b, at)
+            at = at or #a
+            for i = #a, at + 1, -1 do a[i + #b] = a[i] end
+            for i, v in ipairs(b) do a[at + i] = v end
+        end
+
+        -- Reads on key on.key (due, lease) past the on.off entries read
+        -- (on.done: read to its end): up to the room left, oldest first,
+        -- through F.admit (fill: as the fill from due, leaving the
+        -- picks), into list.  Returns whether it read.
+        local function read_on(on, list, fill)
+            local n = left()
+            if n <= 0 or on.done then return false end
+            local more = redis.call('ZRANGEBYSCORE', on.key, '-inf', now,
+                                    'WITHSCORES', 'LIMIT', on.off, n)
+            on.off, on.done = on.off + #more / 2, #more < 2 * n
+            put(list, F.admit(pick, more, now, fill and pick.gof, fill))
+            return true
+        end
+
+        -- Takes the next pick of group rd into out when its room allows.
+        local function take(rd, out)
+            local e = rd.ok[rd.took + 1]
+            local g = rd.g ~= '' and rd.g
+            if not e or (g and room_of(pick, g, now) <= 0) then
+                return false
+            end
+            if g then pick.room[g] = pick.room[g] - 1 end
+            rd.took = rd.took + 1
+            pick.gof[e[1]], pick.kof[e[1]] = rd.g, e[3]
+            out[#out + 1], out[#out + 2] = e[1], e[2]
+            return true
+        end
+
+        -- Up to the room left more picks of the groups read, each within
+        -- its room, round-robin in turn order: first those F.pick read
+        -- past its max, then more read of their indexes (top_up); into
+        -- due after the picks.  Those read and not taken are no picks.
+        local function more_picks()
+            local rds, out, ready, n = pick.rds, {}, 0, left()
+            if n <= 0 then return false end
+            for _, rd in ipairs(rds) do ready = ready + #rd.ok - rd.took end
+            if ready < n then
+                top_up(pick, rds, picked(rds) + n - ready, now)
+            end
+            local more = true
+            while more do
+                more = false
+                for _, rd in ipairs(rds) do
+                    more = #out < 2 * n and take(rd, out) or more
+                end
+            end
+            for _, rd in ipairs(rds) do
+                for r = rd.took + 1, #rd.ok do pick.gof[rd.ok[r][1]] = nil end
+            end
+            put(due, out, pick.np)
+            pick.np = pick.np + #out
+            return #out > 0
+        end
+
         local eon = { key = K_LEASE, off = eread, done = eread < max }
         for _ = 1, 3 do
-            local read = read_on(pick, eon, exp, room_left(due, exp, nc, max),
-                                 now)
-            local left = room_left(due, exp, nc, max)
-            local p = left > 0 and more_picks(pick, left, now) or {}
-            put(due, p, pick.np)
-            pick.np = pick.np + #p
-            left = room_left(due, exp, nc, max)
-            if not read_on(pick, pick.don, due, left, now, true) and
-                not read and #p == 0 then
+            local r1 = read_on(eon, exp)
+            local r2 = more_picks()
+            if not read_on(pick.don, due, true) and not r1 and not r2 then
                 return
             end
         end
