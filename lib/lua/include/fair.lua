@@ -738,7 +738,9 @@ local function fair_lib()
         -- Up to the room left more picks of the groups read, each within
         -- its room, round-robin in turn order: first those F.pick read
         -- past its max, then more read of their indexes (top_up); into
-        -- due after the picks.  Those read and not taken are no picks.
+        -- due after the picks.  Those read and not taken (no room left in
+        -- their group or the poll) stay out of the fill too (pick.gof), so
+        -- no job is read twice.
         local function more_picks()
             local rds, out, ready, n = pick.rds, {}, 0, left()
             if n <= 0 then return false end
@@ -754,7 +756,7 @@ local function fair_lib()
                 end
             end
             for _, rd in ipairs(rds) do
-                for r = rd.took + 1, #rd.ok do pick.gof[rd.ok[r][1]] = nil end
+                for r = rd.took + 1, #rd.ok do pick.gof[rd.ok[r][1]] = rd.g end
             end
             put(due, out, pick.np)
             pick.np = pick.np + #out
