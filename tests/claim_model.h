@@ -68,13 +68,14 @@
  * DQ_MODEL_STRICT_UNINDEXED=1 and DQ_MODEL_STRICT_PRIO=1 turn them on
  * in such a build).  Leases that ran out and compact jobs are served by
  * the share (oldest first, not by group or priority): the checks hold
- * them to that only.  The poll reads only the oldest max leases that ran
- * out, and under a group limit those of a group whose picks used its
- * room up are left out, not replaced by later ones (nor is the fill from
- * due read past its oldest): the check that the first poll after the
- * holders vanished takes all it could holds under a group limit only
- * with CM_STRICT_REFILL (or env DQ_MODEL_STRICT_REFILL=1; about one
- * partitioned run in 30 fails it).  An extend of a lease that ran out but
+ * them to that only.  Under a group limit a poll whose first reads leave
+ * room (the leases that ran out and the due jobs read of groups at their
+ * limit dropped, the share kept for them unused) reads on, a bounded few
+ * rounds (fair.lua, F.refill), so CM_STRICT_REFILL is on by default: the
+ * first poll after the holders vanished takes all it could under a group
+ * limit too (build with it defined to 0 to check that without a group
+ * limit only; env DQ_MODEL_STRICT_REFILL=1 turns it on in such a build).
+ * An extend of a lease that ran out but
  * was not claimed again brings it back (extend.lua) only if the limits have
  * room (refused, DQ_ESTALE, only when one is full), so CM_STRICT_EXTEND is
  * on by default too: the samples allow no lease above the limits (build
@@ -111,7 +112,7 @@
 #define CM_STRICT_EXTEND 1
 #endif
 #ifndef CM_STRICT_REFILL
-#define CM_STRICT_REFILL 0
+#define CM_STRICT_REFILL 1
 #endif
 
 /* One job as a poll handed it out. */
@@ -1189,7 +1190,7 @@ static int cm_avail(const cm_model *m, int p, int64_t t) {
 
 /* The first poll after the holders vanished takes, in each partition it
  * visits, as many as its ask, the limit and the due jobs allow (under a
- * group limit the fill from due reads only its oldest jobs: strict). */
+ * group limit: strict). */
 static void cm_refill(cm_model *m) {
     cm_poll P;
     int max = m->L > 0 ? m->L : 40;
@@ -1305,9 +1306,9 @@ static int cm_run(cm_model *m, const cm_ops *o, void *cx, const char *base,
     m->seed = cm_seed();
     m->x = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)m->seed * 7919u + 1);
     fprintf(stderr, "claim model: seed %u (replay: DQ_MODEL_SEED=%u), "
-            "strict unindexed %d, priority %d, extend %d\n", m->seed,
-            m->seed, cm_strict_unindexed(), cm_strict_prio(),
-            cm_strict_extend());
+            "strict unindexed %d, priority %d, extend %d, refill %d\n",
+            m->seed, m->seed, cm_strict_unindexed(), cm_strict_prio(),
+            cm_strict_extend(), cm_strict_refill());
     int64_t t0 = th_mono_ms(), end = t0 + (int64_t)limit_s * 1000;
     int total = 0, r;
     for (r = 0; r < rounds && th_mono_ms() < end; r++)

@@ -810,6 +810,83 @@ START_TEST(group_limit_killed_holders) {
 }
 END_TEST
 
+/* Polls q once (max, lease_ms): how many jobs it hands out. */
+static int poll_took(const char *q, int max, int64_t lease_ms) {
+    dq_jobs *j = NULL;
+    int n = poll_n(C, q, max, lease_ms, &j, NULL);
+    dq_jobs_free(j);
+    return n;
+}
+
+/* Polls q once (max, lease 30 s): it hands out job id only. */
+static void poll_only(const char *q, int max, const char *id) {
+    dq_jobs *j = NULL;
+    ck_assert_int_eq(poll_n(C, q, max, 30000, &j, NULL), 1);
+    ck_assert_str_eq(dq_job_id(dq_jobs_at(j, 0)), id);
+    dq_jobs_free(j);
+}
+
+/* Group A at its limit of 2, both of its slots held, and two leases of
+ * A's that ran out (a0 a1, never claimed again: A has no room).  Then
+ * job n0 (no group) is leased for 200 ms after them. */
+static void refill_setup(const char *q) {
+    set_group_limit(C, q, 2);
+    push_group(C, q, "A", "a", 4, server_ms(R) - 5000);
+    for (int k = 0; k < 2; k++) /* a0 a1 on short leases */
+        ck_assert_int_eq(poll_took(q, 1, 200), 1);
+    usleep(250 * 1000);
+    for (int k = 0; k < 2; k++) /* a2 a3 take A's room */
+        ck_assert_int_eq(poll_took(q, 1, 30000), 1);
+    ck_assert_int_eq(tu_sum(R, "ZCARD", "dq", q, "g:A"), 0);
+    push_group(C, q, NULL, "n", 1, server_ms(R) - 4000);
+    ck_assert_int_eq(poll_took(q, 1, 200), 1); /* n0 */
+}
+
+/* The oldest leases that ran out all of a group at its limit: a poll
+ * reads on past them to a later one of a group with room (here n0's,
+ * whose lease ran out after a0's and a1's), rather than hand out none. */
+START_TEST(group_limit_reads_on_leases) {
+    if (tu_parts() > 1)
+        return; /* the limit is split over the partitions */
+    refill_setup(Q);
+    usleep(250 * 1000); /* n0's lease runs out too */
+    poll_only(Q, 2, "n0");
+}
+END_TEST
+
+/* The share of the poll kept for leases that ran out, unused when those
+ * read are all of a group at its limit, goes back to the groups' picks:
+ * a poll of 2 with three jobs without a group due takes two of them. */
+START_TEST(group_limit_share_left) {
+    if (tu_parts() > 1)
+        return;
+    refill_setup(Q);
+    push_group(C, Q, NULL, "p", 3, server_ms(R) - 3000);
+    ck_assert_int_eq(poll_took(Q, 2, 30000), 2);
+}
+END_TEST
+
+/* A due job that no index holds (as one pushed while its slot migrated,
+ * when the push could not read conf: its index entry removed here), due
+ * after the oldest due jobs of a group at its limit: the fill from due
+ * reads on past those to it. */
+START_TEST(group_limit_reads_on_due) {
+    if (tu_parts() > 1)
+        return;
+    set_group_limit(C, Q, 1);
+    push_group(C, Q, "A", "a", 4, server_ms(R) - 5000);
+    ck_assert_int_eq(poll_took(Q, 1, 30000), 1); /* A at its limit */
+    push_group(C, Q, NULL, "u", 1, server_ms(R) - 1000);
+    char k[256];
+    tu_key(k, sizeof(k), "dq", Q, "g:", NULL);
+    redisReply *r = redisCommand(R, "ZREM %s u0", k);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    poll_only(Q, 2, "u0");
+}
+END_TEST
+
 /* ---- a randomized run against a reference model --------------------------- */
 
 /* The model: the jobs each client holds (id, token, lease deadline on the
@@ -1375,6 +1452,9 @@ TEST_SUITE("fair", TU_SRV_UNIX,
     {"prio_room_left", prio_room_left, 30, &fx},
     {"group_limit", group_limit, 30, &fx},
     {"group_limit_killed_holders", group_limit_killed_holders, 30, &fx},
+    {"group_limit_reads_on_leases", group_limit_reads_on_leases, 30, &fx},
+    {"group_limit_share_left", group_limit_share_left, 30, &fx},
+    {"group_limit_reads_on_due", group_limit_reads_on_due, 30, &fx},
     {"group_limit_set_in_flight", group_limit_set_in_flight, 30, &fx},
     {"limit_model", limit_model, 60, &fx},
     {"group_stats_counts", group_stats_counts, 30, &fx},

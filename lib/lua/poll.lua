@@ -125,7 +125,10 @@ if max > 0 then
             pick = F.pick(now, max, F.levels(conf.grouped),
                           conf.group_inflight_part, #cid + #exp / 2)
             due = F.due(pick, now, max)
+            local eread = #exp / 2
             exp = F.admit(pick, exp, now) -- the limit per group
+            -- (room that left: read on, include/fair.lua)
+            F.refill(pick, due, exp, eread, #cid, max, now)
         end
     else
         due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES',

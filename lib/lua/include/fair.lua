@@ -112,7 +112,8 @@
 -- only): counted from gl:<group> (groom, below), so no slot can leak.
 -- A poll of a flagged, limited
 -- queue takes of a group at most its room, also from the fill from due
--- and the expired leases (their metas read: F.admit), skips a group
+-- and the expired leases (their metas read: F.admit; the room those it
+-- drops leave, a bounded few more reads fill: F.refill), skips a group
 -- at its limit (the others are served) and, when it took nothing for
 -- that, answers when the first lease of a held group ends and sets the
 -- "\0full" field like the queue-wide limit, so an ack wakes a waiter.
@@ -515,10 +516,11 @@ local function fair_lib()
     end
 
     -- The room of group g in pick for more picks (a limited queue: its
-    -- room, less those picked; else unbounded).
+    -- room left, less those read and not taken yet, rd.took; else
+    -- unbounded).
     local function cap_of(pick, rd, now)
         if pick.glimit and rd.g ~= '' then
-            return math.max(room_of(pick, rd.g, now), 0) - #rd.ok
+            return math.max(room_of(pick, rd.g, now), 0) - #rd.ok + rd.took
         end
         return math.huge
     end
@@ -572,7 +574,7 @@ local function fair_lib()
         local per, new = math.ceil(left / math.max(#gs, 1)), {}
         for _, g in ipairs(gs) do
             local rd = { g = g, keys = keys_of(g, pick.levels), k = 1,
-                         off = 0, ok = {}, new = {} }
+                         off = 0, ok = {}, new = {}, took = 0 }
             rds[#rds + 1], new[#new + 1] = rd, rd
             pick.groups[#pick.groups + 1] = g
             local want = math.min(per, cap_of(pick, rd, now))
@@ -593,8 +595,9 @@ local function fair_lib()
         local pick = { ids = {}, gof = {}, kof = {}, stale = {}, groups = {},
                        levels = levels, glimit = glimit, room = {},
                        gdead = {}, share = share, open = {},
-                       shut = {} }
-        local rds = {}
+                       shut = {}, rds = {},
+                       don = { key = K_DUE, off = 0, done = false } }
+        local rds = pick.rds
         read_groups(pick, rds, gs, max, max, now)
         -- More groups whose turn came than were read, and room left (the
         -- groups read had stale entries or too few due jobs): the next
@@ -627,6 +630,7 @@ local function fair_lib()
                     pick.ids[#pick.ids + 1] = e[1]
                     pick.ids[#pick.ids + 1] = e[2]
                     pick.kof[e[1]] = e[3]
+                    rd.took = rd.took + 1
                     if glimit and rd.g ~= '' then
                         pick.room[rd.g] = pick.room[rd.g] - 1
                     end
@@ -635,6 +639,7 @@ local function fair_lib()
                 end
             end
         end
+        pick.np = #pick.ids
         return pick
     end
 
@@ -670,6 +675,7 @@ local function fair_lib()
         if #out >= 2 * max then return out end
         local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now,
                                'WITHSCORES', 'LIMIT', 0, max)
+        pick.don = { key = K_DUE, off = #due / 2, done = #due < 2 * max }
         due = F.admit(pick, due, now, pick.gof, true)
         for i = 1, #due, 2 do
             if #out >= 2 * max then break end
@@ -679,6 +685,97 @@ local function fair_lib()
             end
         end
         return out
+    end
+
+    -- A poll of a limited, flagged queue whose reads left room (F.admit
+    -- dropped jobs of groups at their limit, so the share kept for the
+    -- leases that ran out and the nc compact jobs may be unused) reads
+    -- on.  Bounded: at most 3 more rounds, each reading at most the room
+    -- left of each of: the leases that ran out past the eread read, the
+    -- groups' indexes (more picks, top_up's passes, into due after the
+    -- picks), due past the fill's read; what room is left then waits for
+    -- the next poll.  Never more than max in all, nor more of a group
+    -- than its room; the poll merges what it takes oldest first as
+    -- before (picks first).  due and exp grow in place.  Its helpers are
+    -- made only by the polls that read on: every other call of fair_lib
+    -- makes one closure for all this (bench/srvcost.sh gdrain100).
+    function F.refill(pick, due, exp, eread, nc, max, now)
+        if not pick.glimit then return end
+        -- the room left after due (picks and fill), exp and the compact
+        -- jobs
+        local function left() return max - (#due + #exp) / 2 - nc end
+
+        -- Puts list b into list a after its at-th entry (nil: at its end).
+        local function put(a, b, at)
+            at = at or #a
+            for i = #a, at + 1, -1 do a[i + #b] = a[i] end
+            for i, v in ipairs(b) do a[at + i] = v end
+        end
+
+        -- Reads on key on.key (due, lease) past the on.off entries read
+        -- (on.done: read to its end): up to the room left, oldest first,
+        -- through F.admit (fill: as the fill from due, leaving the
+        -- picks), into list.  Returns whether it read.
+        local function read_on(on, list, fill)
+            local n = left()
+            if n <= 0 or on.done then return false end
+            local more = redis.call('ZRANGEBYSCORE', on.key, '-inf', now,
+                                    'WITHSCORES', 'LIMIT', on.off, n)
+            on.off, on.done = on.off + #more / 2, #more < 2 * n
+            put(list, F.admit(pick, more, now, fill and pick.gof, fill))
+            return true
+        end
+
+        -- Takes the next pick of group rd into out when its room allows.
+        local function take(rd, out)
+            local e = rd.ok[rd.took + 1]
+            local g = rd.g ~= '' and rd.g
+            if not e or (g and room_of(pick, g, now) <= 0) then
+                return false
+            end
+            if g then pick.room[g] = pick.room[g] - 1 end
+            rd.took = rd.took + 1
+            pick.gof[e[1]], pick.kof[e[1]] = rd.g, e[3]
+            out[#out + 1], out[#out + 2] = e[1], e[2]
+            return true
+        end
+
+        -- Up to the room left more picks of the groups read, each within
+        -- its room, round-robin in turn order: first those F.pick read
+        -- past its max, then more read of their indexes (top_up); into
+        -- due after the picks.  Those read and not taken (no room left in
+        -- their group or the poll) stay out of the fill too (pick.gof), so
+        -- no job is read twice.
+        local function more_picks()
+            local rds, out, ready, n = pick.rds, {}, 0, left()
+            if n <= 0 then return false end
+            for _, rd in ipairs(rds) do ready = ready + #rd.ok - rd.took end
+            if ready < n then
+                top_up(pick, rds, picked(rds) + n - ready, now)
+            end
+            local more = true
+            while more do
+                more = false
+                for _, rd in ipairs(rds) do
+                    more = #out < 2 * n and take(rd, out) or more
+                end
+            end
+            for _, rd in ipairs(rds) do
+                for r = rd.took + 1, #rd.ok do pick.gof[rd.ok[r][1]] = rd.g end
+            end
+            put(due, out, pick.np)
+            pick.np = pick.np + #out
+            return #out > 0
+        end
+
+        local eon = { key = K_LEASE, off = eread, done = eread < max }
+        for _ = 1, 3 do
+            local r1 = read_on(eon, exp)
+            local r2 = more_picks()
+            if not read_on(pick.don, due, true) and not r1 and not r2 then
+                return
+            end
+        end
     end
 
     -- After a flagged poll's writes: the taken jobs (those of from_due)
