@@ -196,8 +196,10 @@ end
 
 local out = { now, 0, lease_ms }
 -- the runs of groups and priorities (include/meta.lua, fair_run; made at
--- the first run), the options of the last job handed out and its fair
-local fair, fext, fcur = nil, '', ''
+-- the first run), the options of the last job handed out and its fair,
+-- and the fair of each options string met (a round-robin poll alternates
+-- groups from job to job: each group's options are read once)
+local fair, fext, fcur, fof = nil, '', '', nil
 local H = 3 -- header entries of out
 local n = #ids
 local delivered = 0
@@ -286,9 +288,14 @@ if n > 0 then
             -- one job 0.3% more, bench/srvcost.sh pollack1; a run of jobs
             -- of the same options is looked at once)
             if ext ~= fext then
-                local g = string.match(ext, '|g([^|]*)')
-                local p = string.match(ext, '|p(%d)')
-                local f = (g or p) and (p or '0') .. (g or '') or ''
+                fof = fof or {}
+                local f = fof[ext]
+                if not f then
+                    local g = string.match(ext, '|g([^|]*)')
+                    local p = string.match(ext, '|p(%d)')
+                    f = (g or p) and (p or '0') .. (g or '') or ''
+                    fof[ext] = f
+                end
                 if f ~= fcur then
                     fair = fair or {}
                     fair[#fair + 1], fair[#fair + 2] = (#out - H) / 5, f
