@@ -1291,7 +1291,7 @@ static int elem_fair(const dq__reply *e, dq__job_text *t, int *prio) {
 
 /* The last element of a list.lua or poll.lua reply when some of its jobs
  * have a group or priority: runs { pos (1..cnt, increasing), fair element,
- * ... } (lua/include/meta.lua, fair_run), a run's element that of its
+ * ... } (lua/include/meta.lua, fair_of), a run's element that of its
  * jobs up to the next run; sets fair[i] of each job (NULL before the first
  * run).  0, or -1 when it is not that. */
 static int read_fair(const dq__reply *t, size_t cnt, const dq__reply **fair) {

@@ -13,7 +13,7 @@
 --   = the job's last failure reason field "<ms>:<reason>", or nil (false)
 --   when it has none.  When some listed jobs have a group or a priority
 --   (include/fair.lua), one more element ends the reply: their runs
---   { pos, fair, ... } (include/meta.lua, fair_run), fair a priority digit
+--   { pos, fair, ... } (include/meta.lua, fair_of), fair a priority digit
 --   then a group ("3", "0acme", "9acme") or '' for neither; a page of jobs
 --   without them is what it was before groups.  Expired leases
 --   are listed as in flight until the next poll reclaims them.  No token is
@@ -110,7 +110,7 @@ local out = { now }
 if #page == 0 then return out end
 local ids = {}
 for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
-local fair, fcur = {}, '' -- the runs of groups and priorities (fair_run)
+local fair, fcur = {}, '' -- the runs of groups and priorities (fair_of)
 -- One HMGET per 1000 jobs: unpack takes at most ~8000 values, and a
 -- partitioned listing asks each partition for offset + count jobs.
 for lo = 1, #ids, 1000 do
@@ -126,7 +126,11 @@ for lo = 1, #ids, 1000 do
         out[#out + 1] = page[2 * (lo + j - 1)]
         out[#out + 1] = got[2 * m + j] or false
         if ext ~= '' or fcur ~= '' then
-            fcur = fair_run(fair, fcur, lo + j - 1, ext)
+            local f = fair_of(ext)
+            if f ~= fcur then
+                fair[#fair + 1], fair[#fair + 2] = lo + j - 1, f
+            end
+            fcur = f
         end
     end
 end

@@ -20,7 +20,7 @@
 -- Returns { now_ms, next_us, lease_ms, id, payload, attempt, due_ms, token,
 -- ... }; when some jobs handed out have a group or a priority, one more
 -- element ends it, as list.lua's reply: their runs { pos, fair, ... }
--- (include/meta.lua, fair_run); a poll of jobs without them sends what it
+-- (include/meta.lua, fair_of); a poll of jobs without them sends what it
 -- sent before groups.
 --   next_us: microseconds until the next job is due (0 when more may be due
 --   now, -1 when nothing is pending or in flight; when the queue's rate
@@ -195,7 +195,7 @@ else
 end
 
 local out = { now, 0, lease_ms }
--- the runs of groups and priorities (include/meta.lua, fair_run; made at
+-- the runs of groups and priorities (include/meta.lua, fair_of; made at
 -- the first run), the options of the last job handed out and its fair,
 -- and the fair of each options string met (a round-robin poll alternates
 -- groups from job to job: each group's options are read once)
@@ -283,19 +283,11 @@ if n > 0 then
             out[#out + 1] = attempts
             out[#out + 1] = scores and scores[j] or due[2 * j]
             out[#out + 1] = tok
-            -- (fair_run's work, inline: a script makes each of its
-            -- functions anew on every call, which cost a plain poll of
-            -- one job 0.3% more, bench/srvcost.sh pollack1; a run of jobs
-            -- of the same options is looked at once)
+            -- (a run of jobs of the same options is looked at once)
             if ext ~= fext then
                 fof = fof or {}
-                local f = fof[ext]
-                if not f then
-                    local g = string.match(ext, '|g([^|]*)')
-                    local p = string.match(ext, '|p(%d)')
-                    f = (g or p) and (p or '0') .. (g or '') or ''
-                    fof[ext] = f
-                end
+                local f = fof[ext] or fair_of(ext)
+                fof[ext] = f
                 if f ~= fcur then
                     fair = fair or {}
                     fair[#fair + 1], fair[#fair + 2] = (#out - H) / 5, f

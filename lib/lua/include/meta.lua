@@ -108,16 +108,14 @@ end
 -- The groups and priorities of a reply's jobs (list.lua, poll.lua; read by
 -- lib/ops.c), as runs: { pos, fair, ... }, pos the place of a run's first
 -- job in the reply (1 first, increasing), fair that of its jobs up to the
--- next run's: the priority digit then the group ("3", "0acme", "9acme"),
--- or '' for neither; the jobs before the first run have neither.
--- fair_run adds the run of the job at pos, of options ext ("|.." or ''),
--- when its fair differs from cur (the last run's, '' before the first),
--- and returns its fair.  (poll.lua does the same inline.)
-local function fair_run(runs, cur, pos, ext)
+-- next run's; a script adds a run where a job's fair differs from the last
+-- run's ('' before the first), so the jobs before the first run have
+-- neither.  fair_of: the fair of a job of options ext ("|.." or ''), its
+-- priority digit then its group ("3", "0acme", "9acme"), or '' for
+-- neither.
+local function fair_of(ext)
     local g, p = string.match(ext, '|g([^|]*)'), string.match(ext, '|p(%d)')
-    local f = (g or p) and (p or '0') .. (g or '') or ''
-    if f ~= cur then runs[#runs + 1], runs[#runs + 2] = pos, f end
-    return f
+    return (g or p) and (p or '0') .. (g or '') or ''
 end
 
 -- The options without tag's item.
