@@ -49,8 +49,8 @@ if not c[2] then
         local l, gs = F.live_leases(now, off)
         for i = 1, #l / 2 do
             local g = gs[i]
-            if g and not scanned[g] then found[#found + 1] = g end
-            if g then scanned[g] = (scanned[g] or 0) + 1 end
+            if g ~= '' and not scanned[g] then found[#found + 1] = g end
+            if g ~= '' then scanned[g] = (scanned[g] or 0) + 1 end
         end
         off = off + #l / 2
     until #l < 2 * F.BATCH or off >= SCAN -- (a short page: the last)

@@ -290,7 +290,7 @@ local function fair_lib()
     end
 
     -- The group and priority of each of ids (reads their metas; '' and
-    -- 0 for none or no meta), for F.moved.
+    -- 0 for none or no meta), for F.moved and F.live_leases.
     function F.groups(ids)
         local f, out = {}, { ps = {} }
         if #ids == 0 then return out end
@@ -915,23 +915,18 @@ local function fair_lib()
         redis.call('ZADD', PFX .. 'gls', 'LT', d, g)
     end
 
-    -- The live leases of this partition ({ id, deadline, .. }, at most
-    -- BATCH from offset off: fewer, the last) and the groups of their
-    -- jobs (metas read; nil: none).
+    -- The live leases of this partition ({ id, deadline, .. }, soonest
+    -- ending first, at most BATCH from offset off: fewer, the last) and
+    -- the groups of their jobs (F.groups: '' none).
     local BATCH = 1000
     F.BATCH = BATCH
     function F.live_leases(now, off)
         local l = redis.call('ZRANGEBYSCORE', K_LEASE,
                              string.format('(%d', now), '+inf', 'WITHSCORES',
                              'LIMIT', off, BATCH)
-        local f, gs = {}, {}
-        for i = 1, #l, 2 do f[#f + 1] = l[i] .. '\0' end
-        if #f == 0 then return l, gs end
-        for i, m in ipairs(redis.call('HMGET', K_JOBS, unpack(f))) do
-            local g = m and string.match(m, '|g([^|]*)')
-            if g ~= '' then gs[i] = g end
-        end
-        return l, gs
+        local ids = {}
+        for i = 1, #l, 2 do ids[#ids + 1] = l[i] end
+        return l, F.groups(ids)
     end
 
     -- A limit per group set on a flagged queue that had none (config.lua,
@@ -943,16 +938,14 @@ local function fair_lib()
         local off = 0
         repeat
             local l, gs = F.live_leases(now, off)
-            local add, head = {}, {}
+            local add, head = {}, {} -- (a group's first read: its head)
             for i = 1, #l / 2 do
                 local g = gs[i]
-                if g then
+                if g ~= '' then
                     local id, d = l[2 * i - 1], l[2 * i]
                     add[g] = add[g] or {}
                     add[g][#add[g] + 1], add[g][#add[g] + 2] = d, id
-                    if not head[g] or tonumber(d) < tonumber(head[g]) then
-                        head[g] = d
-                    end
+                    head[g] = head[g] or d
                 end
             end
             for g, z in pairs(add) do
