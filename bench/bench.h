@@ -161,6 +161,8 @@ redisReply *dqb_adm_cmd(const char *fmt, ...);
 /* An admin command without arguments whose reply is not needed. */
 void dqb_adm_do(const char *fmt);
 void dqb_flushall(void);
+/* The server's clock (TIME), epoch ms; -1 when the reply is not one. */
+int64_t dqb_adm_srv_ms(void);
 /* Value of "field:" in INFO section as a double (NAN if missing). */
 double dqb_info_field(const char *section, const char *field);
 /* calls and usec of one command in INFO commandstats ("evalsha"). */

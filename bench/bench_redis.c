@@ -35,6 +35,16 @@ redisReply *dqb_adm_cmd(const char *fmt, ...) {
     return r;
 }
 
+int64_t dqb_adm_srv_ms(void) {
+    redisReply *r = dqb_adm_cmd("TIME");
+    int64_t ms = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+             strtoll(r->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
 void dqb_adm_do(const char *fmt) {
     redisReply *r = redisCommand(dqb_adm, fmt);
     if (r == NULL || r->type == REDIS_REPLY_ERROR)

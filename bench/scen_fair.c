@@ -70,17 +70,6 @@ static dqb_series dqb_fp_poll, dqb_fp_late, dqb_fp_idle, dqb_fp_rest,
 
 /* ---- the server clock, pushes and drains ------------------------------ */
 
-/* Redis TIME in ms, or -1. */
-static int64_t dqb_fair_srv_ms(void) {
-    redisReply *r = dqb_adm_cmd("TIME");
-    int64_t ms = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        ms = atoll(r->element[0]->str) * 1000 +
-             atoll(r->element[1]->str) / 1000;
-    freeReplyObject(r);
-    return ms;
-}
-
 /* The server ms a job was delivered at: its lease deadline - the lease. */
 static int64_t dqb_fair_got_ms(const dq_job *j) {
     return dq_job_lease_deadline_ms(j) - DQB_LEASE_MS;
@@ -201,17 +190,17 @@ static int dqb_fair_phase(dq_client *cl, const char *g, long big, int groups,
                           double *rate, double *p99) {
     dqb_flushall();
     dqb_fair_seen s = {calloc((size_t)groups + 1, sizeof(double)), 0, 0};
-    int64_t t0 = dqb_fair_srv_ms() + 300 + big / 40 + groups / 2;
+    int64_t t0 = dqb_adm_srv_ms() + 300 + big / 40 + groups / 2;
     int rc = s.late == NULL ? -1 : 0;
     if (rc == 0 && big > 0)
         rc = dqb_fair_push(cl, g, 0, "a", big, t0);
     if (rc == 0)
         rc = dqb_fair_push_small(cl, groups, t0);
-    int64_t now = dqb_fair_srv_ms(), start = now > t0 ? now : t0;
+    int64_t now = dqb_adm_srv_ms(), start = now > t0 ? now : t0;
     if (now > t0)
         dqb_log("fair: pushing ran %lld ms past the due moment: timed "
                 "from its end", (long long)(now - t0));
-    while (rc == 0 && dqb_fair_srv_ms() < t0)
+    while (rc == 0 && dqb_adm_srv_ms() < t0)
         usleep(200);
     s.last_big = start;
     if (rc == 0)
@@ -276,7 +265,7 @@ static void dqb_fair_consumer(long total, long *done) {
 
 /* Jobs the bench queue holds leased now (lease deadline ahead). */
 static long dqb_fair_leased(void) {
-    int64_t now = dqb_fair_srv_ms();
+    int64_t now = dqb_adm_srv_ms();
     redisReply *r = dqb_adm_cmd("ZCOUNT dq:{" DQB_QUEUE "}:lease (%lld +inf",
                                 (long long)now);
     long v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (long)r->integer
@@ -340,7 +329,7 @@ static void dqb_fair_limit1(dq_client *cl, const dqb_fair_size *z,
         dqb_fail("fair: dq_config_set: %s", dq_errmsg(cl));
         return;
     }
-    if (dqb_fair_push(cl, NULL, 0, "j", z->jobs, dqb_fair_srv_ms() - 10))
+    if (dqb_fair_push(cl, NULL, 0, "j", z->jobs, dqb_adm_srv_ms() - 10))
         return;
     long most;
     double rate = dqb_fair_consume(z->procs, z->jobs, done, &most);
@@ -392,13 +381,13 @@ static int dqb_fair_prio1(dq_client *cl, long n, double *late,
                           double *rest) {
     dqb_flushall();
     if (n > 0 &&
-        dqb_fair_push(cl, NULL, 0, "a", n, dqb_fair_srv_ms() - 10) != 0)
+        dqb_fair_push(cl, NULL, 0, "a", n, dqb_adm_srv_ms() - 10) != 0)
         return -1;
-    if (dqb_fair_push(cl, NULL, DQB_FAIR_PRIO, "s", 1, dqb_fair_srv_ms()))
+    if (dqb_fair_push(cl, NULL, DQB_FAIR_PRIO, "s", 1, dqb_adm_srv_ms()))
         return -1;
     int k = dqb_fair_polls_to_s0(cl, late);
     long left = n - (k - 1);
-    dqb_fair_seen s = {NULL, 0, dqb_fair_srv_ms()};
+    dqb_fair_seen s = {NULL, 0, dqb_adm_srv_ms()};
     int64_t start = s.last_big;
     if (k > 0 && left > 0 && dqb_fair_drain(cl, left, &s) == 0)
         *rest = dqb_fair_rate(left, start, s.last_big);
@@ -409,9 +398,9 @@ static int dqb_fair_prio1(dq_client *cl, long n, double *late,
 /* A plain queue's drain of n due jobs; jobs/s, or NAN. */
 static double dqb_fair_plain(dq_client *cl, long n) {
     dqb_flushall();
-    if (dqb_fair_push(cl, NULL, 0, "a", n, dqb_fair_srv_ms() - 10) != 0)
+    if (dqb_fair_push(cl, NULL, 0, "a", n, dqb_adm_srv_ms() - 10) != 0)
         return NAN;
-    dqb_fair_seen s = {NULL, 0, dqb_fair_srv_ms()};
+    dqb_fair_seen s = {NULL, 0, dqb_adm_srv_ms()};
     int64_t start = s.last_big;
     if (dqb_fair_drain(cl, n, &s) != 0)
         return NAN;

@@ -129,17 +129,6 @@ static int dqb_lay_set(dq_client *cl, int layout) {
     return 0;
 }
 
-/* The server's clock, epoch ms. */
-static int64_t dqb_lay_srv_ms(void) {
-    redisReply *r = dqb_adm_cmd("TIME");
-    int64_t ms = 0;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-             strtoll(r->element[1]->str, NULL, 10) / 1000;
-    freeReplyObject(r);
-    return ms;
-}
-
 /* An integer reply of an admin command (NAN if it is not one). */
 static double dqb_lay_int(const char *fmt, const char *arg) {
     redisReply *r = redisCommand(dqb_adm, fmt, DQB_QUEUE, arg);
@@ -445,7 +434,7 @@ static void dqb_lay_drain(const dqb_cfg *c, int L, int p) {
     dq_client *cl = dqb_lay_fresh(L);
     if (cl == NULL)
         return;
-    int64_t at0 = dqb_lay_srv_ms() - 26 * INT64_C(3600000);
+    int64_t at0 = dqb_adm_srv_ms() - 26 * INT64_C(3600000);
     double prate = dqb_lay_push(cl, n, plen, at0, 1, NULL, 0, NULL);
     double native = dqb_lay_int("ZCARD dq:{%s}:%s", "due");
     dqb_reset_stats();
